@@ -1,0 +1,76 @@
+//! The attribute's arguments: `"path"`, then optional `sha1 = "..."` and `crate = "..."`.
+
+use syn::parse::{Parse, ParseStream};
+use syn::{LitStr, Path, Token};
+
+mod kw {
+    syn::custom_keyword!(sha1);
+}
+
+/// `#[lock_script("scripts/x.lua", sha1 = "...", crate = "...")]`.
+pub(crate) struct Args {
+    /// The script's path, relative to `CARGO_MANIFEST_DIR`.
+    pub(crate) path: LitStr,
+    /// A pinned digest that the file must still have.
+    pub(crate) sha1: Option<LitStr>,
+    /// The runtime crate's path, `::lock_runtime` unless overridden.
+    pub(crate) krate: Path,
+}
+
+impl Parse for Args {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let path: LitStr = input.parse().map_err(|e| {
+            syn::Error::new(
+                e.span(),
+                "expected the script's path as a string literal: \
+                 #[lock_script(\"scripts/name.lua\")]",
+            )
+        })?;
+        let mut sha1 = None;
+        let mut krate = None;
+        while !input.is_empty() {
+            input.parse::<Token![,]>()?;
+            if input.is_empty() {
+                break;
+            }
+            let lookahead = input.lookahead1();
+            if lookahead.peek(kw::sha1) {
+                let key: kw::sha1 = input.parse()?;
+                input.parse::<Token![=]>()?;
+                if sha1.is_some() {
+                    return Err(syn::Error::new(
+                        key.span,
+                        "expected only a single `sha1` argument",
+                    ));
+                }
+                sha1 = Some(input.parse::<LitStr>()?);
+            } else if lookahead.peek(Token![crate]) {
+                let key: Token![crate] = input.parse()?;
+                input.parse::<Token![=]>()?;
+                if krate.is_some() {
+                    return Err(syn::Error::new(
+                        key.span,
+                        "expected only a single `crate` argument",
+                    ));
+                }
+                let lit: LitStr = input.parse()?;
+                krate = Some(lit.parse::<Path>()?);
+            } else if input.peek(syn::Ident) {
+                let unknown: syn::Ident = input.parse()?;
+                return Err(syn::Error::new(
+                    unknown.span(),
+                    format!(
+                        "unknown argument `{unknown}`: expected `sha1 = \"...\"` or `crate = \"...\"`"
+                    ),
+                ));
+            } else {
+                return Err(lookahead.error());
+            }
+        }
+        Ok(Self {
+            path,
+            sha1,
+            krate: krate.unwrap_or_else(|| syn::parse_quote!(::lock_runtime)),
+        })
+    }
+}

@@ -1,0 +1,146 @@
+//! Holds the script's analysis against the Rust signature and the pin.
+//!
+//! Every check runs and adds its error; nothing stops at the first problem, so one
+//! build shows all of them (serde's `Ctxt` idea).
+
+use syn::LitStr;
+
+use crate::item::Param;
+use crate::lua::{Analysis, Usage};
+use crate::source::Source;
+
+/// Everything wrong with the script or its fit to the signature, each on `lit`.
+pub(crate) fn check(
+    lit: &LitStr,
+    fn_name: &syn::Ident,
+    source: &Source,
+    analysis: &Analysis,
+    params: &[Param],
+    pin: Option<&LitStr>,
+    errors: &mut Vec<syn::Error>,
+) {
+    let path = lit.value();
+    for problem in &analysis.problems {
+        errors.push(syn::Error::new(
+            lit.span(),
+            format!("{path}:{}: {}", problem.at, problem.message),
+        ));
+    }
+    let keys: Vec<&Param> = params.iter().filter(|p| p.key).collect();
+    let args: Vec<&Param> = params.iter().filter(|p| !p.key).collect();
+    arity(
+        lit,
+        fn_name,
+        "KEYS",
+        "`#[key]` parameter",
+        &analysis.keys,
+        &keys,
+        errors,
+    );
+    arity(
+        lit,
+        fn_name,
+        "ARGV",
+        "non-key parameter",
+        &analysis.argv,
+        &args,
+        errors,
+    );
+    if let Some(pin) = pin {
+        check_pin(pin, &path, &source.sha1, errors);
+    }
+}
+
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+fn arity(
+    lit: &LitStr,
+    fn_name: &syn::Ident,
+    table: &str,
+    what: &str,
+    usage: &Usage,
+    params: &[&Param],
+    errors: &mut Vec<syn::Error>,
+) {
+    let path = lit.value();
+    let fixed = params.iter().filter(|p| !p.variadic).count();
+    let variadic: Vec<&&Param> = params.iter().filter(|p| p.variadic).collect();
+    if let Some(extra) = variadic.get(1) {
+        errors.push(syn::Error::new_spanned(
+            &extra.name,
+            format!("only one variadic {table} parameter is possible: the script cannot tell where one slice ends"),
+        ));
+    }
+    if let Some(first) = variadic.first() {
+        if let Some(after) = params.iter().skip_while(|p| !p.variadic).nth(1) {
+            errors.push(syn::Error::new_spanned(
+                &after.name,
+                format!(
+                    "the variadic {table} parameter `{}` must come last among the {what}s",
+                    first.name
+                ),
+            ));
+        }
+        if !usage.dynamic {
+            errors.push(syn::Error::new(
+                lit.span(),
+                format!(
+                    "{path}: `{}` is variadic, but the script reads {table} only by fixed index; \
+                     read it by count (`#{table}`, `{table}[i]`) or make the parameter a single value",
+                    first.name
+                ),
+            ));
+        }
+        if usage.highest > fixed {
+            errors.push(syn::Error::new(
+                lit.span(),
+                format!(
+                    "{path}: the script reads {table}[{}] by fixed index, but `{fn_name}` has only {} before the variadic one",
+                    usage.highest,
+                    plural(fixed, what)
+                ),
+            ));
+        }
+        return;
+    }
+    if usage.highest != fixed {
+        let used = match usage.highest_at {
+            Some(at) => format!(
+                "its highest {table} index is {table}[{}] (at {at})",
+                usage.highest
+            ),
+            None => format!("it reads no {table}[n]"),
+        };
+        errors.push(syn::Error::new(
+            lit.span(),
+            format!(
+                "{path}: {used}, but `{fn_name}` has {}; the two numbers must be equal",
+                plural(fixed, what)
+            ),
+        ));
+    }
+}
+
+fn check_pin(pin: &LitStr, path: &str, actual: &str, errors: &mut Vec<syn::Error>) {
+    let pinned = pin.value();
+    if pinned.len() != 40 || !pinned.bytes().all(|b| b.is_ascii_hexdigit()) {
+        errors.push(syn::Error::new(
+            pin.span(),
+            "a sha1 pin is 40 hex digits, as `sha1sum` prints it",
+        ));
+    } else if !pinned.eq_ignore_ascii_case(actual) {
+        errors.push(syn::Error::new(
+            pin.span(),
+            format!(
+                "{path} changed: its SHA1 is now {actual}, but the attribute pins {pinned}; \
+                 review the change, then set sha1 = \"{actual}\""
+            ),
+        ));
+    }
+}

@@ -1,0 +1,43 @@
+#![forbid(unsafe_code)]
+//! `#[lock_script("scripts/x.lua")]`: a Redis Lua script as a typed Rust function.
+//!
+//! Use it through `lock_runtime`, which re-exports it; the runtime documents the
+//! generated API. This crate is only the entry point; the phases live in modules:
+//! [`args`] parses the attribute, [`item`] the bodyless function, [`source`] reads and
+//! hashes the file, [`lua`] analyses the script, [`check`] holds the script against the
+//! signature, and [`expand`] writes the function.
+
+mod args;
+mod check;
+mod commands;
+mod expand;
+mod item;
+mod lua;
+mod source;
+
+use proc_macro::TokenStream;
+
+/// Turns a bodyless function into a typed call of a Redis Lua script.
+///
+/// ```ignore
+/// use lock_runtime::lock_script;
+///
+/// /// Deletes the lock only while it still holds our token.
+/// #[lock_script("scripts/compare-del.lua")]
+/// pub fn compare_del(#[key] lock: &str, token: &str) -> i64;
+/// ```
+///
+/// The path is relative to the declaring crate's `CARGO_MANIFEST_DIR`. Optional
+/// arguments: `sha1 = "<40 hex>"` pins the reviewed digest (the build fails when the file
+/// changes), `crate = "path"` names the runtime crate when it was renamed.
+///
+/// Checked at compile time, all problems reported in one build: the file exists and is
+/// UTF-8; it parses as Lua 5.1; the highest `KEYS[n]` equals the number of `#[key]`
+/// parameters and the highest `ARGV[n]` the number of the others (a slice parameter is
+/// variadic); every literal `redis.call`/`redis.pcall` command exists, may run in a
+/// script, and does not write in a `#!lua flags=no-writes` script; shebang flags are
+/// known; the pin matches.
+#[proc_macro_attribute]
+pub fn lock_script(attr: TokenStream, item: TokenStream) -> TokenStream {
+    expand::lock_script(attr.into(), item.into()).into()
+}

@@ -1,0 +1,444 @@
+//! Static analysis of one Redis Lua script, independent of any Rust signature.
+//!
+//! Parses the source as Lua 5.1 (the dialect Redis embeds) with `full_moon`, reads the
+//! `#!lua` shebang the way Redis 7 does, and scans the tokens for the three things the
+//! macro checks against the Rust side: the highest literal `KEYS[n]` and `ARGV[n]`, and
+//! every `redis.call` / `redis.pcall` whose command name is a string literal.
+//!
+//! This module knows nothing about `proc_macro`: it returns plain data with 1-based
+//! line/column positions, so the same analysis can serve a command-line auditor.
+
+use std::fmt;
+
+use full_moon::ast::LuaVersion;
+use full_moon::tokenizer::{Lexer, LexerResult, Symbol, Token, TokenType};
+
+use crate::commands;
+
+/// The flags Redis 7 accepts after `#!lua flags=`.
+pub const KNOWN_FLAGS: &[&str] = &[
+    "no-writes",
+    "allow-oom",
+    "allow-stale",
+    "no-cluster",
+    "allow-cross-slot-keys",
+];
+
+/// A 1-based line and column in the script file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Position {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column, in characters.
+    pub column: usize,
+}
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+/// Something the server would refuse, or that cannot be what the author meant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// Where in the file.
+    pub at: Position,
+    /// What is wrong, in one sentence.
+    pub message: String,
+}
+
+/// How a script uses `KEYS` or `ARGV`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// The highest literal index, `KEYS[3]` gives 3; 0 when never indexed literally.
+    pub highest: usize,
+    /// Where that highest index first appears.
+    pub highest_at: Option<Position>,
+    /// The table is also used in a way that needs no fixed count (`#KEYS`, `KEYS[i]`,
+    /// `unpack(KEYS)`): a variadic Rust parameter fits it.
+    pub dynamic: bool,
+}
+
+/// A `redis.call` / `redis.pcall` with a literal command name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommandUse {
+    /// The name as written (case preserved).
+    pub name: String,
+    /// Where the name literal is.
+    pub at: Position,
+}
+
+/// Everything the checks need to know about one script.
+#[derive(Clone, Debug, Default)]
+pub struct Analysis {
+    /// `KEYS` usage.
+    pub keys: Usage,
+    /// `ARGV` usage.
+    pub argv: Usage,
+    /// The script opens with a `#!lua` shebang (which changes Redis's defaults).
+    pub shebang: bool,
+    /// The flags listed in the shebang, in order.
+    pub flags: Vec<String>,
+    /// Literal command names the script calls.
+    pub commands: Vec<CommandUse>,
+    /// Every problem found, in file order within each kind.
+    pub problems: Vec<Problem>,
+}
+
+impl Analysis {
+    /// The shebang declares `no-writes`: the script may run as EVAL_RO / EVALSHA_RO.
+    pub fn read_only(&self) -> bool {
+        self.flags.iter().any(|f| f == "no-writes")
+    }
+}
+
+/// Analyses a script's source.
+pub fn analyze(source: &str) -> Analysis {
+    let mut analysis = Analysis::default();
+    let body = read_shebang(source, &mut analysis);
+
+    let parsed = full_moon::parse_fallible(&body, LuaVersion::lua51());
+    if !parsed.errors().is_empty() {
+        for error in parsed.errors() {
+            let (start, _) = error.range();
+            analysis.problems.push(Problem {
+                at: Position {
+                    line: start.line(),
+                    column: start.character(),
+                },
+                message: format!("Lua syntax error: {}", error.error_message()),
+            });
+        }
+        // A partial tree has phantom tokens; linting it would report noise.
+        return analysis;
+    }
+
+    // The parse succeeded, so lexing succeeds too; the scan wants the flat token list.
+    if let LexerResult::Ok(all) = Lexer::new(&body, LuaVersion::lua51()).collect() {
+        let tokens: Vec<&Token> = all.iter().filter(|t| !t.token_type().is_trivia()).collect();
+        scan(&tokens, &mut analysis);
+    }
+    analysis
+}
+
+/// Reads a `#!lua flags=...` first line as Redis 7 does, and returns the source with
+/// the shebang turned into a comment of the same width so positions stay true.
+fn read_shebang(source: &str, analysis: &mut Analysis) -> String {
+    let Some(rest) = source.strip_prefix("#!") else {
+        return source.to_owned();
+    };
+    analysis.shebang = true;
+    let line = rest.lines().next().unwrap_or("");
+    let at = Position { line: 1, column: 1 };
+    let mut parts = line.split_ascii_whitespace();
+    if parts.next() != Some("lua") {
+        analysis.problems.push(Problem {
+            at,
+            message: format!(
+                "unknown script engine in shebang `#!{line}`: Redis only runs `#!lua`"
+            ),
+        });
+    }
+    for part in parts {
+        if let Some(list) = part.strip_prefix("flags=") {
+            for flag in list.split(',').filter(|f| !f.is_empty()) {
+                if !KNOWN_FLAGS.contains(&flag) {
+                    analysis.problems.push(Problem {
+                        at,
+                        message: format!(
+                            "unknown shebang flag `{flag}`: Redis accepts {}",
+                            KNOWN_FLAGS.join(", ")
+                        ),
+                    });
+                }
+                analysis.flags.push(flag.to_owned());
+            }
+        } else {
+            analysis.problems.push(Problem {
+                at,
+                message: format!(
+                    "unknown shebang option `{part}`: a script accepts only `flags=...` \
+                     (`name=` belongs to Redis Functions)"
+                ),
+            });
+        }
+    }
+    format!("--{rest}")
+}
+
+fn position(token: &Token) -> Position {
+    let p = token.start_position();
+    Position {
+        line: p.line(),
+        column: p.character(),
+    }
+}
+
+fn is_symbol(token: Option<&&Token>, symbol: Symbol) -> bool {
+    matches!(token.map(|t| t.token_type()), Some(TokenType::Symbol { symbol: s }) if *s == symbol)
+}
+
+fn identifier<'a>(token: Option<&&'a Token>) -> Option<&'a str> {
+    match token.map(|t| t.token_type()) {
+        Some(TokenType::Identifier { identifier }) => Some(identifier.as_str()),
+        _ => None,
+    }
+}
+
+fn string_literal<'a>(token: Option<&&'a Token>) -> Option<&'a str> {
+    match token.map(|t| t.token_type()) {
+        Some(TokenType::StringLiteral { literal, .. }) => Some(literal.as_str()),
+        _ => None,
+    }
+}
+
+fn scan(tokens: &[&Token], analysis: &mut Analysis) {
+    for (i, token) in tokens.iter().enumerate() {
+        let Some(name) = identifier(Some(token)) else {
+            continue;
+        };
+        let before = i.checked_sub(1).and_then(|j| tokens.get(j));
+        // `x.KEYS`, `x:KEYS` and `{KEYS = 1}` are fields, not the global.
+        if is_symbol(before, Symbol::Dot)
+            || is_symbol(before, Symbol::Colon)
+            || is_symbol(tokens.get(i + 1), Symbol::Equal)
+        {
+            continue;
+        }
+        match name {
+            "KEYS" | "ARGV" => {
+                let usage = if name == "KEYS" {
+                    &mut analysis.keys
+                } else {
+                    &mut analysis.argv
+                };
+                index_use(name, tokens, i, usage, &mut analysis.problems);
+            }
+            "redis" => command_use(tokens, i, analysis),
+            _ => {}
+        }
+    }
+    lint_commands(analysis);
+}
+
+/// Records `KEYS[<n>]`, or marks the table as used dynamically.
+fn index_use(
+    table: &str,
+    tokens: &[&Token],
+    i: usize,
+    usage: &mut Usage,
+    problems: &mut Vec<Problem>,
+) {
+    let literal = if is_symbol(tokens.get(i + 1), Symbol::LeftBracket)
+        && is_symbol(tokens.get(i + 3), Symbol::RightBracket)
+    {
+        match tokens.get(i + 2).map(|t| t.token_type()) {
+            Some(TokenType::Number { text }) => Some((text.as_str(), position(tokens[i]))),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    let Some((text, at)) = literal else {
+        usage.dynamic = true;
+        return;
+    };
+    match text.parse::<usize>() {
+        Ok(0) => problems.push(Problem {
+            at,
+            message: format!("{table}[0] is always nil: Lua tables start at 1"),
+        }),
+        Ok(n) => {
+            if n > usage.highest {
+                usage.highest = n;
+                usage.highest_at = Some(at);
+            }
+        }
+        Err(_) => usage.dynamic = true,
+    }
+}
+
+/// Records `redis.call("NAME", ...)`, `redis.pcall('NAME', ...)` and `redis.call "NAME"`.
+fn command_use(tokens: &[&Token], i: usize, analysis: &mut Analysis) {
+    if !is_symbol(tokens.get(i + 1), Symbol::Dot) {
+        return;
+    }
+    if !matches!(identifier(tokens.get(i + 2)), Some("call" | "pcall")) {
+        return;
+    }
+    let name_at = if is_symbol(tokens.get(i + 3), Symbol::LeftParen) {
+        i + 4
+    } else {
+        i + 3
+    };
+    let Some(name) = string_literal(tokens.get(name_at)) else {
+        return;
+    };
+    let mut full = name.to_owned();
+    // A container command (`CLIENT KILL`, `SCRIPT FLUSH`) is checked by its subcommand
+    // when that is a literal too.
+    if is_symbol(tokens.get(name_at + 1), Symbol::Comma) {
+        if let Some(sub) = string_literal(tokens.get(name_at + 2)) {
+            let candidate = format!("{name}|{sub}");
+            if commands::find(&candidate).is_some() {
+                full = candidate;
+            }
+        }
+    }
+    analysis.commands.push(CommandUse {
+        name: full,
+        at: position(tokens[name_at]),
+    });
+}
+
+fn lint_commands(analysis: &mut Analysis) {
+    let read_only = analysis.read_only();
+    for used in &analysis.commands {
+        if used.name.contains('.') {
+            // Module commands (`JSON.SET`) are outside the table.
+            continue;
+        }
+        let shown = used.name.replace('|', " ").to_ascii_uppercase();
+        match commands::find(&used.name) {
+            None => analysis.problems.push(Problem {
+                at: used.at,
+                message: format!("`{shown}` is not a Redis command"),
+            }),
+            Some(c) if c.noscript => analysis.problems.push(Problem {
+                at: used.at,
+                message: format!("`{shown}` cannot be called from a script: Redis refuses it"),
+            }),
+            Some(c) if c.write && read_only => analysis.problems.push(Problem {
+                at: used.at,
+                message: format!(
+                    "`{shown}` writes, but the script is declared `#!lua flags=no-writes`"
+                ),
+            }),
+            Some(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn messages(a: &Analysis) -> Vec<String> {
+        a.problems
+            .iter()
+            .map(|p| format!("{}: {}", p.at, p.message))
+            .collect()
+    }
+
+    #[test]
+    fn counts_highest_literal_keys_and_argv() {
+        let a = analyze(
+            "local v = redis.call('GET', KEYS[1])\nreturn redis.call('SET', KEYS[2], ARGV[3])",
+        );
+        assert_eq!(a.keys.highest, 2);
+        assert_eq!(a.argv.highest, 3);
+        assert_eq!(
+            a.argv.highest_at,
+            Some(Position {
+                line: 2,
+                column: 35
+            })
+        );
+        assert!(!a.keys.dynamic);
+        assert!(a.problems.is_empty(), "{:?}", a.problems);
+    }
+
+    #[test]
+    fn hash_and_computed_index_are_dynamic() {
+        let a = analyze("for i = 1, #KEYS do redis.call('DEL', KEYS[i]) end\nreturn ARGV[1]");
+        assert!(a.keys.dynamic);
+        assert_eq!(a.keys.highest, 0);
+        assert!(!a.argv.dynamic);
+    }
+
+    #[test]
+    fn field_named_keys_is_not_the_global() {
+        let a = analyze("local t = {KEYS = 1}\nreturn t.KEYS");
+        assert_eq!(a.keys, Usage::default());
+    }
+
+    #[test]
+    fn unknown_command_is_reported_with_position() {
+        let a = analyze("redis.call('SET', KEYS[1], 1)\nredis.call('SLEEP', 1)");
+        assert_eq!(
+            messages(&a),
+            vec!["2:12: `SLEEP` is not a Redis command".to_owned()]
+        );
+    }
+
+    #[test]
+    fn pcall_and_call_without_parentheses_are_checked() {
+        let a = analyze("redis.pcall('NOPE')\nredis.call 'ALSONOPE'");
+        assert_eq!(a.problems.len(), 2);
+    }
+
+    #[test]
+    fn noscript_commands_are_refused() {
+        let a = analyze("redis.call('MULTI')\nredis.call('SCRIPT', 'FLUSH')");
+        assert_eq!(a.problems.len(), 2, "{:?}", messages(&a));
+        assert!(a.problems[1].message.contains("SCRIPT FLUSH"));
+    }
+
+    #[test]
+    fn module_commands_are_not_checked() {
+        assert!(
+            analyze("return redis.call('JSON.GET', KEYS[1])")
+                .problems
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn shebang_flags_are_read_and_positions_kept() {
+        let a = analyze("#!lua flags=no-writes,allow-stale\nreturn redis.call('GET', KEYS[1])");
+        assert!(a.shebang);
+        assert!(a.read_only());
+        assert_eq!(a.flags, vec!["no-writes", "allow-stale"]);
+        assert_eq!(a.keys.highest_at.map(|p| p.line), Some(2));
+        assert!(a.problems.is_empty());
+    }
+
+    #[test]
+    fn write_in_no_writes_script_is_refused() {
+        let a = analyze("#!lua flags=no-writes\nreturn redis.call('set', KEYS[1], 1)");
+        assert_eq!(
+            messages(&a),
+            vec![
+                "2:19: `SET` writes, but the script is declared `#!lua flags=no-writes`".to_owned()
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_flag_and_option_are_refused() {
+        let a = analyze("#!lua flags=no-writes,fast name=x\nreturn 1");
+        assert_eq!(a.problems.len(), 2, "{:?}", messages(&a));
+        assert!(a.problems[0].message.contains("`fast`"));
+        assert!(a.problems[1].message.contains("`name=x`"));
+    }
+
+    #[test]
+    fn syntax_error_has_line_and_column() {
+        let a = analyze("local x = 1\nif x then\n  return 1\n");
+        assert!(!a.problems.is_empty());
+        assert!(a.problems[0].message.starts_with("Lua syntax error"));
+        assert_eq!(a.problems[0].at.line, 4);
+    }
+
+    #[test]
+    fn lua_5_2_goto_is_a_syntax_error() {
+        assert!(!analyze("goto done\n::done::").problems.is_empty());
+    }
+
+    #[test]
+    fn index_zero_is_reported() {
+        let a = analyze("return KEYS[0]");
+        assert!(a.problems[0].message.contains("KEYS[0]"));
+    }
+}

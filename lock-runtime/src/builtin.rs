@@ -1,0 +1,55 @@
+//! The three scripts the lock runtime runs, declared here so every binary that links
+//! `lock_runtime` has them in [`scripts()`](crate::scripts) and can audit them.
+//!
+//! Each is a plain file under `scripts/` with a header that explains it to a reviewer
+//! who reads no Rust. Key names for lock `name` share the hash tag `{name}`, so they
+//! live in one Cluster slot: `lock:{name}`, `lock:{name}:fence`, and the release
+//! channel `lock:{name}:released`.
+
+use crate::lock_script;
+
+/// One atomic attempt to take a lock: `SET NX PX`, then `INCR` the fencing counter.
+///
+/// Returns `(1, fence)` when acquired, `(0, pttl)` when another owner holds it.
+///
+/// ```no_run
+/// # fn main() -> Result<(), lock_runtime::LockError> {
+/// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+/// let mut conn = client.get_connection()?;
+/// let (acquired, value) = lock_runtime::builtin::acquire(
+///     "lock:{orders}", "lock:{orders}:fence", "my-token", 30_000,
+/// ).invoke(&mut conn)?;
+/// if acquired == 1 { println!("fence {value}") } else { println!("retry in {value} ms") }
+/// # Ok(())
+/// # }
+/// ```
+#[lock_script("../scripts/acquire-with-retry.lua")]
+pub fn acquire(#[key] lock: &str, #[key] fence: &str, token: &str, ttl_ms: u64) -> (i64, i64);
+
+/// Deletes the lock only while it holds `token`, and publishes on
+/// `<lock key>:released`. Returns 1 when released, 0 otherwise.
+///
+/// ```no_run
+/// # fn main() -> Result<(), lock_runtime::LockError> {
+/// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+/// let mut conn = client.get_connection()?;
+/// let released = lock_runtime::builtin::compare_del("lock:{orders}", "my-token").invoke(&mut conn)?;
+/// # Ok(())
+/// # }
+/// ```
+#[lock_script("../scripts/compare-del.lua")]
+pub fn compare_del(#[key] lock: &str, token: &str) -> i64;
+
+/// Sets a new lease on the lock only while it holds `token`. Returns 1 when renewed,
+/// 0 otherwise.
+///
+/// ```no_run
+/// # fn main() -> Result<(), lock_runtime::LockError> {
+/// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+/// let mut conn = client.get_connection()?;
+/// let renewed = lock_runtime::builtin::renew("lock:{orders}", "my-token", 30_000).invoke(&mut conn)?;
+/// # Ok(())
+/// # }
+/// ```
+#[lock_script("../scripts/renew.lua")]
+pub fn renew(#[key] lock: &str, token: &str, ttl_ms: u64) -> i64;

@@ -1,0 +1,45 @@
+//! Typed, audited Redis Lua scripts, and the distributed locks built on them.
+//!
+//! A script is a plain `.lua` file that reviewers read. `#[lock_script]` embeds it,
+//! hashes it at compile time, checks it against the Rust signature, and generates a
+//! typed function that returns an [`Invocation`]: EVALSHA with the compiled digest,
+//! EVAL with the embedded source on a `NOSCRIPT` reply and only then.
+//!
+//! ```no_run
+//! use lock_runtime::lock_script;
+//!
+//! /// Deletes the lock only while it still holds our token.
+//! #[lock_script("../scripts/compare-del.lua")]
+//! pub fn compare_del(#[key] lock: &str, token: &str) -> i64;
+//!
+//! # fn main() -> Result<(), lock_runtime::LockError> {
+//! let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+//! let mut conn = client.get_connection()?;
+//! let deleted: i64 = compare_del("lock:{orders}", "token").invoke(&mut conn)?;
+//! println!("{} {deleted}", compare_del("x", "y").script().sha1());
+//! # Ok(())
+//! # }
+//! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+// The macro names `::lock_runtime::...`; this makes that path work inside the crate too.
+extern crate self as lock_runtime;
+
+pub mod builtin;
+mod error;
+mod registry;
+mod script;
+
+pub use error::LockError;
+pub use lock_macros::lock_script;
+pub use registry::{load_scripts, load_scripts_async, scripts};
+pub use script::{Arity, Invocation, Script};
+
+/// Not public API: what `#[lock_script]` expands to. May change in any release.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::registry::SCRIPTS;
+    pub use crate::script::{Invocation, Script};
+    pub use linkme;
+    pub use redis::ToRedisArgs;
+}

@@ -1,0 +1,76 @@
+//! The link-time registry of every script in the binary, and preloading them.
+//!
+//! Each `#[lock_script]` adds its [`Script`] to a `linkme` distributed slice, so the
+//! list is complete without any start-up code: scripts declared in any crate of the
+//! binary, the lock runtime's own included.
+
+use crate::{LockError, Script};
+
+/// Every `#[lock_script]` in the binary registers itself here.
+#[doc(hidden)]
+#[linkme::distributed_slice]
+#[allow(unsafe_code)]
+pub static SCRIPTS: [&'static Script];
+
+/// Iterates every script declared with `#[lock_script]` anywhere in the binary,
+/// sorted by name (then path) so listings are stable.
+///
+/// ```no_run
+/// for script in lock_runtime::scripts() {
+///     println!("{}  {}", script.sha1(), script.path());
+/// }
+/// ```
+pub fn scripts() -> impl ExactSizeIterator<Item = &'static Script> {
+    let mut all: Vec<&'static Script> = SCRIPTS.iter().copied().collect();
+    all.sort_by(|a, b| (a.name(), a.path()).cmp(&(b.name(), b.path())));
+    all.into_iter()
+}
+
+/// `SCRIPT LOAD`s every registered script and returns how many were loaded.
+///
+/// Fails with [`LockError::DigestMismatch`] when the server answers a digest other than
+/// the compiled one. Scripts loaded this way are never evicted from the server's cache
+/// (unlike ones cached by EVAL since Redis 7.4), but the cache is still lost on restart,
+/// failover and `SCRIPT FLUSH`; invocations fall back to EVAL then.
+///
+/// ```no_run
+/// # fn main() -> Result<(), lock_runtime::LockError> {
+/// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+/// let mut conn = client.get_connection()?;
+/// let n = lock_runtime::load_scripts(&mut conn)?;
+/// println!("{n} scripts loaded");
+/// # Ok(())
+/// # }
+/// ```
+pub fn load_scripts<C: redis::ConnectionLike + ?Sized>(con: &mut C) -> Result<usize, LockError> {
+    let mut loaded = 0;
+    for script in scripts() {
+        let reply = con.req_command(&script.load_cmd())?.extract_error()?;
+        let digest: String = redis::from_redis_value(reply).map_err(redis::RedisError::from)?;
+        script.check_loaded(digest)?;
+        loaded += 1;
+    }
+    Ok(loaded)
+}
+
+/// [`load_scripts`] on an async connection.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), lock_runtime::LockError> {
+/// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+/// let mut conn = client.get_multiplexed_async_connection().await?;
+/// lock_runtime::load_scripts_async(&mut conn).await?;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn load_scripts_async<C: redis::aio::ConnectionLike>(
+    con: &mut C,
+) -> Result<usize, LockError> {
+    let mut loaded = 0;
+    for script in scripts() {
+        let digest: String = script.load_cmd().query_async(con).await?;
+        script.check_loaded(digest)?;
+        loaded += 1;
+    }
+    Ok(loaded)
+}

@@ -1,0 +1,382 @@
+//! A compiled script and one call of it: EVALSHA first, EVAL on `NOSCRIPT` and only then.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, ServerErrorKind, ToRedisArgs, Value};
+
+use crate::LockError;
+
+/// How many `KEYS` or `ARGV` entries a script takes.
+///
+/// ```no_run
+/// use lock_runtime::Arity;
+/// let script = lock_runtime::builtin::compare_del("lock:{a}", "t").script();
+/// assert_eq!(script.keys(), Arity::Exactly(1));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Arity {
+    /// Always this many.
+    Exactly(usize),
+    /// This many fixed ones, then a variadic slice.
+    AtLeast(usize),
+}
+
+impl fmt::Display for Arity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Exactly(n) => write!(f, "{n}"),
+            Self::AtLeast(n) => write!(f, "{n}+"),
+        }
+    }
+}
+
+/// A Lua script compiled into the binary by `#[lock_script]`.
+///
+/// Every field was fixed at compile time; the digest is the SHA1 of exactly the bytes
+/// of [`source`](Self::source).
+///
+/// ```no_run
+/// for script in lock_runtime::scripts() {
+///     println!("{} {} {}", script.sha1(), script.name(), script.path());
+/// }
+/// ```
+pub struct Script {
+    name: &'static str,
+    path: &'static str,
+    source: &'static str,
+    sha1: &'static str,
+    keys: Arity,
+    args: Arity,
+    read_only: bool,
+    flags: &'static [&'static str],
+}
+
+impl Script {
+    /// Not public API: the macro's constructor.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    pub const fn __new(
+        name: &'static str,
+        path: &'static str,
+        source: &'static str,
+        sha1: &'static str,
+        keys: Arity,
+        args: Arity,
+        read_only: bool,
+        flags: &'static [&'static str],
+    ) -> Self {
+        Self {
+            name,
+            path,
+            source,
+            sha1,
+            keys,
+            args,
+            read_only,
+            flags,
+        }
+    }
+
+    /// The file stem, e.g. `compare-del`.
+    ///
+    /// ```no_run
+    /// assert_eq!(lock_runtime::builtin::compare_del("k", "t").script().name(), "compare-del");
+    /// ```
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The path as written in the attribute, relative to the declaring crate's manifest.
+    ///
+    /// ```no_run
+    /// println!("{}", lock_runtime::builtin::renew("k", "t", 1).script().path());
+    /// ```
+    pub fn path(&self) -> &'static str {
+        self.path
+    }
+
+    /// The embedded Lua source, byte for byte the reviewed file.
+    ///
+    /// ```no_run
+    /// print!("{}", lock_runtime::builtin::renew("k", "t", 1).script().source());
+    /// ```
+    pub fn source(&self) -> &'static str {
+        self.source
+    }
+
+    /// The SHA1 of the source as 40 lowercase hex digits, computed at compile time. It is
+    /// what `sha1sum` prints for the file and what `SCRIPT LOAD` returns.
+    ///
+    /// ```no_run
+    /// assert_eq!(lock_runtime::builtin::renew("k", "t", 1).script().sha1().len(), 40);
+    /// ```
+    pub fn sha1(&self) -> &'static str {
+        self.sha1
+    }
+
+    /// How many `KEYS` the script takes.
+    ///
+    /// ```no_run
+    /// use lock_runtime::Arity;
+    /// assert_eq!(lock_runtime::builtin::renew("k", "t", 1).script().keys(), Arity::Exactly(1));
+    /// ```
+    pub fn keys(&self) -> Arity {
+        self.keys
+    }
+
+    /// How many `ARGV` entries the script takes.
+    ///
+    /// ```no_run
+    /// use lock_runtime::Arity;
+    /// assert_eq!(lock_runtime::builtin::renew("k", "t", 1).script().args(), Arity::Exactly(2));
+    /// ```
+    pub fn args(&self) -> Arity {
+        self.args
+    }
+
+    /// Declared `#!lua flags=no-writes`: sent as EVALSHA_RO / EVAL_RO, so it may run on
+    /// replicas and is refused by the server if it tries to write.
+    ///
+    /// ```no_run
+    /// assert!(!lock_runtime::builtin::renew("k", "t", 1).script().read_only());
+    /// ```
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The flags of the `#!lua flags=...` shebang, empty when there is none.
+    ///
+    /// ```no_run
+    /// assert!(lock_runtime::builtin::renew("k", "t", 1).script().flags().is_empty());
+    /// ```
+    pub fn flags(&self) -> &'static [&'static str] {
+        self.flags
+    }
+
+    fn evalsha_name(&self) -> &'static str {
+        if self.read_only {
+            "EVALSHA_RO"
+        } else {
+            "EVALSHA"
+        }
+    }
+
+    fn eval_name(&self) -> &'static str {
+        if self.read_only { "EVAL_RO" } else { "EVAL" }
+    }
+
+    pub(crate) fn load_cmd(&self) -> Cmd {
+        let mut cmd = redis::cmd("SCRIPT");
+        cmd.arg("LOAD").arg(self.source);
+        cmd
+    }
+
+    /// Checks the digest `SCRIPT LOAD` returned against the compiled one.
+    pub(crate) fn check_loaded(&self, server: String) -> Result<(), LockError> {
+        if server.eq_ignore_ascii_case(self.sha1) {
+            Ok(())
+        } else {
+            Err(LockError::DigestMismatch {
+                script: self.name,
+                compiled: self.sha1,
+                server,
+            })
+        }
+    }
+}
+
+impl fmt::Debug for Script {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Script")
+            .field("name", &self.name)
+            .field("path", &self.path)
+            .field("sha1", &self.sha1)
+            .field("keys", &self.keys)
+            .field("args", &self.args)
+            .field("read_only", &self.read_only)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One call of a [`Script`] with its keys and arguments, ready to send.
+///
+/// Made by the function `#[lock_script]` generates; run it with [`invoke`](Self::invoke)
+/// or [`invoke_async`](Self::invoke_async). Its `Debug` shows only the script and the
+/// argument count: arguments may be secrets such as lock tokens.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), lock_runtime::LockError> {
+/// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+/// let mut conn = client.get_multiplexed_async_connection().await?;
+/// let renewed: i64 = lock_runtime::builtin::renew("lock:{a}", "token", 30_000)
+///     .invoke_async(&mut conn)
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "an Invocation does nothing until it is invoked"]
+pub struct Invocation<R> {
+    script: &'static Script,
+    /// `EVALSHA[_RO] sha1 numkeys keys... args...`, built once.
+    cmd: Cmd,
+    /// A parameter that did not serialize to the arguments its slot needs.
+    bad_argument: Option<(&'static str, usize)>,
+    reply: PhantomData<fn() -> R>,
+}
+
+impl<R> Invocation<R> {
+    /// Not public API: starts a call with `numkeys` keys.
+    #[doc(hidden)]
+    pub fn __new(script: &'static Script, numkeys: usize) -> Self {
+        let mut cmd = Cmd::with_capacity(3 + numkeys, 64);
+        cmd.arg(script.evalsha_name()).arg(script.sha1).arg(numkeys);
+        Self {
+            script,
+            cmd,
+            bad_argument: None,
+            reply: PhantomData,
+        }
+    }
+
+    /// Not public API: appends one value that must fill exactly one slot.
+    #[doc(hidden)]
+    pub fn __one<T: ToRedisArgs + ?Sized>(&mut self, parameter: &'static str, value: &T) {
+        let count = value.num_of_args();
+        if count != 1 && self.bad_argument.is_none() {
+            self.bad_argument = Some((parameter, count));
+        }
+        self.cmd.arg(value);
+    }
+
+    /// Not public API: appends a variadic slice.
+    #[doc(hidden)]
+    pub fn __many<T: ToRedisArgs + ?Sized>(&mut self, value: &T) {
+        self.cmd.arg(value);
+    }
+
+    /// The script this call runs.
+    ///
+    /// ```no_run
+    /// let call = lock_runtime::builtin::compare_del("lock:{a}", "token");
+    /// println!("{} {}", call.script().name(), call.script().sha1());
+    /// ```
+    pub fn script(&self) -> &'static Script {
+        self.script
+    }
+
+    fn check_arguments(&self) -> Result<(), LockError> {
+        match self.bad_argument {
+            Some((parameter, count)) => Err(LockError::Argument {
+                script: self.script.name,
+                parameter,
+                count,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The same call as EVAL[_RO] with the embedded source.
+    fn eval_cmd(&self) -> Cmd {
+        let mut cmd = Cmd::with_capacity(self.cmd.args_iter().len(), self.script.source.len() + 64);
+        cmd.arg(self.script.eval_name()).arg(self.script.source);
+        for arg in self.cmd.args_iter().skip(2) {
+            if let redis::Arg::Simple(bytes) = arg {
+                cmd.arg(bytes);
+            }
+        }
+        cmd
+    }
+}
+
+impl<R: FromRedisValue> Invocation<R> {
+    /// Runs the script on a sync connection: EVALSHA, then EVAL if and only if the
+    /// server answered `NOSCRIPT` (which also caches the script there).
+    ///
+    /// Any other failure is returned as is: after an I/O error or a timeout the script
+    /// may have run, so it is never sent again.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), lock_runtime::LockError> {
+    /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+    /// let mut conn = client.get_connection()?;
+    /// let deleted: i64 = lock_runtime::builtin::compare_del("lock:{a}", "t").invoke(&mut conn)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn invoke<C: redis::ConnectionLike + ?Sized>(&self, con: &mut C) -> Result<R, LockError> {
+        self.check_arguments()?;
+        let reply = match con.req_command(&self.cmd).and_then(Value::extract_error) {
+            Err(err) if is_noscript(&err) => con
+                .req_command(&self.eval_cmd())
+                .and_then(Value::extract_error),
+            other => other,
+        };
+        self.finish(reply)
+    }
+
+    /// Runs the script on an async connection (multiplexed, managed, cluster...), with
+    /// the same EVALSHA → EVAL-on-`NOSCRIPT` rule as [`invoke`](Self::invoke).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+    /// let mut conn = client.get_multiplexed_async_connection().await?;
+    /// let deleted: i64 = lock_runtime::builtin::compare_del("lock:{a}", "t")
+    ///     .invoke_async(&mut conn)
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn invoke_async<C: redis::aio::ConnectionLike>(
+        &self,
+        con: &mut C,
+    ) -> Result<R, LockError> {
+        self.check_arguments()?;
+        let reply = match con
+            .req_packed_command(&self.cmd)
+            .await
+            .and_then(Value::extract_error)
+        {
+            Err(err) if is_noscript(&err) => {
+                let eval = self.eval_cmd();
+                con.req_packed_command(&eval)
+                    .await
+                    .and_then(Value::extract_error)
+            }
+            other => other,
+        };
+        self.finish(reply)
+    }
+
+    fn finish(&self, reply: Result<Value, RedisError>) -> Result<R, LockError> {
+        match reply {
+            Ok(value) => redis::from_redis_value(value).map_err(|e| LockError::UnexpectedReply {
+                script: self.script.name,
+                expected: std::any::type_name::<R>(),
+                source: e.into(),
+            }),
+            Err(err) if matches!(err.kind(), ErrorKind::Server(_) | ErrorKind::Extension) => {
+                Err(LockError::Script {
+                    script: self.script.name,
+                    source: err,
+                })
+            }
+            Err(err) => Err(LockError::Redis(err)),
+        }
+    }
+}
+
+fn is_noscript(err: &RedisError) -> bool {
+    err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+}
+
+impl<R> fmt::Debug for Invocation<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Invocation")
+            .field("script", &self.script.name)
+            .field("sha1", &self.script.sha1)
+            .field("arguments", &self.cmd.args_iter().len().saturating_sub(3))
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,549 @@
+//! A private `redis-server` for one test, modelled on redis-rs's `redis-test/src/server.rs`.
+//!
+//! Every [`RedisServer`] runs its own `redis-server` process on a free loopback port, with its
+//! own temporary directory (working dir, log file, AOF files). Nothing is persisted unless the
+//! test asks for it through [`ServerBuilder::arg`]. The process is killed (SIGKILL) and reaped
+//! when the value is dropped; if the drop happens while the thread is panicking, the tail of the
+//! server's log is printed to stderr so the failing test shows what the server saw.
+//!
+//! ```no_run
+//! use lockscript_tests::server::RedisServer;
+//!
+//! let server = RedisServer::builder()
+//!     .arg("--appendonly")
+//!     .arg("yes")
+//!     .start();
+//! let mut con = server.connection();
+//! redis::cmd("SET").arg("k").arg("v").exec(&mut con).unwrap();
+//! ```
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+/// Environment variable that overrides the `redis-server` binary to run.
+const BIN_ENV: &str = "REDIS_SERVER_BIN";
+/// Binary run when [`BIN_ENV`] is not set.
+const DEFAULT_BIN: &str = "redis-server";
+/// The message for a missing binary.
+const INSTALL_HINT: &str = "redis-server not found on PATH: install it with \
+     `apt-get install -y redis-server` (Debian/Ubuntu) or `brew install redis`";
+/// How long a starting server may take to answer `PING`.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long [`RedisServer::connection`] / [`RedisServer::multiplexed`] retry a refused connect.
+const CONNECT_RETRY: Duration = Duration::from_secs(5);
+/// Pause between two readiness / connect attempts.
+const POLL_INTERVAL: Duration = Duration::from_millis(20);
+/// How many fresh ports to try when another process grabs ours before redis binds it.
+const PORT_ATTEMPTS: usize = 5;
+/// Lines of log printed when a test panics with the server alive, or put in panic messages.
+const LOG_TAIL_LINES: usize = 100;
+/// The port a developer's own redis most likely runs on; never hand it out.
+const DEFAULT_REDIS_PORT: u16 = 6379;
+/// Log file name inside the temp dir.
+const LOG_FILE: &str = "redis.log";
+/// File inside the temp dir receiving the process's stdout and stderr (errors printed before
+/// the log file is opened, e.g. a bad command line, only show up there).
+const OUTPUT_FILE: &str = "redis.stdout";
+
+/// A private redis-server for one test.
+///
+/// Started with [`RedisServer::start`] or [`RedisServer::builder`]; killed (SIGKILL) and reaped
+/// on drop, after which its temporary directory is removed.
+#[derive(Debug)]
+pub struct RedisServer {
+    /// The running process; `None` between [`RedisServer::stop`] and [`RedisServer::restart`].
+    child: Option<Child>,
+    /// Pid of the most recently started process.
+    pid: u32,
+    /// The loopback port, kept across restarts.
+    port: u16,
+    /// The builder's extra arguments, replayed on restart.
+    extra_args: Vec<String>,
+    /// Working dir, log file, AOF/RDB files. Declared last so it is removed after the kill.
+    dir: TempDir,
+}
+
+/// Builder for a [`RedisServer`] with extra `redis-server` command-line arguments.
+///
+/// ```no_run
+/// # use lockscript_tests::server::RedisServer;
+/// let server = RedisServer::builder()
+///     .arg("--appendonly")
+///     .arg("yes")
+///     .start();
+/// ```
+#[derive(Debug, Default, Clone)]
+pub struct ServerBuilder {
+    /// Extra arguments, appended after the defaults so they can override them.
+    args: Vec<String>,
+}
+
+impl ServerBuilder {
+    /// Appends one command-line argument (e.g. `"--appendonly"`, then `"yes"`).
+    ///
+    /// Extra arguments come after the harness's defaults (`--port`, `--bind 127.0.0.1`,
+    /// `--save ''`, `--appendonly no`, `--dir`, `--logfile`, `--daemonize no`), so they can
+    /// override any default except the port, the bind address, the dir and the log file, which
+    /// the harness relies on.
+    #[must_use]
+    pub fn arg(mut self, a: impl Into<String>) -> Self {
+        self.args.push(a.into());
+        self
+    }
+
+    /// Starts the server and waits until it answers `PING`.
+    ///
+    /// # Panics
+    ///
+    /// If the temp dir cannot be created, the binary is missing (the message says how to install
+    /// it; set `REDIS_SERVER_BIN` to use another binary), the server exits during startup, it
+    /// does not answer within ~10 s, or no free port could be bound after a few attempts. The
+    /// message includes the server's log.
+    #[must_use]
+    pub fn start(self) -> RedisServer {
+        let dir = tempfile::Builder::new()
+            .prefix("redis-test-")
+            .tempdir()
+            .unwrap_or_else(|e| panic!("cannot create a temp dir for redis-server: {e}"));
+        let mut failures = Vec::new();
+        for _ in 0..PORT_ATTEMPTS {
+            let port = free_port();
+            match launch(dir.path(), port, &self.args) {
+                Ok(child) => {
+                    return RedisServer {
+                        pid: child.id(),
+                        child: Some(child),
+                        port,
+                        extra_args: self.args,
+                        dir,
+                    };
+                }
+                Err(port_taken) => {
+                    failures.push(port_taken);
+                    // Start the next attempt with a clean log, so `log()` shows the live server.
+                    let _ = fs::remove_file(dir.path().join(LOG_FILE));
+                    let _ = fs::remove_file(dir.path().join(OUTPUT_FILE));
+                }
+            }
+        }
+        panic!(
+            "redis-server could not bind a free port after {PORT_ATTEMPTS} attempts:\n{}",
+            failures.join("\n")
+        );
+    }
+}
+
+impl RedisServer {
+    /// Starts a server with the default configuration (no persistence); same as
+    /// `RedisServer::builder().start()`.
+    ///
+    /// # Panics
+    ///
+    /// See [`ServerBuilder::start`].
+    #[must_use]
+    pub fn start() -> RedisServer {
+        Self::builder().start()
+    }
+
+    /// A builder to add `redis-server` arguments before starting.
+    #[must_use]
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::default()
+    }
+
+    /// The loopback port the server listens on (unchanged by [`RedisServer::restart`]).
+    #[must_use]
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The connection URL, `redis://127.0.0.1:{port}/`.
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// A [`redis::Client`] for this server.
+    ///
+    /// # Panics
+    ///
+    /// Never in practice (the URL is always well formed).
+    #[must_use]
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url())
+            .unwrap_or_else(|e| panic!("invalid redis url {}: {e}", self.url()))
+    }
+
+    /// A synchronous connection, retrying for a few seconds while the connection is refused
+    /// (e.g. right after a restart).
+    ///
+    /// # Panics
+    ///
+    /// If no connection could be made; the message includes the server's log.
+    #[must_use]
+    pub fn connection(&self) -> redis::Connection {
+        let client = self.client();
+        let deadline = Instant::now() + CONNECT_RETRY;
+        loop {
+            match client.get_connection() {
+                Ok(con) => return con,
+                Err(e) if e.is_connection_refusal() && Instant::now() < deadline => {
+                    thread::sleep(POLL_INTERVAL);
+                }
+                Err(e) => panic!(
+                    "cannot connect to redis-server at {}: {e}\n{}",
+                    self.url(),
+                    self.diagnostics()
+                ),
+            }
+        }
+    }
+
+    /// A multiplexed async connection (needs a tokio runtime), retrying for a few seconds while
+    /// the connection is refused (e.g. right after a restart).
+    ///
+    /// Note that redis-rs gives async connections a default response timeout of 500 ms.
+    ///
+    /// # Panics
+    ///
+    /// If no connection could be made; the message includes the server's log.
+    #[must_use]
+    pub async fn multiplexed(&self) -> redis::aio::MultiplexedConnection {
+        let client = self.client();
+        let deadline = Instant::now() + CONNECT_RETRY;
+        loop {
+            match client.get_multiplexed_async_connection().await {
+                Ok(con) => return con,
+                Err(e) if e.is_connection_refusal() && Instant::now() < deadline => {
+                    tokio::time::sleep(POLL_INTERVAL).await;
+                }
+                Err(e) => panic!(
+                    "cannot connect (async) to redis-server at {}: {e}\n{}",
+                    self.url(),
+                    self.diagnostics()
+                ),
+            }
+        }
+    }
+
+    /// The current contents of the server's log file (empty if there is none yet).
+    ///
+    /// The file is kept across [`RedisServer::restart`], so it holds every run's output.
+    #[must_use]
+    pub fn log(&self) -> String {
+        read_lossy(&self.dir.path().join(LOG_FILE))
+    }
+
+    /// The server's temporary directory (its `--dir`: AOF and RDB files, the log file...).
+    /// Removed when the server is dropped.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The pid of the most recently started `redis-server` process.
+    #[must_use]
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Kills the server (SIGKILL, so nothing is flushed on the way out) and reaps it. Keeps the
+    /// temp dir and the port number, for [`RedisServer::restart`]. Does nothing if the server
+    /// is already stopped.
+    pub fn stop(&mut self) {
+        if let Some(child) = self.child.take() {
+            kill_and_reap(child);
+        }
+    }
+
+    /// Starts the server again on the same port, dir and arguments (stopping it first if it is
+    /// running), and waits until it answers `PING` (so any AOF has been loaded).
+    ///
+    /// # Panics
+    ///
+    /// If the server cannot start (e.g. another process took the port meanwhile); the message
+    /// includes the server's log.
+    pub fn restart(&mut self) {
+        self.stop();
+        match launch(self.dir.path(), self.port, &self.extra_args) {
+            Ok(child) => {
+                self.pid = child.id();
+                self.child = Some(child);
+            }
+            Err(port_taken) => panic!("redis-server could not restart: {port_taken}"),
+        }
+    }
+
+    /// Sends a signal to the server process by running `kill -<sig> <pid>`, e.g. `"STOP"` to
+    /// freeze it and `"CONT"` to resume it (a leading `-` or a `SIG` prefix is accepted).
+    ///
+    /// # Panics
+    ///
+    /// If the server is stopped, `kill` cannot be run, or it reports failure.
+    pub fn signal(&self, sig: &str) {
+        assert!(
+            self.child.is_some(),
+            "cannot send SIG{sig} to redis-server: it is stopped"
+        );
+        let sig = sig.trim_start_matches('-');
+        let output = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.pid.to_string())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run `kill -{sig} {}`: {e}", self.pid));
+        assert!(
+            output.status.success(),
+            "`kill -{sig} {}` failed ({}): {}",
+            self.pid,
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+
+    /// Log tail plus captured stdout/stderr, for panic messages.
+    fn diagnostics(&self) -> String {
+        diagnostics(self.dir.path())
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+        if thread::panicking() {
+            eprintln!(
+                "\n===== redis-server log (port {}, pid {}, dir {}; test panicked) =====\n{}\
+                 ===== end of redis-server log =====",
+                self.port,
+                self.pid,
+                self.dir.path().display(),
+                self.diagnostics()
+            );
+        }
+    }
+}
+
+/// A free loopback port (never 6379): bind `127.0.0.1:0`, read the port, drop the listener.
+///
+/// Another process may take the port before redis binds it; [`launch`] detects that.
+fn free_port() -> u16 {
+    loop {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .unwrap_or_else(|e| panic!("cannot bind a loopback port: {e}"));
+        let port = listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("cannot read the bound port: {e}"))
+            .port();
+        if port != DEFAULT_REDIS_PORT {
+            return port;
+        }
+    }
+}
+
+/// Spawns `redis-server` on `port` and waits until it answers.
+///
+/// Returns `Err(diagnostics)` when the server exited because the port was already in use (the
+/// caller may retry with another port); panics on every other failure.
+fn launch(dir: &Path, port: u16, extra_args: &[String]) -> Result<Child, String> {
+    let bin = std::env::var_os(BIN_ENV);
+    let overridden = bin.is_some();
+    let bin = bin.unwrap_or_else(|| OsString::from(DEFAULT_BIN));
+
+    let output = File::options()
+        .create(true)
+        .append(true)
+        .open(dir.join(OUTPUT_FILE))
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.join(OUTPUT_FILE).display()));
+    let output_err = output
+        .try_clone()
+        .unwrap_or_else(|e| panic!("cannot duplicate a file handle: {e}"));
+
+    let mut command = Command::new(&bin);
+    command
+        .arg("--port")
+        .arg(port.to_string())
+        .args(["--bind", "127.0.0.1"])
+        .args(["--save", ""])
+        .args(["--appendonly", "no"])
+        .arg("--dir")
+        .arg(dir)
+        .arg("--logfile")
+        .arg(dir.join(LOG_FILE))
+        .args(["--daemonize", "no"])
+        .args(extra_args)
+        .stdin(Stdio::null())
+        .stdout(output)
+        .stderr(output_err);
+
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let detail = if overridden {
+                format!("tried {BIN_ENV}={}: {e}", Path::new(&bin).display())
+            } else {
+                format!("{e}; set {BIN_ENV} to use another binary")
+            };
+            panic!("{INSTALL_HINT} ({detail})");
+        }
+        Err(e) => panic!("cannot spawn {}: {e}", Path::new(&bin).display()),
+    };
+
+    let pid = child.id();
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let diagnostics = diagnostics(dir);
+                if diagnostics.contains("Address already in use") {
+                    return Err(format!(
+                        "port {port} already in use ({status}):\n{diagnostics}"
+                    ));
+                }
+                panic!(
+                    "redis-server on port {port} exited during startup ({status}):\n{diagnostics}"
+                );
+            }
+            Ok(None) => {}
+            Err(e) => {
+                kill_and_reap(child);
+                panic!(
+                    "cannot poll redis-server (pid {pid}): {e}\n{}",
+                    diagnostics(dir)
+                );
+            }
+        }
+        if is_ready(port, pid) {
+            return Ok(child);
+        }
+        if Instant::now() >= deadline {
+            kill_and_reap(child);
+            panic!(
+                "redis-server on port {port} (pid {pid}) did not answer PING within {:?} \
+                 (if {BIN_ENV} is a wrapper script, it must `exec` redis-server):\n{}",
+                STARTUP_TIMEOUT,
+                diagnostics(dir)
+            );
+        }
+        thread::sleep(POLL_INTERVAL);
+    }
+}
+
+/// Whether the server on `port` is our process `pid` and done loading: pipelines `PING` and
+/// `INFO server` over a plain TCP stream and checks for `+PONG` (not `-LOADING`) and our
+/// `process_id` (not some other process that grabbed the port).
+fn is_ready(port: u16, pid: u32) -> bool {
+    let probe = || -> io::Result<bool> {
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500))?;
+        stream.set_read_timeout(Some(Duration::from_millis(500)))?;
+        stream.set_write_timeout(Some(Duration::from_millis(500)))?;
+        stream.write_all(b"PING\r\nINFO server\r\n")?;
+        let needle = format!("\r\nprocess_id:{pid}\r\n");
+        let mut reply = Vec::new();
+        let mut buf = [0_u8; 4096];
+        loop {
+            if reply.len() >= 7 && !reply.starts_with(b"+PONG\r\n") {
+                return Ok(false);
+            }
+            if String::from_utf8_lossy(&reply).contains(&needle) {
+                return Ok(true);
+            }
+            let n = stream.read(&mut buf)?;
+            if n == 0 || reply.len() > 64 * 1024 {
+                return Ok(false);
+            }
+            reply.extend_from_slice(&buf[..n]);
+        }
+    };
+    probe().unwrap_or(false)
+}
+
+/// SIGKILL (no-op if already dead) and reap.
+fn kill_and_reap(mut child: Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The last [`LOG_TAIL_LINES`] lines of the log, plus anything the process wrote to
+/// stdout/stderr.
+fn diagnostics(dir: &Path) -> String {
+    let log_path = dir.join(LOG_FILE);
+    let log = read_lossy(&log_path);
+    let lines: Vec<&str> = log.lines().collect();
+    let skipped = lines.len().saturating_sub(LOG_TAIL_LINES);
+    let mut out = format!("--- {} ", log_path.display());
+    if skipped > 0 {
+        let _ = write!(out, "(last {LOG_TAIL_LINES} lines; {skipped} skipped) ");
+    }
+    out.push_str("---\n");
+    if lines.is_empty() {
+        out.push_str("(empty)\n");
+    }
+    for line in &lines[skipped..] {
+        out.push_str(line);
+        out.push('\n');
+    }
+    let output = read_lossy(&dir.join(OUTPUT_FILE));
+    if !output.trim().is_empty() {
+        let _ = write!(out, "--- redis-server stdout/stderr ---\n{output}");
+        if !output.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// A file's contents (invalid UTF-8 replaced), or the empty string if it cannot be read.
+fn read_lossy(path: &Path) -> String {
+    fs::read(path)
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launch_reports_a_taken_port() {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let dir = tempfile::tempdir().unwrap();
+        let err = launch(dir.path(), port, &[]).unwrap_err();
+        assert!(err.contains("Address already in use"), "{err}");
+        assert!(err.contains(&format!("port {port}")), "{err}");
+    }
+
+    #[test]
+    fn free_port_is_bindable_and_not_6379() {
+        for _ in 0..20 {
+            let port = free_port();
+            assert_ne!(port, DEFAULT_REDIS_PORT);
+            drop(TcpListener::bind((Ipv4Addr::LOCALHOST, port)).unwrap());
+        }
+    }
+
+    #[test]
+    fn diagnostics_keeps_the_last_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = (0..250)
+            .map(|i| format!("line {i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        fs::write(dir.path().join(LOG_FILE), log).unwrap();
+        let text = diagnostics(dir.path());
+        assert!(text.contains("150 skipped"), "{text}");
+        assert!(!text.contains("line 149\n"), "{text}");
+        assert!(text.contains("line 150\n"), "{text}");
+        assert!(text.contains("line 249\n"), "{text}");
+    }
+}

@@ -1,0 +1,350 @@
+//! Tests of the redis-server test harness itself.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::process::Command;
+use std::time::Duration;
+
+use lockscript_tests::server::RedisServer;
+
+/// Whether a TCP connect to the port is refused.
+fn refused(port: u16) -> bool {
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+        Ok(_) => false,
+        Err(e) => e.kind() == ErrorKind::ConnectionRefused,
+    }
+}
+
+/// Whether a process with this pid exists (`kill -0`).
+fn alive(pid: u32) -> bool {
+    Command::new("kill")
+        .arg("-0")
+        .arg(pid.to_string())
+        .output()
+        .expect("run kill -0")
+        .status
+        .success()
+}
+
+fn set(con: &mut redis::Connection, key: &str, value: &str) {
+    redis::cmd("SET")
+        .arg(key)
+        .arg(value)
+        .exec(con)
+        .expect("SET");
+}
+
+fn get(con: &mut redis::Connection, key: &str) -> Option<String> {
+    redis::cmd("GET").arg(key).query(con).expect("GET")
+}
+
+fn config_get(con: &mut redis::Connection, name: &str) -> String {
+    let pair: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg(name)
+        .query(con)
+        .expect("CONFIG GET");
+    pair.get(1).cloned().unwrap_or_default()
+}
+
+#[test]
+fn two_servers_get_different_ports_never_6379() {
+    let a = RedisServer::start();
+    let b = RedisServer::start();
+    assert_ne!(a.port(), b.port());
+    assert_ne!(a.port(), 6379);
+    assert_ne!(b.port(), 6379);
+    assert_ne!(a.pid(), b.pid());
+    assert_ne!(a.dir(), b.dir());
+    assert_eq!(a.url(), format!("redis://127.0.0.1:{}/", a.port()));
+    // Each is really a separate server.
+    set(&mut a.connection(), "who", "a");
+    assert_eq!(get(&mut b.connection(), "who"), None);
+}
+
+#[test]
+fn sync_set_get_against_redis_7() {
+    let server = RedisServer::start();
+    let mut con = server.connection();
+    set(&mut con, "k", "v");
+    assert_eq!(get(&mut con, "k").as_deref(), Some("v"));
+    let info: String = redis::cmd("INFO").arg("server").query(&mut con).unwrap();
+    let version = info
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))
+        .unwrap();
+    eprintln!("redis_version: {version}");
+    // CLIENT SETINFO (sent by redis-rs on connect) is unknown to 7.0: the error is ignored by
+    // the client, and the connection works. Show that the server does reject it.
+    let setinfo: redis::RedisResult<()> = redis::cmd("CLIENT")
+        .arg("SETINFO")
+        .arg("LIB-NAME")
+        .arg("x")
+        .query(&mut con);
+    if version.starts_with("7.0") {
+        assert!(setinfo.is_err(), "{setinfo:?}");
+    }
+    // Defaults of the harness: no persistence, bound to loopback.
+    assert_eq!(config_get(&mut con, "save"), "");
+    assert_eq!(config_get(&mut con, "appendonly"), "no");
+    assert_eq!(config_get(&mut con, "bind"), "127.0.0.1");
+    assert_eq!(
+        std::path::Path::new(&config_get(&mut con, "dir")),
+        server.dir().canonicalize().unwrap()
+    );
+}
+
+#[tokio::test]
+async fn async_set_get() {
+    let server = RedisServer::start();
+    let mut con = server.multiplexed().await;
+    redis::cmd("SET")
+        .arg("k")
+        .arg("async")
+        .exec_async(&mut con)
+        .await
+        .unwrap();
+    let v: String = redis::cmd("GET")
+        .arg("k")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(v, "async");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_set_get_multi_thread_runtime() {
+    let server = RedisServer::start();
+    let mut con = server.multiplexed().await;
+    let pong: String = redis::cmd("PING").query_async(&mut con).await.unwrap();
+    assert_eq!(pong, "PONG");
+}
+
+#[test]
+fn log_has_ready_line() {
+    let server = RedisServer::start();
+    assert!(
+        server.log().contains("Ready to accept connections"),
+        "{}",
+        server.log()
+    );
+    assert!(server.dir().join("redis.log").exists());
+}
+
+#[test]
+fn drop_kills_the_process_and_frees_the_port() {
+    let server = RedisServer::start();
+    let (port, pid) = (server.port(), server.pid());
+    let dir = server.dir().to_path_buf();
+    assert!(!refused(port));
+    assert!(alive(pid));
+    drop(server);
+    assert!(refused(port), "port {port} still accepts connections");
+    assert!(!alive(pid), "pid {pid} still exists");
+    assert!(!dir.exists(), "temp dir {} not removed", dir.display());
+}
+
+#[test]
+fn stop_restart_keeps_port_and_loses_data() {
+    let mut server = RedisServer::start();
+    let (port, pid) = (server.port(), server.pid());
+    set(&mut server.connection(), "k", "v");
+    server.stop();
+    assert!(refused(port));
+    assert!(!alive(pid));
+    assert!(server.dir().exists());
+    server.stop(); // idempotent
+    server.restart();
+    assert_eq!(server.port(), port);
+    assert_ne!(server.pid(), pid);
+    assert_eq!(get(&mut server.connection(), "k"), None);
+    // Restart while running also works (stops first).
+    let pid2 = server.pid();
+    server.restart();
+    assert!(!alive(pid2));
+    assert_eq!(server.port(), port);
+    set(&mut server.connection(), "after", "restart");
+}
+
+#[tokio::test]
+async fn async_connection_after_restart() {
+    let mut server = RedisServer::start();
+    let mut con = server.multiplexed().await;
+    redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .exec_async(&mut con)
+        .await
+        .unwrap();
+    server.stop();
+    // The old connection is dead.
+    let err = redis::cmd("PING").query_async::<String>(&mut con).await;
+    assert!(err.is_err());
+    server.restart();
+    let mut con = server.multiplexed().await;
+    let v: Option<String> = redis::cmd("GET")
+        .arg("k")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(v, None);
+}
+
+#[test]
+fn aof_always_survives_stop_restart() {
+    let mut server = RedisServer::builder()
+        .arg("--appendonly")
+        .arg("yes")
+        .arg("--appendfsync")
+        .arg("always")
+        .start();
+    let mut con = server.connection();
+    assert_eq!(config_get(&mut con, "appendonly"), "yes");
+    assert_eq!(config_get(&mut con, "appendfsync"), "always");
+    for i in 0..100 {
+        set(&mut con, &format!("k{i}"), &format!("v{i}"));
+    }
+    drop(con);
+    let port = server.port();
+    server.stop();
+    assert!(server.dir().join("appendonlydir").exists());
+    server.restart();
+    assert_eq!(server.port(), port);
+    let mut con = server.connection();
+    for i in 0..100 {
+        assert_eq!(get(&mut con, &format!("k{i}")), Some(format!("v{i}")));
+    }
+}
+
+#[test]
+fn signal_stop_and_cont() {
+    let server = RedisServer::start();
+    let mut con = server.connection();
+    set(&mut con, "k", "v");
+    server.signal("STOP");
+    // A frozen server accepts the TCP connection (kernel backlog) but never answers.
+    let mut raw = TcpStream::connect((Ipv4Addr::LOCALHOST, server.port())).unwrap();
+    raw.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    raw.write_all(b"PING\r\n").unwrap();
+    let mut buf = [0_u8; 16];
+    let err = raw.read(&mut buf).unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+        "{err:?}"
+    );
+    server.signal("-CONT");
+    let n = raw.read(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"+PONG\r\n");
+    assert_eq!(get(&mut con, "k").as_deref(), Some("v"));
+}
+
+#[test]
+fn drop_while_stopped_with_sigstop_still_kills() {
+    let server = RedisServer::start();
+    let (port, pid) = (server.port(), server.pid());
+    server.signal("STOP");
+    drop(server);
+    assert!(!alive(pid));
+    assert!(refused(port));
+}
+
+#[test]
+fn bad_argument_panics_with_the_servers_output() {
+    let err = std::panic::catch_unwind(|| {
+        RedisServer::builder()
+            .arg("--no-such-option")
+            .arg("1")
+            .start()
+    })
+    .unwrap_err();
+    let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("exited during startup"), "{msg}");
+    assert!(msg.contains("no-such-option"), "{msg}");
+}
+
+/// Runs one `#[ignore]`d helper test of this binary in a child process, with extra env.
+fn run_helper(name: &str, env: &[(&str, &str)]) -> (bool, String) {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command.args([
+        "--ignored",
+        "--exact",
+        "--nocapture",
+        "--test-threads=1",
+        name,
+    ]);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let out = command.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+#[ignore = "helper, run by missing_binary_names_the_install_command"]
+fn helper_start_server() {
+    let _server = RedisServer::start();
+}
+
+#[test]
+fn missing_binary_names_the_install_command() {
+    let (ok, text) = run_helper(
+        "helper_start_server",
+        &[("REDIS_SERVER_BIN", "/nonexistent/redis-server")],
+    );
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains(
+            "redis-server not found on PATH: install it with `apt-get install -y redis-server` \
+             (Debian/Ubuntu) or `brew install redis`"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("/nonexistent/redis-server"), "{text}");
+}
+
+#[test]
+#[ignore = "helper, run by panicking_test_prints_the_log"]
+fn helper_panic_with_server() {
+    let _server = RedisServer::start();
+    assert!(
+        std::env::var_os("HARNESS_HELPER_PANIC").is_none(),
+        "deliberate failure"
+    );
+}
+
+#[test]
+fn panicking_test_prints_the_log() {
+    let (ok, text) = run_helper("helper_panic_with_server", &[("HARNESS_HELPER_PANIC", "1")]);
+    assert!(!ok, "{text}");
+    assert!(text.contains("===== redis-server log"), "{text}");
+    assert!(text.contains("Ready to accept connections"), "{text}");
+    assert!(text.contains("deliberate failure"), "{text}");
+    // And a passing test prints nothing of the sort.
+    let (ok, text) = run_helper("helper_panic_with_server", &[]);
+    assert!(ok, "{text}");
+    assert!(!text.contains("===== redis-server log"), "{text}");
+}
+
+#[test]
+fn many_servers_in_parallel() {
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            std::thread::spawn(|| {
+                let server = RedisServer::start();
+                set(&mut server.connection(), "k", "v");
+                server.port()
+            })
+        })
+        .collect();
+    let mut ports: Vec<u16> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    ports.sort_unstable();
+    ports.dedup();
+    assert!(ports.iter().all(|&p| p != 6379));
+}
