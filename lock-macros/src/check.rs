@@ -26,6 +26,10 @@ pub(crate) fn check(
             format!("{path}:{}: {}", problem.at, problem.message),
         ));
     }
+    if !analysis.parsed {
+        // Counts from a script that does not parse would only add noise.
+        return;
+    }
     let keys: Vec<&Param> = params.iter().filter(|p| p.key).collect();
     let args: Vec<&Param> = params.iter().filter(|p| !p.key).collect();
     arity(
@@ -94,16 +98,6 @@ fn arity(
                     "{path}: `{}` is variadic, but the script reads {table} only by fixed index; \
                      read it by count (`#{table}`, `{table}[i]`) or make the parameter a single value",
                     first.name
-                ),
-            ));
-        }
-        if usage.highest > fixed {
-            errors.push(syn::Error::new(
-                lit.span(),
-                format!(
-                    "{path}: the script reads {table}[{}] by fixed index, but `{fn_name}` has only {} before the variadic one",
-                    usage.highest,
-                    plural(fixed, what)
                 ),
             ));
         }

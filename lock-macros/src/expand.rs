@@ -158,7 +158,6 @@ fn expand(
             );
             #[#krate::__private::linkme::distributed_slice(#krate::__private::SCRIPTS)]
             #[linkme(crate = #krate::__private::linkme)]
-            #[allow(unsafe_code)]
             static __LOCK_SCRIPT_REGISTERED: &#krate::Script = &__LOCK_SCRIPT;
 
             let mut invocation = #krate::Invocation::<#reply>::__new(

@@ -84,6 +84,8 @@ pub struct Analysis {
     pub commands: Vec<CommandUse>,
     /// Every problem found, in file order within each kind.
     pub problems: Vec<Problem>,
+    /// The source parsed as Lua 5.1; when false, the usage counts are not meaningful.
+    pub parsed: bool,
 }
 
 impl Analysis {
@@ -114,6 +116,7 @@ pub fn analyze(source: &str) -> Analysis {
         return analysis;
     }
 
+    analysis.parsed = true;
     // The parse succeeded, so lexing succeeds too; the scan wants the flat token list.
     if let LexerResult::Ok(all) = Lexer::new(&body, LuaVersion::lua51()).collect() {
         let tokens: Vec<&Token> = all.iter().filter(|t| !t.token_type().is_trivia()).collect();

@@ -15,7 +15,7 @@ use redis::RedisError;
 /// match lock_runtime::builtin::renew("lock:{orders}", "my-token", 30_000).invoke(&mut conn) {
 ///     Ok(1) => println!("renewed"),
 ///     Ok(_) => println!("not ours any more"),
-///     Err(LockError::Script { script, source }) => eprintln!("{script} raised: {source}"),
+///     Err(LockError::Script { script, message, .. }) => eprintln!("{script} raised: {message}"),
 ///     Err(other) => return Err(other),
 /// }
 /// # Ok(())
@@ -26,10 +26,12 @@ use redis::RedisError;
 pub enum LockError {
     /// The server ran the script and it raised an error (`redis.error_reply`, a failing
     /// `redis.call`, a wrong-type key...). The server's message is kept as the source.
-    #[error("script `{script}` failed on the server: {source}")]
+    #[error("script `{script}` failed on the server: {message}")]
     Script {
         /// The script's name (its file stem).
         script: &'static str,
+        /// The server's message as it sent it, e.g. `ERR value is not an integer...`.
+        message: String,
         /// The server's error.
         #[source]
         source: RedisError,

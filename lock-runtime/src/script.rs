@@ -359,11 +359,21 @@ impl<R: FromRedisValue> Invocation<R> {
             Err(err) if matches!(err.kind(), ErrorKind::Server(_) | ErrorKind::Extension) => {
                 Err(LockError::Script {
                     script: self.script.name,
+                    message: server_message(&err),
                     source: err,
                 })
             }
             Err(err) => Err(LockError::Redis(err)),
         }
+    }
+}
+
+/// The error line as the server sent it: `ERR something`, `boom: details`.
+fn server_message(err: &RedisError) -> String {
+    match (err.code(), err.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_owned(),
+        _ => err.to_string(),
     }
 }
 

@@ -1,3 +1,31 @@
-//! Test support for lockscript: a private `redis-server` per test.
+//! Test support for lockscript: a private `redis-server` per test, the scripts the
+//! tests declare, and readers of the server's statistics.
 
+pub mod fixtures;
 pub mod server;
+
+/// How many times `command` reached the server: `calls` (which include failed calls)
+/// plus `rejected_calls`,
+/// read from `INFO commandstats`. Commands are lowercase there: `evalsha`, `eval_ro`.
+///
+/// ```no_run
+/// # let server = lockscript_tests::server::RedisServer::start();
+/// let mut conn = server.connection();
+/// assert_eq!(lockscript_tests::command_calls(&mut conn, "evalsha"), 0);
+/// ```
+pub fn command_calls(conn: &mut redis::Connection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(conn)
+        .expect("INFO commandstats");
+    let prefix = format!("cmdstat_{command}:");
+    let Some(line) = info.lines().find(|l| l.starts_with(&prefix)) else {
+        return 0;
+    };
+    line[prefix.len()..]
+        .split(',')
+        .filter_map(|field| field.split_once('='))
+        .filter(|(k, _)| matches!(*k, "calls" | "rejected_calls"))
+        .map(|(_, v)| v.parse::<u64>().expect("a count"))
+        .sum()
+}

@@ -1,0 +1,39 @@
+//! A crate outside the workspace depends on lock-runtime by path, declares its own
+//! script, calls it sync and async, reads its digest and finds it in `scripts()`.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use lockscript_tests::server::RedisServer;
+
+#[test]
+fn crate_outside_the_workspace_declares_and_runs_its_own_script() {
+    let server = RedisServer::start();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let manifest = root.join("external/Cargo.toml");
+    // Its own target dir: it is a separate workspace with its own lock file.
+    let target = root.join("../target/external");
+    let out = Command::new(env!("CARGO"))
+        .args(["run", "--quiet", "--manifest-path"])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&target)
+        .arg("--")
+        .arg(server.url())
+        .output()
+        .expect("run cargo");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "external crate failed:\n{stdout}\n{stderr}");
+
+    let source = std::fs::read(root.join("external/lua/bump.lua")).expect("read bump.lua");
+    let sha1 = sha1_smol::Sha1::from(&source).digest().to_string();
+    assert!(stdout.contains("sync=2 async=5"), "{stdout}");
+    assert!(stdout.contains(&format!("name=bump sha1={sha1}")), "{stdout}");
+    assert!(stdout.contains("registered=true builtin=3"), "{stdout}");
+
+    // The server has it cached under the compiled digest (the first call fell back to EVAL).
+    let mut conn = server.connection();
+    let exists: Vec<bool> = redis::cmd("SCRIPT").arg("EXISTS").arg(&sha1).query(&mut conn).expect("SCRIPT EXISTS");
+    assert_eq!(exists, vec![true]);
+}

@@ -1,0 +1,160 @@
+//! EVALSHA first; EVAL with the embedded source on NOSCRIPT, and only then. Counted
+//! through the server's own `INFO commandstats`.
+
+use lock_runtime::LockError;
+use lock_runtime::builtin::renew;
+use lockscript_tests::command_calls;
+use lockscript_tests::fixtures::{del_all, fail, peek, put};
+use lockscript_tests::server::RedisServer;
+use redis::Commands;
+
+fn flush_and_reset(conn: &mut redis::Connection) {
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(conn).unwrap();
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(conn).unwrap();
+}
+
+fn cached(conn: &mut redis::Connection, sha1: &str) -> bool {
+    let exists: Vec<bool> = redis::cmd("SCRIPT").arg("EXISTS").arg(sha1).query(conn).unwrap();
+    exists[0]
+}
+
+#[test]
+fn sync_cold_cache_falls_back_to_eval_once_then_uses_evalsha() {
+    let server = RedisServer::start();
+    let mut conn = server.connection();
+    let mut stats = server.connection();
+    flush_and_reset(&mut stats);
+
+    assert_eq!(renew("lock:{a}", "t", 1_000).invoke(&mut conn).unwrap(), 0);
+    assert_eq!(command_calls(&mut stats, "evalsha"), 1);
+    assert_eq!(command_calls(&mut stats, "eval"), 1);
+    assert!(cached(&mut stats, renew("k", "t", 1).script().sha1()));
+
+    assert_eq!(renew("lock:{a}", "t", 1_000).invoke(&mut conn).unwrap(), 0);
+    assert_eq!(command_calls(&mut stats, "evalsha"), 2);
+    assert_eq!(command_calls(&mut stats, "eval"), 1, "warm cache: no EVAL");
+}
+
+#[tokio::test]
+async fn async_cold_cache_falls_back_to_eval_once_then_uses_evalsha() {
+    let server = RedisServer::start();
+    let mut conn = server.multiplexed().await;
+    let mut stats = server.connection();
+    flush_and_reset(&mut stats);
+
+    assert_eq!(renew("lock:{a}", "t", 1_000).invoke_async(&mut conn).await.unwrap(), 0);
+    assert_eq!(command_calls(&mut stats, "evalsha"), 1);
+    assert_eq!(command_calls(&mut stats, "eval"), 1);
+
+    assert_eq!(renew("lock:{a}", "t", 1_000).invoke_async(&mut conn).await.unwrap(), 0);
+    assert_eq!(command_calls(&mut stats, "evalsha"), 2);
+    assert_eq!(command_calls(&mut stats, "eval"), 1, "warm cache: no EVAL");
+}
+
+#[test]
+fn read_only_script_goes_as_evalsha_ro_and_eval_ro() {
+    let server = RedisServer::start();
+    let mut conn = server.connection();
+    let mut stats = server.connection();
+    let _: () = conn.set("k", "v").unwrap();
+    flush_and_reset(&mut stats);
+
+    assert!(peek("k").script().read_only());
+    assert_eq!(peek("k").invoke(&mut conn).unwrap().as_deref(), Some("v"));
+    assert_eq!(peek("k").invoke(&mut conn).unwrap().as_deref(), Some("v"));
+    assert_eq!(command_calls(&mut stats, "evalsha_ro"), 2);
+    assert_eq!(command_calls(&mut stats, "eval_ro"), 1);
+    assert_eq!(command_calls(&mut stats, "evalsha"), 0);
+    assert_eq!(command_calls(&mut stats, "eval"), 0);
+}
+
+#[tokio::test]
+async fn read_only_script_goes_as_evalsha_ro_async() {
+    let server = RedisServer::start();
+    let mut conn = server.multiplexed().await;
+    let mut stats = server.connection();
+    flush_and_reset(&mut stats);
+
+    assert_eq!(peek("missing").invoke_async(&mut conn).await.unwrap(), None);
+    assert_eq!(command_calls(&mut stats, "evalsha_ro"), 1);
+    assert_eq!(command_calls(&mut stats, "eval_ro"), 1);
+}
+
+#[test]
+fn script_error_is_returned_with_script_name_and_never_resent() {
+    let server = RedisServer::start();
+    let mut conn = server.connection();
+    let mut stats = server.connection();
+    lock_runtime::load_scripts(&mut conn).unwrap();
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut stats).unwrap();
+
+    let err = fail("k", "reply").invoke(&mut conn).unwrap_err();
+    match &err {
+        LockError::Script { script, message, .. } => {
+            assert_eq!(*script, "fail");
+            assert_eq!(message, "boom: refused on purpose");
+        }
+        other => panic!("expected a script error, got {other:?}"),
+    }
+    assert_eq!(err.to_string(), "script `fail` failed on the server: boom: refused on purpose");
+    assert_eq!(command_calls(&mut stats, "evalsha"), 1);
+    assert_eq!(command_calls(&mut stats, "eval"), 0, "only NOSCRIPT triggers EVAL");
+}
+
+#[tokio::test]
+async fn failing_redis_call_keeps_the_servers_message() {
+    let server = RedisServer::start();
+    let mut conn = server.multiplexed().await;
+    let mut plain = server.connection();
+    let _: () = plain.set("k", "not a number").unwrap();
+
+    let err = fail("k", "incr").invoke_async(&mut conn).await.unwrap_err();
+    let LockError::Script { script, message, .. } = &err else {
+        panic!("expected a script error, got {err:?}");
+    };
+    assert_eq!(*script, "fail");
+    assert!(message.contains("not an integer"), "{message}");
+    assert!(message.contains("script: "), "the server names the script's digest: {message}");
+}
+
+#[test]
+fn wrong_reply_type_names_script_and_type() {
+    let server = RedisServer::start();
+    let mut conn = server.connection();
+    // put.lua returns 'OK'; declared as String it converts, as a number it must not.
+    let call = put("k", "v");
+    assert_eq!(call.invoke(&mut conn).unwrap(), "OK");
+    let err = lock_runtime::builtin::acquire("k2", "k2f", "t", 0).invoke(&mut conn).unwrap_err();
+    // PX 0 is refused by SET inside the script: a script error, not a reply error.
+    assert!(matches!(err, LockError::Script { script: "acquire-with-retry", .. }), "{err:?}");
+}
+
+#[test]
+fn argument_that_expands_to_two_slots_is_refused_before_sending() {
+    let server = RedisServer::start();
+    let mut conn = server.connection();
+    let mut stats = server.connection();
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut stats).unwrap();
+
+    let err = put("k", ("a", "b")).invoke(&mut conn).unwrap_err();
+    assert!(
+        matches!(err, LockError::Argument { script: "put", parameter: "value", count: 2 }),
+        "{err:?}"
+    );
+    assert_eq!(command_calls(&mut stats, "evalsha"), 0, "nothing was sent");
+    let exists: bool = conn.exists("k").unwrap();
+    assert!(!exists);
+}
+
+#[test]
+fn variadic_keys_are_all_passed() {
+    let server = RedisServer::start();
+    let mut conn = server.connection();
+    for k in ["a", "b", "c"] {
+        let _: () = conn.set(k, 1).unwrap();
+    }
+    assert_eq!(del_all(&["a", "b", "c", "missing"]).invoke(&mut conn).unwrap(), 3);
+    assert_eq!(del_all(&[]).invoke(&mut conn).unwrap(), 0);
+    let left: Vec<String> = conn.keys("*").unwrap();
+    assert!(left.is_empty(), "{left:?}");
+}

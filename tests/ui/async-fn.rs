@@ -1,0 +1,6 @@
+use lock_runtime::lock_script;
+
+#[lock_script("scripts/get.lua")]
+async fn asynchronous(#[key] key: &str) -> Option<String>;
+
+fn main() {}

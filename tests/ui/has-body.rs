@@ -1,0 +1,8 @@
+use lock_runtime::lock_script;
+
+#[lock_script("scripts/get.lua")]
+fn with_body(#[key] key: &str) -> Option<String> {
+    todo!()
+}
+
+fn main() {}

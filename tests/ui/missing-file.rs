@@ -1,0 +1,8 @@
+use lock_runtime::lock_script;
+
+#[lock_script("scripts/does-not-exist.lua")]
+fn missing(#[key] key: &str) -> i64;
+
+fn main() {
+    let _ = missing("k");
+}

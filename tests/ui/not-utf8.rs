@@ -1,0 +1,6 @@
+use lock_runtime::lock_script;
+
+#[lock_script("scripts/not-utf8.lua")]
+fn binary() -> i64;
+
+fn main() {}

@@ -1,0 +1,2 @@
+-- deletes every key it is given
+return redis.call("DEL", unpack(KEYS))

@@ -1,0 +1,2 @@
+-- a valid script with one key and one argument
+return redis.call("GET", KEYS[1]) == ARGV[1]

@@ -1,0 +1,2 @@
+-- reads KEYS only by fixed index
+return redis.call("GET", KEYS[1])

@@ -1,0 +1,2 @@
+-- not UTF-8: ÿþ
+return 1

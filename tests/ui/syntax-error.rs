@@ -1,0 +1,6 @@
+use lock_runtime::lock_script;
+
+#[lock_script("scripts/bad-syntax.lua")]
+fn unfinished(#[key] key: &str, token: &str) -> i64;
+
+fn main() {}

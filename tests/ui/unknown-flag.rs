@@ -1,0 +1,6 @@
+use lock_runtime::lock_script;
+
+#[lock_script("scripts/unknown-flag.lua")]
+fn flagged(#[key] key: &str) -> Option<String>;
+
+fn main() {}
