@@ -1,11 +1,11 @@
-#![forbid(unsafe_code)]
 //! `#[lock_script("scripts/x.lua")]`: a Redis Lua script as a typed Rust function.
 //!
 //! Use it through `lock_runtime`, which re-exports it; the runtime documents the
 //! generated API. This crate is only the entry point; the phases live in modules:
-//! [`args`] parses the attribute, [`item`] the bodyless function, [`source`] reads and
-//! hashes the file, [`lua`] analyses the script, [`check`] holds the script against the
-//! signature, and [`expand`] writes the function.
+//! `args` parses the attribute, `item` the bodyless function, `source` reads and
+//! hashes the file, `lua` analyses the script, `check` holds the script against the
+//! signature, and `expand` writes the function.
+#![forbid(unsafe_code)]
 
 mod args;
 mod check;

@@ -281,12 +281,12 @@ fn command_use(tokens: &[&Token], i: usize, analysis: &mut Analysis) {
     let mut full = name.to_owned();
     // A container command (`CLIENT KILL`, `SCRIPT FLUSH`) is checked by its subcommand
     // when that is a literal too.
-    if is_symbol(tokens.get(name_at + 1), Symbol::Comma) {
-        if let Some(sub) = string_literal(tokens.get(name_at + 2)) {
-            let candidate = format!("{name}|{sub}");
-            if commands::find(&candidate).is_some() {
-                full = candidate;
-            }
+    if is_symbol(tokens.get(name_at + 1), Symbol::Comma)
+        && let Some(sub) = string_literal(tokens.get(name_at + 2))
+    {
+        let candidate = format!("{name}|{sub}");
+        if commands::find(&candidate).is_some() {
+            full = candidate;
         }
     }
     analysis.commands.push(CommandUse {

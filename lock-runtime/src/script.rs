@@ -241,7 +241,7 @@ impl<R> Invocation<R> {
 
     /// Not public API: appends one value that must fill exactly one slot.
     #[doc(hidden)]
-    pub fn __one<T: ToRedisArgs + ?Sized>(&mut self, parameter: &'static str, value: &T) {
+    pub fn __one<T: ToRedisArgs>(&mut self, parameter: &'static str, value: &T) {
         let count = value.num_of_args();
         if count != 1 && self.bad_argument.is_none() {
             self.bad_argument = Some((parameter, count));
@@ -251,7 +251,7 @@ impl<R> Invocation<R> {
 
     /// Not public API: appends a variadic slice.
     #[doc(hidden)]
-    pub fn __many<T: ToRedisArgs + ?Sized>(&mut self, value: &T) {
+    pub fn __many<T: ToRedisArgs>(&mut self, value: &T) {
         self.cmd.arg(value);
     }
 

@@ -1,6 +1,9 @@
 //! Test support for lockscript: a private `redis-server` per test, the scripts the
 //! tests declare, and readers of the server's statistics.
 
+// Test support fails loudly by design: every helper panics with the reason.
+#![allow(clippy::missing_panics_doc)]
+
 pub mod fixtures;
 pub mod server;
 

@@ -24,16 +24,26 @@ fn crate_outside_the_workspace_declares_and_runs_its_own_script() {
         .expect("run cargo");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "external crate failed:\n{stdout}\n{stderr}");
+    assert!(
+        out.status.success(),
+        "external crate failed:\n{stdout}\n{stderr}"
+    );
 
     let source = std::fs::read(root.join("external/lua/bump.lua")).expect("read bump.lua");
     let sha1 = sha1_smol::Sha1::from(&source).digest().to_string();
     assert!(stdout.contains("sync=2 async=5"), "{stdout}");
-    assert!(stdout.contains(&format!("name=bump sha1={sha1}")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("name=bump sha1={sha1}")),
+        "{stdout}"
+    );
     assert!(stdout.contains("registered=true builtin=3"), "{stdout}");
 
     // The server has it cached under the compiled digest (the first call fell back to EVAL).
     let mut conn = server.connection();
-    let exists: Vec<bool> = redis::cmd("SCRIPT").arg("EXISTS").arg(&sha1).query(&mut conn).expect("SCRIPT EXISTS");
+    let exists: Vec<bool> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(&sha1)
+        .query(&mut conn)
+        .expect("SCRIPT EXISTS");
     assert_eq!(exists, vec![true]);
 }

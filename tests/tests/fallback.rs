@@ -14,7 +14,11 @@ fn flush_and_reset(conn: &mut redis::Connection) {
 }
 
 fn cached(conn: &mut redis::Connection, sha1: &str) -> bool {
-    let exists: Vec<bool> = redis::cmd("SCRIPT").arg("EXISTS").arg(sha1).query(conn).unwrap();
+    let exists: Vec<bool> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(sha1)
+        .query(conn)
+        .unwrap();
     exists[0]
 }
 
@@ -42,11 +46,23 @@ async fn async_cold_cache_falls_back_to_eval_once_then_uses_evalsha() {
     let mut stats = server.connection();
     flush_and_reset(&mut stats);
 
-    assert_eq!(renew("lock:{a}", "t", 1_000).invoke_async(&mut conn).await.unwrap(), 0);
+    assert_eq!(
+        renew("lock:{a}", "t", 1_000)
+            .invoke_async(&mut conn)
+            .await
+            .unwrap(),
+        0
+    );
     assert_eq!(command_calls(&mut stats, "evalsha"), 1);
     assert_eq!(command_calls(&mut stats, "eval"), 1);
 
-    assert_eq!(renew("lock:{a}", "t", 1_000).invoke_async(&mut conn).await.unwrap(), 0);
+    assert_eq!(
+        renew("lock:{a}", "t", 1_000)
+            .invoke_async(&mut conn)
+            .await
+            .unwrap(),
+        0
+    );
     assert_eq!(command_calls(&mut stats, "evalsha"), 2);
     assert_eq!(command_calls(&mut stats, "eval"), 1, "warm cache: no EVAL");
 }
@@ -86,19 +102,31 @@ fn script_error_is_returned_with_script_name_and_never_resent() {
     let mut conn = server.connection();
     let mut stats = server.connection();
     lock_runtime::load_scripts(&mut conn).unwrap();
-    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut stats).unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut stats)
+        .unwrap();
 
     let err = fail("k", "reply").invoke(&mut conn).unwrap_err();
     match &err {
-        LockError::Script { script, message, .. } => {
+        LockError::Script {
+            script, message, ..
+        } => {
             assert_eq!(*script, "fail");
             assert_eq!(message, "boom: refused on purpose");
         }
         other => panic!("expected a script error, got {other:?}"),
     }
-    assert_eq!(err.to_string(), "script `fail` failed on the server: boom: refused on purpose");
+    assert_eq!(
+        err.to_string(),
+        "script `fail` failed on the server: boom: refused on purpose"
+    );
     assert_eq!(command_calls(&mut stats, "evalsha"), 1);
-    assert_eq!(command_calls(&mut stats, "eval"), 0, "only NOSCRIPT triggers EVAL");
+    assert_eq!(
+        command_calls(&mut stats, "eval"),
+        0,
+        "only NOSCRIPT triggers EVAL"
+    );
 }
 
 #[tokio::test]
@@ -109,12 +137,18 @@ async fn failing_redis_call_keeps_the_servers_message() {
     let _: () = plain.set("k", "not a number").unwrap();
 
     let err = fail("k", "incr").invoke_async(&mut conn).await.unwrap_err();
-    let LockError::Script { script, message, .. } = &err else {
+    let LockError::Script {
+        script, message, ..
+    } = &err
+    else {
         panic!("expected a script error, got {err:?}");
     };
     assert_eq!(*script, "fail");
     assert!(message.contains("not an integer"), "{message}");
-    assert!(message.contains("script: "), "the server names the script's digest: {message}");
+    assert!(
+        message.contains("script: "),
+        "the server names the script's digest: {message}"
+    );
 }
 
 #[test]
@@ -124,9 +158,20 @@ fn wrong_reply_type_names_script_and_type() {
     // put.lua returns 'OK'; declared as String it converts, as a number it must not.
     let call = put("k", "v");
     assert_eq!(call.invoke(&mut conn).unwrap(), "OK");
-    let err = lock_runtime::builtin::acquire("k2", "k2f", "t", 0).invoke(&mut conn).unwrap_err();
+    let err = lock_runtime::builtin::acquire("k2", "k2f", "t", 0)
+        .invoke(&mut conn)
+        .unwrap_err();
     // PX 0 is refused by SET inside the script: a script error, not a reply error.
-    assert!(matches!(err, LockError::Script { script: "acquire-with-retry", .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            LockError::Script {
+                script: "acquire-with-retry",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -134,11 +179,21 @@ fn argument_that_expands_to_two_slots_is_refused_before_sending() {
     let server = RedisServer::start();
     let mut conn = server.connection();
     let mut stats = server.connection();
-    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut stats).unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut stats)
+        .unwrap();
 
     let err = put("k", ("a", "b")).invoke(&mut conn).unwrap_err();
     assert!(
-        matches!(err, LockError::Argument { script: "put", parameter: "value", count: 2 }),
+        matches!(
+            err,
+            LockError::Argument {
+                script: "put",
+                parameter: "value",
+                count: 2
+            }
+        ),
         "{err:?}"
     );
     assert_eq!(command_calls(&mut stats, "evalsha"), 0, "nothing was sent");
@@ -153,7 +208,12 @@ fn variadic_keys_are_all_passed() {
     for k in ["a", "b", "c"] {
         let _: () = conn.set(k, 1).unwrap();
     }
-    assert_eq!(del_all(&["a", "b", "c", "missing"]).invoke(&mut conn).unwrap(), 3);
+    assert_eq!(
+        del_all(&["a", "b", "c", "missing"])
+            .invoke(&mut conn)
+            .unwrap(),
+        3
+    );
     assert_eq!(del_all(&[]).invoke(&mut conn).unwrap(), 0);
     let left: Vec<String> = conn.keys("*").unwrap();
     assert!(left.is_empty(), "{left:?}");

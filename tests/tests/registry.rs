@@ -17,9 +17,22 @@ fn scripts_dir() -> PathBuf {
 fn registry_lists_builtin_and_test_scripts_sorted() {
     // Touch a fixture so nothing could argue it was not linked.
     let _ = lockscript_tests::fixtures::peek("k");
-    let names: Vec<&str> = lock_runtime::scripts().map(|s| s.name()).collect();
-    for expected in ["acquire-with-retry", "compare-del", "renew", "peek", "fail", "del-all", "put"] {
-        assert!(names.contains(&expected), "{expected} missing from {names:?}");
+    let names: Vec<&str> = lock_runtime::scripts()
+        .map(lock_runtime::Script::name)
+        .collect();
+    for expected in [
+        "acquire-with-retry",
+        "compare-del",
+        "renew",
+        "peek",
+        "fail",
+        "del-all",
+        "put",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
     }
     let mut sorted = names.clone();
     sorted.sort_unstable();
@@ -29,9 +42,19 @@ fn registry_lists_builtin_and_test_scripts_sorted() {
 #[test]
 fn every_compiled_digest_is_the_sha1_of_its_embedded_source() {
     for script in lock_runtime::scripts() {
-        assert_eq!(script.sha1(), sha1_hex(script.source().as_bytes()), "{}", script.name());
+        assert_eq!(
+            script.sha1(),
+            sha1_hex(script.source().as_bytes()),
+            "{}",
+            script.name()
+        );
         assert_eq!(script.sha1().len(), 40);
-        assert!(script.sha1().bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+        assert!(
+            script
+                .sha1()
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        );
     }
 }
 
@@ -42,7 +65,9 @@ fn sha1sums_file_matches_every_script_file_and_the_compiled_digests() {
     let listed: BTreeMap<String, String> = sums
         .lines()
         .map(|line| {
-            let (digest, file) = line.split_once("  ").expect("sha1sum format: <digest>  <file>");
+            let (digest, file) = line
+                .split_once("  ")
+                .expect("sha1sum format: <digest>  <file>");
             (file.to_owned(), digest.to_owned())
         })
         .collect();
@@ -53,16 +78,28 @@ fn sha1sums_file_matches_every_script_file_and_the_compiled_digests() {
         if path.extension().is_some_and(|e| e == "lua") {
             let file = path.file_name().unwrap().to_string_lossy().into_owned();
             let digest = sha1_hex(&std::fs::read(&path).unwrap());
-            assert_eq!(listed.get(&file), Some(&digest), "SHA1SUMS is stale for {file}: run `cd scripts && sha1sum *.lua > SHA1SUMS`");
+            assert_eq!(
+                listed.get(&file),
+                Some(&digest),
+                "SHA1SUMS is stale for {file}: run `cd scripts && sha1sum *.lua > SHA1SUMS`"
+            );
             on_disk.push(file);
         }
     }
     on_disk.sort();
-    assert_eq!(listed.keys().cloned().collect::<Vec<_>>(), on_disk, "SHA1SUMS lists exactly the .lua files");
+    assert_eq!(
+        listed.keys().cloned().collect::<Vec<_>>(),
+        on_disk,
+        "SHA1SUMS lists exactly the .lua files"
+    );
 
     for script in lock_runtime::scripts().filter(|s| s.path().starts_with("../scripts/")) {
         let file = script.path().trim_start_matches("../scripts/");
-        assert_eq!(listed.get(file).map(String::as_str), Some(script.sha1()), "{file}");
+        assert_eq!(
+            listed.get(file).map(String::as_str),
+            Some(script.sha1()),
+            "{file}"
+        );
     }
 }
 

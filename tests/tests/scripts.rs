@@ -19,7 +19,9 @@ fn acquire_on_free_lock_stores_token_with_ttl_and_raises_fence() {
     let server = RedisServer::start();
     let mut conn = server.connection();
 
-    let first = acquire(LOCK, FENCE, "token-a", 30_000).invoke(&mut conn).unwrap();
+    let first = acquire(LOCK, FENCE, "token-a", 30_000)
+        .invoke(&mut conn)
+        .unwrap();
     assert_eq!(first, (1, 1));
     let held: String = conn.get(LOCK).unwrap();
     assert_eq!(held, "token-a");
@@ -28,7 +30,9 @@ fn acquire_on_free_lock_stores_token_with_ttl_and_raises_fence() {
     assert_eq!(pttl(&mut conn, FENCE), -1, "the fence never expires");
 
     let _: i64 = conn.del(LOCK).unwrap();
-    let second = acquire(LOCK, FENCE, "token-b", 30_000).invoke(&mut conn).unwrap();
+    let second = acquire(LOCK, FENCE, "token-b", 30_000)
+        .invoke(&mut conn)
+        .unwrap();
     assert_eq!(second, (1, 2), "each grant gets a larger fence");
 }
 
@@ -36,16 +40,26 @@ fn acquire_on_free_lock_stores_token_with_ttl_and_raises_fence() {
 fn acquire_on_held_lock_returns_holder_pttl_and_changes_nothing() {
     let server = RedisServer::start();
     let mut conn = server.connection();
-    acquire(LOCK, FENCE, "token-a", 10_000).invoke(&mut conn).unwrap();
+    acquire(LOCK, FENCE, "token-a", 10_000)
+        .invoke(&mut conn)
+        .unwrap();
 
-    let (acquired, remaining) = acquire(LOCK, FENCE, "token-b", 60_000).invoke(&mut conn).unwrap();
+    let (acquired, remaining) = acquire(LOCK, FENCE, "token-b", 60_000)
+        .invoke(&mut conn)
+        .unwrap();
     assert_eq!(acquired, 0);
-    assert!(remaining > 9_000 && remaining <= 10_000, "holder's pttl, got {remaining}");
+    assert!(
+        remaining > 9_000 && remaining <= 10_000,
+        "holder's pttl, got {remaining}"
+    );
     let held: String = conn.get(LOCK).unwrap();
     assert_eq!(held, "token-a");
     let fence: i64 = conn.get(FENCE).unwrap();
     assert_eq!(fence, 1, "a refused attempt does not raise the fence");
-    assert!(pttl(&mut conn, LOCK) <= 10_000, "the holder's lease is not extended");
+    assert!(
+        pttl(&mut conn, LOCK) <= 10_000,
+        "the holder's lease is not extended"
+    );
 }
 
 #[test]
@@ -53,19 +67,26 @@ fn acquire_on_key_without_expiry_returns_minus_one() {
     let server = RedisServer::start();
     let mut conn = server.connection();
     let _: () = conn.set(LOCK, "someone").unwrap();
-    let reply = acquire(LOCK, FENCE, "token-b", 1_000).invoke(&mut conn).unwrap();
+    let reply = acquire(LOCK, FENCE, "token-b", 1_000)
+        .invoke(&mut conn)
+        .unwrap();
     assert_eq!(reply, (0, -1));
 }
 
 /// Subscribes to the release channel, with a short read timeout.
 fn subscribe(pubsub: &mut redis::PubSub<'_>) {
-    pubsub.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    pubsub
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
     pubsub.subscribe(CHANNEL).unwrap();
 }
 
 fn next_message(sub: &mut redis::PubSub<'_>) -> Option<(String, String)> {
     match sub.get_message() {
-        Ok(msg) => Some((msg.get_channel_name().to_owned(), msg.get_payload().unwrap())),
+        Ok(msg) => Some((
+            msg.get_channel_name().to_owned(),
+            msg.get_payload().unwrap(),
+        )),
         Err(e) if e.is_timeout() => None,
         Err(e) => panic!("pubsub: {e}"),
     }
@@ -78,7 +99,9 @@ fn compare_del_of_own_lock_deletes_and_publishes_release() {
     let mut sub_conn = server.connection();
     let mut sub = sub_conn.as_pubsub();
     subscribe(&mut sub);
-    acquire(LOCK, FENCE, "token-a", 30_000).invoke(&mut conn).unwrap();
+    acquire(LOCK, FENCE, "token-a", 30_000)
+        .invoke(&mut conn)
+        .unwrap();
 
     assert_eq!(compare_del(LOCK, "token-a").invoke(&mut conn).unwrap(), 1);
     let exists: bool = conn.exists(LOCK).unwrap();
@@ -96,7 +119,9 @@ fn compare_del_of_another_owners_lock_is_refused_silently() {
     let mut sub_conn = server.connection();
     let mut sub = sub_conn.as_pubsub();
     subscribe(&mut sub);
-    acquire(LOCK, FENCE, "token-a", 30_000).invoke(&mut conn).unwrap();
+    acquire(LOCK, FENCE, "token-a", 30_000)
+        .invoke(&mut conn)
+        .unwrap();
 
     assert_eq!(compare_del(LOCK, "token-b").invoke(&mut conn).unwrap(), 0);
     let held: String = conn.get(LOCK).unwrap();
@@ -119,7 +144,9 @@ fn compare_del_of_missing_lock_returns_zero() {
 fn renew_of_own_lock_sets_the_new_lease() {
     let server = RedisServer::start();
     let mut conn = server.connection();
-    acquire(LOCK, FENCE, "token-a", 2_000).invoke(&mut conn).unwrap();
+    acquire(LOCK, FENCE, "token-a", 2_000)
+        .invoke(&mut conn)
+        .unwrap();
 
     assert_eq!(renew(LOCK, "token-a", 60_000).invoke(&mut conn).unwrap(), 1);
     let ttl = pttl(&mut conn, LOCK);
@@ -130,7 +157,9 @@ fn renew_of_own_lock_sets_the_new_lease() {
 fn renew_of_another_owners_lock_is_refused() {
     let server = RedisServer::start();
     let mut conn = server.connection();
-    acquire(LOCK, FENCE, "token-a", 2_000).invoke(&mut conn).unwrap();
+    acquire(LOCK, FENCE, "token-a", 2_000)
+        .invoke(&mut conn)
+        .unwrap();
 
     assert_eq!(renew(LOCK, "token-b", 60_000).invoke(&mut conn).unwrap(), 0);
     assert!(pttl(&mut conn, LOCK) <= 2_000, "lease unchanged");
