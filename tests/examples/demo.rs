@@ -9,14 +9,13 @@ use lockscript_tests::server::RedisServer;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Keep the private server alive for the whole demo.
-    let (_server, url) = match std::env::var("REDIS_URL") {
-        Ok(url) => (None, url),
-        Err(_) => {
-            let server = RedisServer::start();
-            let url = server.url();
-            println!("started a private redis-server on {url}");
-            (Some(server), url)
-        }
+    let (_server, url) = if let Ok(url) = std::env::var("REDIS_URL") {
+        (None, url)
+    } else {
+        let server = RedisServer::start();
+        let url = server.url();
+        println!("started a private redis-server on {url}");
+        (Some(server), url)
     };
     let client = redis::Client::open(url.as_str())?;
     let mut conn = client.get_connection()?;
