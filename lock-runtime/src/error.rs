@@ -1,5 +1,7 @@
 //! The one error type of the crate.
 
+use std::time::Duration;
+
 use redis::RedisError;
 
 /// Everything that can go wrong in `lock_runtime`.
@@ -84,8 +86,74 @@ pub enum LockError {
         server: String,
     },
 
+    /// `lock()` did not get the lock within `wait_timeout`. Nothing is held.
+    #[error(
+        "lock `{name}` is still held by another owner after waiting {waited:?} \
+         ({attempts} attempts); raise wait_timeout, or use try_lock() to skip when busy"
+    )]
+    Timeout {
+        /// The lock's name.
+        name: String,
+        /// How long the call waited.
+        waited: Duration,
+        /// How many acquisition attempts it made.
+        attempts: u32,
+    },
+
+    /// The guard no longer owns the lock: its lease expired, or the key was deleted or
+    /// taken by another owner. Nothing was changed on the server. Stop the work the lock
+    /// protected; a resource that checks fencing tokens refuses this holder's writes.
+    #[error(
+        "lock `{name}` is no longer held by this guard (its lease expired or another owner \
+         took it); stop the protected work"
+    )]
+    NotHeld {
+        /// The lock's name.
+        name: String,
+    },
+
+    /// The lease was lost while `with_lock` was running the protected work, which was
+    /// stopped (dropped) at that point.
+    #[error("lock `{name}` was lost while the protected work ran; the work was cancelled")]
+    Lost {
+        /// The lock's name.
+        name: String,
+    },
+
+    /// A lease outside the accepted range. Nothing was sent.
+    #[error(
+        "ttl {ttl:?} is outside {min:?}..={max:?}; use a lease in that range (with the watchdog on, 30 s is plenty)"
+    )]
+    InvalidTtl {
+        /// What was asked for.
+        ttl: Duration,
+        /// The shortest accepted lease.
+        min: Duration,
+        /// The longest accepted lease.
+        max: Duration,
+    },
+
+    /// A lock name that cannot be used. Nothing was sent.
+    #[error("invalid lock name `{name}`: {reason}")]
+    InvalidName {
+        /// The name (at most its first 64 characters).
+        name: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+
+    /// A builder setting that cannot work, reported at the first call that uses it.
+    /// Nothing was sent.
+    #[error("invalid lock settings: {0}")]
+    InvalidSettings(String),
+
+    /// The operating system's random source failed, so no owner token could be drawn.
+    #[error("cannot draw a random owner token from the OS: {0}")]
+    Entropy(String),
+
     /// Talking to Redis failed (connection refused, I/O error, timeout...). A script
     /// whose call failed this way may or may not have run: it is never re-sent blindly.
-    #[error("redis: {0}")]
+    /// Check that the server is up and reachable at the configured address.
+    #[error("talking to Redis failed: {0}")]
     Redis(#[from] RedisError),
 }

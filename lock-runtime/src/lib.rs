@@ -27,13 +27,21 @@ extern crate self as lock_runtime;
 
 pub mod builtin;
 mod error;
+mod lock;
+mod notify;
 mod registry;
 mod script;
+mod settings;
+mod token;
+mod watchdog;
 
 pub use error::LockError;
+pub use lock::{LockGuard, Locks};
 pub use lock_macros::lock_script;
 pub use registry::{load_scripts, load_scripts_async, scripts};
 pub use script::{Arity, Invocation, Script};
+pub use settings::{MAX_NAME_LEN, MAX_TTL, MAX_WAIT, MIN_TTL, RetryPolicy};
+pub use watchdog::Lease;
 
 /// Not public API: what `#[lock_script]` expands to. May change in any release.
 #[doc(hidden)]

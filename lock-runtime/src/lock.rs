@@ -1,0 +1,740 @@
+//! `Locks`, the handle that acquires locks, and `LockGuard`, the ownership of one.
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::notify::{Notifier, Subscription};
+use crate::settings::{Keys, RetryPolicy, Settings, check_ttl, millis};
+use crate::token::Token;
+use crate::watchdog::{Lease, LeaseState, Plan, monitor};
+use crate::{LockError, builtin};
+
+/// Release notifications for a `Locks` handle: started on first contention, shared by
+/// every clone.
+struct Notifications {
+    client: redis::Client,
+    notifier: OnceLock<Notifier>,
+}
+
+impl Notifications {
+    fn get(&self) -> &Notifier {
+        self.notifier
+            .get_or_init(|| Notifier::start(self.client.clone()))
+    }
+}
+
+/// Acquires distributed locks on one Redis server.
+///
+/// Cheap to clone (clones share the connection and the notification subscription);
+/// builder methods take and return `Self`, and a setting that cannot work is reported
+/// as a typed error by the first call that uses it, never as a panic.
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// # async fn demo() -> Result<(), lock_runtime::LockError> {
+/// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+/// let locks = lock_runtime::Locks::connect(&client).await?
+///     .ttl(Duration::from_secs(30))
+///     .wait_timeout(Duration::from_secs(10))
+///     .watchdog(true);
+/// let guard = locks.lock("orders:42").await?;
+/// println!("fencing token {}", guard.fencing_token());
+/// guard.release().await?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct Locks<C = ConnectionManager> {
+    conn: C,
+    settings: Arc<Settings>,
+    notifications: Option<Arc<Notifications>>,
+}
+
+impl<C: Clone> Clone for Locks<C> {
+    fn clone(&self) -> Self {
+        Self {
+            conn: self.conn.clone(),
+            settings: Arc::clone(&self.settings),
+            notifications: self.notifications.clone(),
+        }
+    }
+}
+
+impl<C> fmt::Debug for Locks<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Locks")
+            .field("settings", &self.settings)
+            .field("notifications", &self.notifications.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Locks<ConnectionManager> {
+    /// Opens a managed connection (it reconnects by itself) and enables release
+    /// notifications over a second, pub/sub connection to the same server.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+    /// let locks = lock_runtime::Locks::connect(&client).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn connect(client: &redis::Client) -> Result<Self, LockError> {
+        let conn = client.get_connection_manager().await?;
+        Ok(Self::new(conn).notifications(client.clone()))
+    }
+}
+
+impl<C> Locks<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// Uses an existing async connection (multiplexed, managed, cluster...). Without
+    /// [`notifications`](Self::notifications), waiters poll with the retry policy.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+    /// let conn = client.get_multiplexed_async_connection().await?;
+    /// let locks = lock_runtime::Locks::new(conn).notifications(client);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn new(conn: C) -> Self {
+        Self {
+            conn,
+            settings: Arc::new(Settings::default()),
+            notifications: None,
+        }
+    }
+
+    fn settings_mut(&mut self) -> &mut Settings {
+        Arc::make_mut(&mut self.settings)
+    }
+
+    /// The lease each grant asks for. Default 30 s; accepted 10 ms ..= 1 day.
+    ///
+    /// ```no_run
+    /// # fn f(locks: lock_runtime::Locks) -> lock_runtime::Locks {
+    /// locks.ttl(std::time::Duration::from_secs(10))
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.settings_mut().ttl = ttl;
+        self
+    }
+
+    /// How long `lock()` waits before `LockError::Timeout`. Default 10 s.
+    ///
+    /// ```no_run
+    /// # fn f(locks: lock_runtime::Locks) -> lock_runtime::Locks {
+    /// locks.wait_timeout(std::time::Duration::from_secs(2))
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn wait_timeout(mut self, wait: Duration) -> Self {
+        self.settings_mut().wait_timeout = wait;
+        self
+    }
+
+    /// Renew leases every ttl/3 while guards live. Default on: long work keeps its
+    /// lock, and a lease that cannot be renewed fires `lost()`.
+    ///
+    /// ```no_run
+    /// # fn f(locks: lock_runtime::Locks) -> lock_runtime::Locks {
+    /// locks.watchdog(false)
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn watchdog(mut self, on: bool) -> Self {
+        self.settings_mut().watchdog = on;
+        self
+    }
+
+    /// Caps how long the watchdog keeps a lock: after `cap`, renewals stop and the
+    /// lease runs out (then `lost()` fires). Default: no cap. Must be at least the ttl.
+    ///
+    /// ```no_run
+    /// # fn f(locks: lock_runtime::Locks) -> lock_runtime::Locks {
+    /// locks.max_hold(std::time::Duration::from_secs(300))
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn max_hold(mut self, cap: Duration) -> Self {
+        self.settings_mut().max_hold = Some(cap);
+        self
+    }
+
+    /// The key prefix: lock `name` lives at `<prefix>{name}`. Default `lock:`. It must
+    /// not contain braces (they would break the shared hash tag).
+    ///
+    /// ```no_run
+    /// # fn f(locks: lock_runtime::Locks) -> lock_runtime::Locks {
+    /// locks.prefix("billing:lock:")
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn prefix(mut self, prefix: &str) -> Self {
+        self.settings_mut().prefix = Arc::from(prefix);
+        self
+    }
+
+    /// How waiters pace their attempts; see [`RetryPolicy`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn f(locks: lock_runtime::Locks) -> lock_runtime::Locks {
+    /// locks.retry(lock_runtime::RetryPolicy::new(Duration::from_millis(2), Duration::from_millis(50)))
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.settings_mut().retry = policy;
+        self
+    }
+
+    /// Wakes waiters at once when a lock is released, through a pub/sub connection
+    /// opened from `client` on first contention (and re-opened if it drops).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+    /// let conn = client.get_multiplexed_async_connection().await?;
+    /// let locks = lock_runtime::Locks::new(conn).notifications(client);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn notifications(mut self, client: redis::Client) -> Self {
+        self.notifications = Some(Arc::new(Notifications {
+            client,
+            notifier: OnceLock::new(),
+        }));
+        self
+    }
+
+    /// One attempt: `Ok(Some(guard))` when acquired, `Ok(None)` when another owner
+    /// holds the lock.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: lock_runtime::Locks) -> Result<(), lock_runtime::LockError> {
+    /// match locks.try_lock("reports:daily").await? {
+    ///     Some(guard) => { /* do the work */ guard.release().await?; }
+    ///     None => println!("someone else is on it"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_lock(&self, name: &str) -> Result<Option<LockGuard<C>>, LockError> {
+        self.settings.validate()?;
+        let keys = self.settings.keys(name)?;
+        let token = Token::new()?;
+        let started = Instant::now();
+        match self.attempt(&keys, &token).await? {
+            Attempt::Acquired { fence, sent } => Ok(Some(self.guard(
+                keys,
+                token,
+                fence,
+                sent,
+                started,
+                1,
+                self.settings.watchdog,
+            ))),
+            Attempt::Held { .. } => Ok(None),
+        }
+    }
+
+    /// Waits until the lock is acquired, or fails with [`LockError::Timeout`] after
+    /// `wait_timeout`. A waiter sleeps until the release notification, the holder's
+    /// remaining lease, or its backoff, whichever comes first.
+    ///
+    /// Cancel-safe: dropping the future at any point leaves no watchdog running, and a
+    /// grant whose reply never arrived is released in the background (its TTL bounds
+    /// it in every case).
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: lock_runtime::Locks) -> Result<(), lock_runtime::LockError> {
+    /// let guard = locks.lock("orders:42").await?;
+    /// guard.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn lock(&self, name: &str) -> Result<LockGuard<C>, LockError> {
+        self.lock_with(name, self.settings.watchdog).await
+    }
+
+    async fn lock_with(&self, name: &str, watchdog: bool) -> Result<LockGuard<C>, LockError> {
+        self.settings.validate_wait()?;
+        let keys = self.settings.keys(name)?;
+        let token = Token::new()?;
+        let span = tracing::debug_span!("lock.acquire", lock = %keys.name);
+        async {
+            let started = Instant::now();
+            let deadline = started + self.settings.wait_timeout;
+            let mut subscription: Option<Subscription> = None;
+            let mut attempts = 0u32;
+            let mut waits = 0u32;
+            loop {
+                attempts += 1;
+                let remaining = match self.attempt(&keys, &token).await? {
+                    Attempt::Acquired { fence, sent } => {
+                        return Ok(
+                            self.guard(keys, token, fence, sent, started, attempts, watchdog)
+                        );
+                    }
+                    Attempt::Held { remaining } => remaining,
+                };
+                if subscription.is_none()
+                    && let Some(notifications) = &self.notifications
+                {
+                    // Subscribe, then try once more at once: a release between the
+                    // first attempt and the subscription would otherwise be missed.
+                    subscription = Some(notifications.get().subscribe(&keys.channel).await);
+                    continue;
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    tracing::debug!(attempts, "lock wait timed out");
+                    return Err(LockError::Timeout {
+                        name: keys.name.clone(),
+                        waited: now - started,
+                        attempts,
+                    });
+                }
+                let backoff = self.settings.retry.delay(waits, jitter());
+                waits += 1;
+                let nap = remaining
+                    .map_or(backoff, |r| r.max(Duration::from_millis(1)).min(backoff))
+                    .min(deadline - now);
+                tracing::trace!(?nap, attempts, "lock held; waiting");
+                match &subscription {
+                    Some(sub) => {
+                        tokio::select! {
+                            () = sub.released() => {}
+                            () = tokio::time::sleep(nap) => {}
+                        }
+                    }
+                    None => tokio::time::sleep(nap).await,
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Runs `work` while holding the lock, with the watchdog on. If the lease is lost
+    /// before `work` finishes, `work` is dropped at its next await point and the call
+    /// returns [`LockError::Lost`]. The lock is released when `work` ends.
+    ///
+    /// `work` receives a [`Lease`]: the fencing token and the loss signal.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: lock_runtime::Locks) -> Result<(), lock_runtime::LockError> {
+    /// let total = locks
+    ///     .with_lock("ledger", |lease| async move {
+    ///         // write with lease.fencing_token() so the store can refuse stale writers
+    ///         lease.fencing_token() * 2
+    ///     })
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn with_lock<T, F, Fut>(&self, name: &str, work: F) -> Result<T, LockError>
+    where
+        F: FnOnce(Lease) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let guard = self.lock_with(name, true).await?;
+        let lease = guard.lease();
+        let outcome = tokio::select! {
+            biased;
+            () = lease.lost() => None,
+            value = work(guard.lease()) => Some(value),
+        };
+        match outcome {
+            Some(value) => {
+                if let Err(e) = guard.release().await {
+                    // The work finished while the lease was still valid on our clock.
+                    tracing::warn!(lock = %lease.name(), error = %e, "release after with_lock failed");
+                }
+                Ok(value)
+            }
+            None => Err(LockError::Lost {
+                name: lease.name().to_owned(),
+            }),
+        }
+    }
+
+    async fn attempt(&self, keys: &Keys, token: &Token) -> Result<Attempt, LockError> {
+        let mut conn = self.conn.clone();
+        let sent = Instant::now();
+        // If this future is dropped while the command is in flight, the grant may have
+        // happened with nobody to own it: the pending marker releases it.
+        let mut pending = PendingGrant {
+            conn: Some(self.conn.clone()),
+            lock: &keys.lock,
+            token,
+        };
+        let reply = builtin::acquire(
+            &keys.lock,
+            &keys.fence,
+            token.as_str(),
+            millis(self.settings.ttl),
+        )
+        .invoke_async(&mut conn)
+        .await;
+        pending.conn = None;
+        let (acquired, value) = reply?;
+        if acquired == 1 {
+            let fence = u64::try_from(value).unwrap_or_default();
+            tracing::debug!(lock = %keys.name, fence, "lock acquired");
+            Ok(Attempt::Acquired { fence, sent })
+        } else {
+            Ok(Attempt::Held {
+                remaining: u64::try_from(value).ok().map(Duration::from_millis),
+            })
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn guard(
+        &self,
+        keys: Keys,
+        token: Token,
+        fence: u64,
+        sent: Instant,
+        started: Instant,
+        attempts: u32,
+        watchdog: bool,
+    ) -> LockGuard<C> {
+        let settings = &self.settings;
+        let state = Arc::new(LeaseState::new(keys, fence, sent, settings.ttl));
+        let plan = Plan {
+            renew: watchdog,
+            renew_until: settings.max_hold.map(|cap| sent + cap),
+        };
+        let monitor = tokio::spawn(monitor(
+            Arc::clone(&state),
+            self.conn.clone(),
+            token.as_str().to_owned(),
+            plan,
+        ));
+        LockGuard {
+            state,
+            token,
+            conn: self.conn.clone(),
+            monitor: Some(monitor),
+            released: false,
+            waited: sent.saturating_duration_since(started),
+            attempts,
+        }
+    }
+}
+
+enum Attempt {
+    Acquired { fence: u64, sent: Instant },
+    Held { remaining: Option<Duration> },
+}
+
+/// A random number for backoff jitter; a failed draw only loses the jitter.
+fn jitter() -> u64 {
+    getrandom::u64().unwrap_or(0)
+}
+
+/// Releases a grant whose reply was never read (the acquiring future was dropped).
+struct PendingGrant<'a, C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    conn: Option<C>,
+    lock: &'a str,
+    token: &'a Token,
+}
+
+impl<C> Drop for PendingGrant<'_, C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            release_in_background(conn, self.lock.to_owned(), self.token.clone(), None);
+        }
+    }
+}
+
+/// compare-del in a task, after `monitor` (if any) has stopped. Without a runtime
+/// there is nothing to run it on; the lease's TTL frees the lock then.
+fn release_in_background<C>(
+    mut conn: C,
+    lock: String,
+    token: Token,
+    monitor: Option<JoinHandle<()>>,
+) where
+    C: redis::aio::ConnectionLike + Send + 'static,
+{
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        if let Some(monitor) = monitor {
+            monitor.abort();
+        }
+        return;
+    };
+    runtime.spawn(async move {
+        if let Some(monitor) = monitor {
+            let _ = monitor.await;
+        }
+        match builtin::compare_del(&lock, token.as_str())
+            .invoke_async(&mut conn)
+            .await
+        {
+            Ok(released) => tracing::debug!(lock, released, "released in the background"),
+            Err(e) => {
+                tracing::debug!(lock, error = %e, "background release failed; the ttl frees it")
+            }
+        }
+    });
+}
+
+/// Ownership of one acquired lock.
+///
+/// Release it with [`release`](Self::release). Dropping it without releasing stops
+/// its watchdog at once and releases the lock in the background when a tokio runtime
+/// is available; in every case the lease's TTL frees the lock. Ownership belongs to
+/// the guard, not to a thread or task: it may move between tasks freely.
+///
+/// Its `Debug` never shows the owner token.
+///
+/// ```no_run
+/// # async fn demo(locks: lock_runtime::Locks) -> Result<(), lock_runtime::LockError> {
+/// let guard = locks.lock("orders:42").await?;
+/// tokio::select! {
+///     () = guard.lost() => eprintln!("lease lost: stop writing"),
+///     () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+/// }
+/// guard.release().await?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct LockGuard<C = ConnectionManager>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    state: Arc<LeaseState>,
+    token: Token,
+    conn: C,
+    monitor: Option<JoinHandle<()>>,
+    released: bool,
+    waited: Duration,
+    attempts: u32,
+}
+
+impl<C> LockGuard<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// The lock's name.
+    ///
+    /// ```no_run
+    /// # fn f(guard: lock_runtime::LockGuard) { println!("{}", guard.name()); }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.state.keys.name
+    }
+
+    /// This grant's fencing token: strictly larger than every earlier grant of the same
+    /// lock name on this server. Pass it with every write the lock protects, and have
+    /// the store refuse a token lower than one it has seen.
+    ///
+    /// ```no_run
+    /// # fn f(guard: lock_runtime::LockGuard) { println!("{}", guard.fencing_token()); }
+    /// ```
+    pub fn fencing_token(&self) -> u64 {
+        self.state.fence
+    }
+
+    /// A cloneable view of this lease (name, fencing token, loss signal), e.g. to hand
+    /// to another task.
+    ///
+    /// ```no_run
+    /// # fn f(guard: lock_runtime::LockGuard) { let lease = guard.lease(); }
+    /// ```
+    pub fn lease(&self) -> Lease {
+        Lease(Arc::clone(&self.state))
+    }
+
+    /// How long `lock()` waited for this grant.
+    ///
+    /// ```no_run
+    /// # fn f(guard: lock_runtime::LockGuard) { println!("{:?}", guard.waited()); }
+    /// ```
+    pub fn waited(&self) -> Duration {
+        self.waited
+    }
+
+    /// How many acquisition attempts this grant took (1 when the lock was free).
+    ///
+    /// ```no_run
+    /// # fn f(guard: lock_runtime::LockGuard) { println!("{}", guard.attempts()); }
+    /// ```
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// How long the lease can still be relied on, by this process's clock.
+    ///
+    /// ```no_run
+    /// # fn f(guard: lock_runtime::LockGuard) { println!("{:?}", guard.remaining()); }
+    /// ```
+    pub fn remaining(&self) -> Duration {
+        self.state.remaining()
+    }
+
+    /// Resolves when the lease is known lost: renew.lua found another owner or no key,
+    /// or the lease ran out on this process's clock before it could be renewed (server
+    /// down, paused, unreachable). Never resolves for a lease that is released.
+    ///
+    /// ```no_run
+    /// # async fn f(guard: lock_runtime::LockGuard) { guard.lost().await; eprintln!("stop"); }
+    /// ```
+    pub async fn lost(&self) {
+        self.state.lost().await;
+    }
+
+    /// Whether the loss signal has fired (no round trip).
+    ///
+    /// ```no_run
+    /// # fn f(guard: lock_runtime::LockGuard) { assert!(!guard.is_lost()); }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        self.state.is_lost()
+    }
+
+    /// Asks the server whether the lock still holds this guard's token. A `false` also
+    /// fires the loss signal; after the loss signal it is always `false`.
+    ///
+    /// ```no_run
+    /// # async fn f(guard: lock_runtime::LockGuard) -> Result<(), lock_runtime::LockError> {
+    /// if !guard.is_held().await? { eprintln!("lost"); }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn is_held(&self) -> Result<bool, LockError> {
+        let mut conn = self.conn.clone();
+        let value: Option<String> = redis::cmd("GET")
+            .arg(&self.state.keys.lock)
+            .query_async(&mut conn)
+            .await?;
+        let ours = value.as_deref() == Some(self.token.as_str());
+        if !ours {
+            self.state.mark_lost("the key changed owner or vanished");
+        }
+        Ok(ours && !self.state.is_lost())
+    }
+
+    /// Sets the lease to `ttl` from now, if the lock is still ours; the watchdog then
+    /// renews with this length. [`LockError::NotHeld`] (and nothing changed) if it is
+    /// not, or if the loss signal has already fired.
+    ///
+    /// ```no_run
+    /// # async fn f(guard: lock_runtime::LockGuard) -> Result<(), lock_runtime::LockError> {
+    /// guard.extend(std::time::Duration::from_secs(60)).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
+        check_ttl(ttl)?;
+        if self.state.is_lost() {
+            return Err(self.not_held());
+        }
+        let mut conn = self.conn.clone();
+        let sent = Instant::now();
+        let renewed = builtin::renew(&self.state.keys.lock, self.token.as_str(), millis(ttl))
+            .invoke_async(&mut conn)
+            .await?;
+        if renewed == 1 {
+            self.state.renewed(sent, ttl);
+            tracing::debug!(lock = %self.name(), ?ttl, "lease extended");
+            Ok(())
+        } else {
+            self.state.mark_lost("the key changed owner or vanished");
+            Err(self.not_held())
+        }
+    }
+
+    /// Stops the watchdog (waiting for a renewal in flight), then deletes the lock if it
+    /// still holds this guard's token and wakes a waiter. [`LockError::NotHeld`] if the
+    /// lease had already expired or been taken: nothing was deleted.
+    ///
+    /// ```no_run
+    /// # async fn f(guard: lock_runtime::LockGuard) -> Result<(), lock_runtime::LockError> {
+    /// guard.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn release(mut self) -> Result<(), LockError> {
+        self.state.stop();
+        if let Some(monitor) = self.monitor.take() {
+            let _ = monitor.await;
+        }
+        let mut conn = self.conn.clone();
+        let released = builtin::compare_del(&self.state.keys.lock, self.token.as_str())
+            .invoke_async(&mut conn)
+            .await?;
+        // From here on, drop has nothing left to do.
+        self.released = true;
+        if released == 1 {
+            tracing::debug!(lock = %self.name(), fence = self.state.fence, "lock released");
+            Ok(())
+        } else {
+            self.state
+                .mark_lost("released after the key changed owner or vanished");
+            Err(self.not_held())
+        }
+    }
+
+    fn not_held(&self) -> LockError {
+        LockError::NotHeld {
+            name: self.state.keys.name.clone(),
+        }
+    }
+}
+
+impl<C> Drop for LockGuard<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        self.state.stop();
+        tracing::debug!(lock = %self.name(), "guard dropped without release; releasing in the background");
+        release_in_background(
+            self.conn.clone(),
+            self.state.keys.lock.clone(),
+            self.token.clone(),
+            self.monitor.take(),
+        );
+    }
+}
+
+impl<C> fmt::Debug for LockGuard<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("name", &self.state.keys.name)
+            .field("fencing_token", &self.state.fence)
+            .field("lost", &self.state.is_lost())
+            .field("token", &self.token)
+            .finish_non_exhaustive()
+    }
+}

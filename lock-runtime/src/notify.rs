@@ -1,0 +1,208 @@
+//! Release notifications: one pub/sub connection per `Locks`, one subscription per
+//! lock that has local waiters, and one waiter woken per release.
+//!
+//! compare-del.lua publishes on `lock:{name}:released` when it deletes a lock. Waiters
+//! of this process for that name share one subscription; each message wakes one of
+//! them (`Notify::notify_one`, which keeps the wake-up as a permit if that waiter is
+//! between attempts), so a release costs one attempt here, not one per waiter. A
+//! channel is subscribed while it has waiters and unsubscribed when the last one
+//! leaves, so subscriptions never pile up.
+//!
+//! The connection is re-opened after it drops; every channel is then re-subscribed and
+//! every waiter woken once, because releases may have been missed meanwhile. While it
+//! is down, waiters fall back to their retry policy.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::aio::PubSubSink;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+/// The waiters of one channel.
+struct Channel {
+    waiters: usize,
+    wake: Arc<Notify>,
+}
+
+/// What the dispatcher and the waiters share.
+struct Shared {
+    channels: Mutex<HashMap<String, Channel>>,
+    /// The current connection's sink and what it is subscribed to. A tokio mutex:
+    /// (un)subscribing awaits the server while holding it, which keeps the two in step.
+    sink: tokio::sync::Mutex<SinkState>,
+}
+
+#[derive(Default)]
+struct SinkState {
+    sink: Option<PubSubSink>,
+    subscribed: HashSet<String>,
+}
+
+impl Shared {
+    fn channels(&self) -> std::sync::MutexGuard<'_, HashMap<String, Channel>> {
+        self.channels.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn waiters(&self, channel: &str) -> usize {
+        self.channels().get(channel).map_or(0, |c| c.waiters)
+    }
+
+    /// Subscribes or unsubscribes `channel` so that it matches whether it has waiters,
+    /// and forgets a channel nobody waits on.
+    async fn sync_subscription(&self, channel: &str) {
+        let mut state = self.sink.lock().await;
+        let SinkState { sink, subscribed } = &mut *state;
+        let wanted = self.waiters(channel) > 0;
+        if let Some(sink) = sink.as_mut() {
+            if wanted && !subscribed.contains(channel) {
+                match sink.subscribe(channel).await {
+                    Ok(()) => {
+                        subscribed.insert(channel.to_owned());
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "release notifications: subscribe failed; waiters poll");
+                    }
+                }
+            } else if !wanted
+                && subscribed.remove(channel)
+                && let Err(e) = sink.unsubscribe(channel).await
+            {
+                tracing::debug!(error = %e, "release notifications: unsubscribe failed");
+            }
+        }
+        if !wanted {
+            let mut channels = self.channels();
+            if channels.get(channel).is_some_and(|c| c.waiters == 0) {
+                channels.remove(channel);
+            }
+        }
+    }
+}
+
+/// Owns the pub/sub connection task; dropping it stops the task.
+pub(crate) struct Notifier {
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Notifier {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Notifier {
+    /// Starts the notification task on the current tokio runtime.
+    pub(crate) fn start(client: redis::Client) -> Self {
+        let shared = Arc::new(Shared {
+            channels: Mutex::new(HashMap::new()),
+            sink: tokio::sync::Mutex::new(SinkState::default()),
+        });
+        let task = tokio::spawn(run(client, Arc::clone(&shared)));
+        Self { shared, task }
+    }
+
+    /// Registers a waiter for `channel` and makes sure the channel is subscribed before
+    /// returning, so a release published after this returns is not missed.
+    pub(crate) async fn subscribe(&self, channel: &str) -> Subscription {
+        let wake = {
+            let mut channels = self.shared.channels();
+            let entry = channels
+                .entry(channel.to_owned())
+                .or_insert_with(|| Channel {
+                    waiters: 0,
+                    wake: Arc::new(Notify::new()),
+                });
+            entry.waiters += 1;
+            Arc::clone(&entry.wake)
+        };
+        // Built before awaiting, so a cancelled subscribe still unregisters.
+        let subscription = Subscription {
+            shared: Arc::clone(&self.shared),
+            channel: channel.to_owned(),
+            wake,
+        };
+        self.shared.sync_subscription(channel).await;
+        subscription
+    }
+}
+
+/// One waiter's registration; dropping it unregisters (and unsubscribes the channel
+/// when it was the last waiter).
+pub(crate) struct Subscription {
+    shared: Arc<Shared>,
+    channel: String,
+    wake: Arc<Notify>,
+}
+
+impl Subscription {
+    /// Resolves at the next release of this lock that no other local waiter took.
+    pub(crate) async fn released(&self) {
+        self.wake.notified().await;
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let last = {
+            let mut channels = self.shared.channels();
+            match channels.get_mut(&self.channel) {
+                Some(entry) => {
+                    entry.waiters -= 1;
+                    entry.waiters == 0
+                }
+                None => false,
+            }
+        };
+        // A wake-up delivered to a waiter that is dropped before using it is passed on
+        // by tokio's `Notified` itself. Unsubscribing needs the server: it runs as a task.
+        if last && let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let shared = Arc::clone(&self.shared);
+            let channel = std::mem::take(&mut self.channel);
+            handle.spawn(async move { shared.sync_subscription(&channel).await });
+        }
+    }
+}
+
+/// Keeps a pub/sub connection open and dispatches release messages, forever.
+async fn run(client: redis::Client, shared: Arc<Shared>) {
+    let mut delay = Duration::from_millis(50);
+    loop {
+        match client.get_async_pubsub().await {
+            Ok(pubsub) => {
+                delay = Duration::from_millis(50);
+                let (sink, mut stream) = pubsub.split();
+                let channels: Vec<String> = {
+                    let mut state = shared.sink.lock().await;
+                    state.sink = Some(sink);
+                    state.subscribed.clear();
+                    shared.channels().keys().cloned().collect()
+                };
+                for channel in &channels {
+                    shared.sync_subscription(channel).await;
+                }
+                // Releases may have been missed while disconnected.
+                for channel in shared.channels().values() {
+                    channel.wake.notify_waiters();
+                }
+                while let Some(msg) = stream.next().await {
+                    if let Some(channel) = shared.channels().get(msg.get_channel_name()) {
+                        channel.wake.notify_one();
+                    }
+                }
+                tracing::warn!("release notifications: connection lost; reconnecting");
+                let mut state = shared.sink.lock().await;
+                state.sink = None;
+                state.subscribed.clear();
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "release notifications: cannot connect; waiters poll meanwhile");
+            }
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(2));
+    }
+}

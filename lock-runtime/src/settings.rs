@@ -1,0 +1,313 @@
+//! Lock settings, their safe defaults and limits, and the key names of a lock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::LockError;
+
+/// The longest lease a lock may ask for: one day. With the watchdog on, a lease only
+/// needs to outlast a renewal interval; a longer one only makes a crashed holder block
+/// everyone for longer.
+pub const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The shortest lease: 10 ms. Below that, a lease can run out during one round trip
+/// plus scheduling noise, and the holder never gets to use it.
+pub const MIN_TTL: Duration = Duration::from_millis(10);
+
+/// The longest lock name, in bytes. Key names are kept small: Redis stores them in
+/// every command and every reply.
+pub const MAX_NAME_LEN: usize = 512;
+
+/// How long `lock()` may wait at most: one day, like [`MAX_TTL`].
+pub const MAX_WAIT: Duration = MAX_TTL;
+
+/// How a waiter paces its attempts while a lock is held.
+///
+/// A waiter sleeps until the release notification arrives, or until the holder's
+/// remaining lease runs out, or until this backoff passes, whichever is first. The
+/// backoff grows from `min_delay`, doubling per attempt up to `max_delay`, and each
+/// sleep is drawn uniformly from its upper half (jitter), so waiters that missed a
+/// notification do not retry in lockstep. With notifications the backoff is only a
+/// safety net; without them (`Locks::new`) it is the polling schedule.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use lock_runtime::RetryPolicy;
+/// let policy = RetryPolicy::new(Duration::from_millis(5), Duration::from_millis(100));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    min_delay: Duration,
+    max_delay: Duration,
+}
+
+impl RetryPolicy {
+    /// A policy from `min_delay` up to `max_delay`. Invalid pairs (zero, or min above
+    /// max) are reported as [`LockError::InvalidSettings`] at the first lock call.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let policy = lock_runtime::RetryPolicy::new(Duration::from_millis(2), Duration::from_secs(1));
+    /// ```
+    pub fn new(min_delay: Duration, max_delay: Duration) -> Self {
+        Self {
+            min_delay,
+            max_delay,
+        }
+    }
+
+    /// The first backoff.
+    ///
+    /// ```no_run
+    /// assert_eq!(lock_runtime::RetryPolicy::default().min_delay().as_millis(), 5);
+    /// ```
+    pub fn min_delay(&self) -> Duration {
+        self.min_delay
+    }
+
+    /// The largest backoff.
+    ///
+    /// ```no_run
+    /// assert_eq!(lock_runtime::RetryPolicy::default().max_delay().as_millis(), 250);
+    /// ```
+    pub fn max_delay(&self) -> Duration {
+        self.max_delay
+    }
+
+    /// The sleep before attempt `n` (0-based), jittered into the upper half.
+    pub(crate) fn delay(&self, attempt: u32, jitter: u64) -> Duration {
+        let grown = self
+            .min_delay
+            .saturating_mul(1u32 << attempt.min(16))
+            .min(self.max_delay);
+        let half = grown / 2;
+        let nanos = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX).max(1);
+        half + Duration::from_nanos(jitter % nanos)
+    }
+}
+
+/// 5 ms to 250 ms: a missed notification costs at most a quarter second, and a
+/// polling waiter sends at most a few commands per second.
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self::new(Duration::from_millis(5), Duration::from_millis(250))
+    }
+}
+
+/// Everything a [`Locks`](crate::Locks) handle is configured with.
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub(crate) ttl: Duration,
+    pub(crate) wait_timeout: Duration,
+    pub(crate) watchdog: bool,
+    pub(crate) max_hold: Option<Duration>,
+    pub(crate) prefix: Arc<str>,
+    pub(crate) retry: RetryPolicy,
+}
+
+/// The defaults, each chosen to be safe in production:
+/// - `ttl` 30 s: long enough to ride out a GC pause or a slow renewal, short enough
+///   that a crashed holder frees the lock within half a minute;
+/// - `wait_timeout` 10 s: `lock()` gives up and says so instead of hanging;
+/// - `watchdog` on: the lease is renewed every ttl/3 while the guard lives, so work
+///   that runs long does not silently lose its lock; loss is signalled by `lost()`;
+/// - no cap on the total hold time (`max_hold`);
+/// - key prefix `lock:`.
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            ttl: Duration::from_secs(30),
+            wait_timeout: Duration::from_secs(10),
+            watchdog: true,
+            max_hold: None,
+            prefix: Arc::from("lock:"),
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+impl Settings {
+    /// Checks everything a single attempt depends on.
+    pub(crate) fn validate(&self) -> Result<(), LockError> {
+        check_ttl(self.ttl)?;
+        if self.prefix.contains(['{', '}']) {
+            return Err(LockError::InvalidSettings(format!(
+                "key prefix `{}` contains a brace: the lock's keys share the hash tag `{{name}}`, \
+                 and a brace in the prefix would break it",
+                self.prefix
+            )));
+        }
+        let RetryPolicy {
+            min_delay,
+            max_delay,
+        } = self.retry;
+        if min_delay.is_zero() || min_delay > max_delay {
+            return Err(LockError::InvalidSettings(format!(
+                "retry policy {min_delay:?}..{max_delay:?}: the minimum must be above zero and \
+                 not above the maximum"
+            )));
+        }
+        if let Some(cap) = self.max_hold
+            && cap < self.ttl
+        {
+            return Err(LockError::InvalidSettings(format!(
+                "max_hold {cap:?} is shorter than the ttl {:?}: raise it or lower the ttl",
+                self.ttl
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks what `lock()` needs on top of [`validate`](Self::validate).
+    pub(crate) fn validate_wait(&self) -> Result<(), LockError> {
+        self.validate()?;
+        if self.wait_timeout.is_zero() || self.wait_timeout > MAX_WAIT {
+            return Err(LockError::InvalidSettings(format!(
+                "wait_timeout {:?} is outside 1 ns..={MAX_WAIT:?}; for a single attempt call \
+                 try_lock() instead",
+                self.wait_timeout
+            )));
+        }
+        Ok(())
+    }
+
+    /// The key names of lock `name`, after checking the name.
+    pub(crate) fn keys(&self, name: &str) -> Result<Keys, LockError> {
+        check_name(name)?;
+        let lock = format!("{}{{{name}}}", self.prefix);
+        Ok(Keys {
+            fence: format!("{lock}:fence"),
+            channel: format!("{lock}:released"),
+            lock,
+            name: name.to_owned(),
+        })
+    }
+}
+
+/// Refuses a lease the server could not honour or that would be unsafe.
+pub(crate) fn check_ttl(ttl: Duration) -> Result<(), LockError> {
+    if ttl < MIN_TTL || ttl > MAX_TTL {
+        return Err(LockError::InvalidTtl {
+            ttl,
+            min: MIN_TTL,
+            max: MAX_TTL,
+        });
+    }
+    Ok(())
+}
+
+fn check_name(name: &str) -> Result<(), LockError> {
+    let reason = if name.is_empty() {
+        "it is empty"
+    } else if name.len() > MAX_NAME_LEN {
+        "it is longer than 512 bytes"
+    } else if name.contains(['{', '}']) {
+        "it contains a brace, which would break the hash tag that keeps its keys in one slot"
+    } else {
+        return Ok(());
+    };
+    Err(LockError::InvalidName {
+        name: name.chars().take(64).collect(),
+        reason,
+    })
+}
+
+/// The Redis names of one lock. They share the hash tag `{name}`, so on a Cluster all
+/// of them live in one slot.
+#[derive(Clone, Debug)]
+pub(crate) struct Keys {
+    /// The name the user gave.
+    pub(crate) name: String,
+    /// `lock:{name}`: holds the owner's token.
+    pub(crate) lock: String,
+    /// `lock:{name}:fence`: the fencing counter.
+    pub(crate) fence: String,
+    /// `lock:{name}:released`: the release channel compare-del publishes on.
+    pub(crate) channel: String,
+}
+
+/// The lease a holder may count on: the TTL minus an allowance for clock drift between
+/// this process and the server (1% + 2 ms, as the Redlock analysis uses), measured
+/// from before the command was sent.
+pub(crate) fn validity(ttl: Duration) -> Duration {
+    let drift = ttl / 100 + Duration::from_millis(2);
+    ttl.saturating_sub(drift)
+}
+
+/// Milliseconds for PX/PEXPIRE; `ttl` is already within [`MAX_TTL`].
+pub(crate) fn millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_one_hash_tag() {
+        let keys = Settings::default().keys("orders:42").unwrap();
+        assert_eq!(keys.lock, "lock:{orders:42}");
+        assert_eq!(keys.fence, "lock:{orders:42}:fence");
+        assert_eq!(keys.channel, "lock:{orders:42}:released");
+    }
+
+    #[test]
+    fn bad_names_are_refused() {
+        let s = Settings::default();
+        assert!(matches!(s.keys(""), Err(LockError::InvalidName { .. })));
+        assert!(matches!(
+            s.keys(&"x".repeat(513)),
+            Err(LockError::InvalidName { .. })
+        ));
+        assert!(s.keys(&"x".repeat(512)).is_ok());
+        assert!(matches!(s.keys("a}b"), Err(LockError::InvalidName { .. })));
+    }
+
+    #[test]
+    fn ttl_limits_are_enforced() {
+        assert!(check_ttl(Duration::ZERO).is_err());
+        assert!(check_ttl(Duration::from_millis(9)).is_err());
+        assert!(check_ttl(MIN_TTL).is_ok());
+        assert!(check_ttl(MAX_TTL).is_ok());
+        assert!(check_ttl(MAX_TTL + Duration::from_millis(1)).is_err());
+    }
+
+    #[test]
+    fn validity_never_underflows() {
+        assert_eq!(validity(Duration::from_millis(1)), Duration::ZERO);
+        assert_eq!(
+            validity(Duration::from_secs(10)),
+            Duration::from_millis(9_898)
+        );
+    }
+
+    #[test]
+    fn backoff_grows_within_bounds() {
+        let p = RetryPolicy::new(Duration::from_millis(4), Duration::from_millis(100));
+        for attempt in 0..40 {
+            for jitter in [0, 1, u64::MAX / 3, u64::MAX] {
+                let d = p.delay(attempt, jitter);
+                assert!(d <= Duration::from_millis(100), "{d:?}");
+                assert!(d >= Duration::from_millis(2), "{d:?}");
+            }
+        }
+        assert!(p.delay(10, 0) >= Duration::from_millis(50));
+    }
+
+    #[test]
+    fn invalid_settings_are_refused() {
+        let mut s = Settings {
+            wait_timeout: Duration::ZERO,
+            ..Settings::default()
+        };
+        assert!(s.validate().is_ok());
+        assert!(s.validate_wait().is_err());
+        s.prefix = Arc::from("a{");
+        assert!(s.validate().is_err());
+        let s = Settings {
+            retry: RetryPolicy::new(Duration::ZERO, Duration::from_millis(1)),
+            ..Settings::default()
+        };
+        assert!(s.validate().is_err());
+    }
+}
