@@ -1,10 +1,11 @@
 //! `Locks`, the handle that acquires locks, and `LockGuard`, the ownership of one.
 
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
+use tokio::sync::OnceCell;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -15,17 +16,28 @@ use crate::token::Token;
 use crate::watchdog::{Lease, LeaseState, Plan, monitor};
 use crate::{LockError, builtin};
 
-/// Release notifications for a `Locks` handle: started on first contention, shared by
+/// Release notifications for a `Locks` handle: connected on first contention, shared by
 /// every clone.
 struct Notifications {
     client: redis::Client,
-    notifier: OnceLock<Notifier>,
+    notifier: OnceCell<Notifier>,
 }
 
 impl Notifications {
-    fn get(&self) -> &Notifier {
-        self.notifier
-            .get_or_init(|| Notifier::start(self.client.clone()))
+    /// The notifier, connecting it if needed; `None` while it cannot connect (waiters
+    /// then poll, and the next contention tries again).
+    async fn get(&self) -> Option<&Notifier> {
+        match self
+            .notifier
+            .get_or_try_init(|| Notifier::start(self.client.clone()))
+            .await
+        {
+            Ok(notifier) => Some(notifier),
+            Err(e) => {
+                tracing::warn!(error = %e, "release notifications unavailable; waiters poll");
+                None
+            }
+        }
     }
 }
 
@@ -216,7 +228,7 @@ where
     pub fn notifications(mut self, client: redis::Client) -> Self {
         self.notifications = Some(Arc::new(Notifications {
             client,
-            notifier: OnceLock::new(),
+            notifier: OnceCell::new(),
         }));
         self
     }
@@ -294,10 +306,11 @@ where
                 };
                 if subscription.is_none()
                     && let Some(notifications) = &self.notifications
+                    && let Some(notifier) = notifications.get().await
                 {
                     // Subscribe, then try once more at once: a release between the
                     // first attempt and the subscription would otherwise be missed.
-                    subscription = Some(notifications.get().subscribe(&keys.channel).await);
+                    subscription = Some(notifier.subscribe(&keys.channel).await);
                     continue;
                 }
                 let now = Instant::now();
@@ -670,7 +683,8 @@ where
 
     /// Stops the watchdog (waiting for a renewal in flight), then deletes the lock if it
     /// still holds this guard's token and wakes a waiter. [`LockError::NotHeld`] if the
-    /// lease had already expired or been taken: nothing was deleted.
+    /// lease had been lost (expired, taken, or the loss signal had fired): the work it
+    /// protected may have overlapped another holder's.
     ///
     /// ```no_run
     /// # async fn f(guard: lock_runtime::LockGuard) -> Result<(), lock_runtime::LockError> {
@@ -683,13 +697,16 @@ where
         if let Some(monitor) = self.monitor.take() {
             let _ = monitor.await;
         }
+        // Once the loss was signalled the guard stays lost, but the key may still be ours
+        // (validity ends before the server's expiry): delete it all the same.
+        let lost_before = self.state.is_lost();
         let mut conn = self.conn.clone();
         let released = builtin::compare_del(&self.state.keys.lock, self.token.as_str())
             .invoke_async(&mut conn)
             .await?;
         // From here on, drop has nothing left to do.
         self.released = true;
-        if released == 1 {
+        if released == 1 && !lost_before {
             tracing::debug!(lock = %self.name(), fence = self.state.fence, "lock released");
             Ok(())
         } else {

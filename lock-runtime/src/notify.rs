@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use redis::aio::PubSubSink;
+use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -95,14 +95,19 @@ impl Drop for Notifier {
 }
 
 impl Notifier {
-    /// Starts the notification task on the current tokio runtime.
-    pub(crate) fn start(client: redis::Client) -> Self {
+    /// Opens the pub/sub connection, then keeps it open in a task on the current tokio
+    /// runtime. Fails if the first connection cannot be made.
+    pub(crate) async fn start(client: redis::Client) -> redis::RedisResult<Self> {
+        let (sink, stream) = client.get_async_pubsub().await?.split();
         let shared = Arc::new(Shared {
             channels: Mutex::new(HashMap::new()),
-            sink: tokio::sync::Mutex::new(SinkState::default()),
+            sink: tokio::sync::Mutex::new(SinkState {
+                sink: Some(sink),
+                subscribed: HashSet::new(),
+            }),
         });
-        let task = tokio::spawn(run(client, Arc::clone(&shared)));
-        Self { shared, task }
+        let task = tokio::spawn(run(client, Arc::clone(&shared), stream));
+        Ok(Self { shared, task })
     }
 
     /// Registers a waiter for `channel` and makes sure the channel is subscribed before
@@ -167,14 +172,25 @@ impl Drop for Subscription {
     }
 }
 
-/// Keeps a pub/sub connection open and dispatches release messages, forever.
-async fn run(client: redis::Client, shared: Arc<Shared>) {
+/// Dispatches release messages from `stream`, and re-opens the connection whenever it
+/// drops, forever.
+async fn run(client: redis::Client, shared: Arc<Shared>, mut stream: PubSubStream) {
+    dispatch(&shared, &mut stream).await;
     let mut delay = Duration::from_millis(50);
     loop {
+        {
+            tracing::warn!("release notifications: connection lost; reconnecting");
+            let mut state = shared.sink.lock().await;
+            state.sink = None;
+            state.subscribed.clear();
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(2));
         match client.get_async_pubsub().await {
             Ok(pubsub) => {
                 delay = Duration::from_millis(50);
-                let (sink, mut stream) = pubsub.split();
+                let (sink, new_stream) = pubsub.split();
+                stream = new_stream;
                 let channels: Vec<String> = {
                     let mut state = shared.sink.lock().await;
                     state.sink = Some(sink);
@@ -188,21 +204,20 @@ async fn run(client: redis::Client, shared: Arc<Shared>) {
                 for channel in shared.channels().values() {
                     channel.wake.notify_waiters();
                 }
-                while let Some(msg) = stream.next().await {
-                    if let Some(channel) = shared.channels().get(msg.get_channel_name()) {
-                        channel.wake.notify_one();
-                    }
-                }
-                tracing::warn!("release notifications: connection lost; reconnecting");
-                let mut state = shared.sink.lock().await;
-                state.sink = None;
-                state.subscribed.clear();
+                dispatch(&shared, &mut stream).await;
             }
             Err(e) => {
                 tracing::warn!(error = %e, "release notifications: cannot connect; waiters poll meanwhile");
             }
         }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(2));
+    }
+}
+
+/// Wakes one local waiter per release message, until the connection drops.
+async fn dispatch(shared: &Shared, stream: &mut PubSubStream) {
+    while let Some(msg) = stream.next().await {
+        if let Some(channel) = shared.channels().get(msg.get_channel_name()) {
+            channel.wake.notify_one();
+        }
     }
 }

@@ -5,6 +5,7 @@
 #![allow(clippy::missing_panics_doc)]
 
 pub mod fixtures;
+pub mod history;
 pub mod server;
 
 /// How many times `command` reached the server: `calls` (which include failed calls)

@@ -1,0 +1,53 @@
+//! The checker for lock histories: every grant recorded as (fencing token, start, end).
+
+use std::fmt::Debug;
+
+/// Fails unless the grants never overlap and their fencing tokens rise strictly in the
+/// order the grants started. Sorts `history` by start time.
+///
+/// ```
+/// let mut history = vec![(2, 10, 20), (1, 0, 5)];
+/// lockscript_tests::history::assert_exclusive(&mut history);
+/// ```
+pub fn assert_exclusive<T: Ord + Copy + Debug>(history: &mut [(u64, T, T)]) {
+    history.sort_by_key(|&(_, start, _)| start);
+    for pair in history.windows(2) {
+        let (fence_a, start_a, end_a) = pair[0];
+        let (fence_b, start_b, _) = pair[1];
+        assert!(
+            start_a <= end_a,
+            "a grant ends before it starts: {:?}",
+            pair[0]
+        );
+        assert!(
+            end_a <= start_b,
+            "two holders at once: grant {fence_a} ({start_a:?}..{end_a:?}) overlaps grant {fence_b} starting {start_b:?}"
+        );
+        assert!(
+            fence_a < fence_b,
+            "fencing tokens do not rise: {fence_a} then {fence_b}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::assert_exclusive;
+
+    #[test]
+    #[should_panic(expected = "two holders at once")]
+    fn overlap_is_caught() {
+        assert_exclusive(&mut [(1, 0, 10), (2, 5, 15)]);
+    }
+
+    #[test]
+    #[should_panic(expected = "fencing tokens do not rise")]
+    fn falling_fence_is_caught() {
+        assert_exclusive(&mut [(2, 0, 10), (1, 10, 15)]);
+    }
+
+    #[test]
+    fn back_to_back_grants_pass() {
+        assert_exclusive(&mut [(3, 20, 30), (1, 0, 10), (2, 10, 20)]);
+    }
+}

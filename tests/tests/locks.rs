@@ -1,0 +1,502 @@
+//! The async lock API against a real redis-server: grants, waits, fencing, leases,
+//! the watchdog and the loss signal, bad input, drop and cancellation.
+
+use std::time::Duration;
+
+use lock_runtime::{LockError, Locks, RetryPolicy};
+use lockscript_tests::command_calls;
+use lockscript_tests::server::RedisServer;
+use redis::AsyncCommands;
+use redis::aio::ConnectionManager;
+
+/// A liveness bound for waits that must end; never a speed assertion.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+async fn locks(server: &RedisServer) -> Locks<ConnectionManager> {
+    Locks::connect(&server.client()).await.expect("connect")
+}
+
+async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(PATIENCE, fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not happen within {PATIENCE:?}"))
+}
+
+#[tokio::test]
+async fn try_lock_grants_a_free_lock_with_rising_fencing_tokens() {
+    let server = RedisServer::start();
+    let locks = locks(&server).await;
+    let first = locks.try_lock("orders:42").await.unwrap().expect("free");
+    assert_eq!(first.name(), "orders:42");
+    assert_eq!(first.fencing_token(), 1);
+    assert_eq!(first.attempts(), 1);
+    first.release().await.unwrap();
+    let second = locks
+        .try_lock("orders:42")
+        .await
+        .unwrap()
+        .expect("free again");
+    assert_eq!(second.fencing_token(), 2);
+    second.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn try_lock_on_a_held_lock_returns_none() {
+    let server = RedisServer::start();
+    let locks = locks(&server).await;
+    let held = locks.try_lock("orders:42").await.unwrap().expect("free");
+    assert!(locks.try_lock("orders:42").await.unwrap().is_none());
+    held.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_is_woken_by_the_release_notification() {
+    let server = RedisServer::start();
+    // Backoff far beyond wait_timeout and a 60 s lease: only the release notification
+    // can get the waiter in before it times out.
+    let locks = locks(&server)
+        .await
+        .ttl(Duration::from_secs(60))
+        .wait_timeout(Duration::from_secs(5))
+        .retry(RetryPolicy::new(
+            Duration::from_secs(30),
+            Duration::from_secs(30),
+        ));
+    let holder = locks.lock("q").await.unwrap();
+    let waiter = {
+        let locks = locks.clone();
+        tokio::spawn(async move { locks.lock("q").await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiter.is_finished());
+    holder.release().await.unwrap();
+    let guard = within("the handoff", waiter)
+        .await
+        .unwrap()
+        .expect("waiter acquires");
+    assert_eq!(guard.fencing_token(), 2);
+    assert!(guard.attempts() <= 3, "attempts {}", guard.attempts());
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn waiter_without_notifications_polls_until_release() {
+    let server = RedisServer::start();
+    let conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let locks = Locks::new(conn)
+        .wait_timeout(Duration::from_secs(5))
+        .retry(RetryPolicy::new(
+            Duration::from_millis(5),
+            Duration::from_millis(20),
+        ));
+    let holder = locks.lock("q").await.unwrap();
+    let waiter = {
+        let locks = locks.clone();
+        tokio::spawn(async move { locks.lock("q").await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    holder.release().await.unwrap();
+    let guard = within("the handoff", waiter).await.unwrap().unwrap();
+    assert!(guard.attempts() > 1);
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn lock_gives_up_with_a_timeout_error() {
+    let server = RedisServer::start();
+    let locks = locks(&server)
+        .await
+        .wait_timeout(Duration::from_millis(200));
+    let holder = locks.lock("q").await.unwrap();
+    let err = locks.lock("q").await.unwrap_err();
+    match &err {
+        LockError::Timeout {
+            name,
+            waited,
+            attempts,
+        } => {
+            assert_eq!(name, "q");
+            assert!(*waited >= Duration::from_millis(200));
+            assert!(*attempts >= 2);
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    assert!(
+        err.to_string().contains("try_lock"),
+        "says what to do: {err}"
+    );
+    holder.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn lock_waits_out_an_expired_holder() {
+    let server = RedisServer::start();
+    let locks = locks(&server).await.wait_timeout(Duration::from_secs(5));
+    let crashed = locks
+        .clone()
+        .ttl(Duration::from_millis(200))
+        .watchdog(false);
+    let holder = crashed.lock("q").await.unwrap();
+    std::mem::forget(holder); // a holder that vanished without releasing
+    let guard = within("the takeover", locks.lock("q")).await.unwrap();
+    assert_eq!(guard.fencing_token(), 2);
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn stale_guard_release_and_extend_are_refused_and_change_nothing() {
+    let server = RedisServer::start();
+    let locks = locks(&server).await;
+    let stale = locks
+        .clone()
+        .ttl(Duration::from_millis(50))
+        .watchdog(false)
+        .lock("q")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let fresh = locks.lock("q").await.unwrap();
+    assert!(fresh.fencing_token() > stale.fencing_token());
+
+    assert!(matches!(
+        stale.extend(Duration::from_secs(30)).await,
+        Err(LockError::NotHeld { .. })
+    ));
+    let err = stale.release().await.unwrap_err();
+    assert!(
+        matches!(err, LockError::NotHeld { ref name } if name == "q"),
+        "{err:?}"
+    );
+    assert!(
+        fresh.is_held().await.unwrap(),
+        "the new holder keeps its lock"
+    );
+    fresh.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn extend_sets_the_new_lease_on_the_server() {
+    let server = RedisServer::start();
+    let locks = locks(&server)
+        .await
+        .ttl(Duration::from_secs(2))
+        .watchdog(false);
+    let guard = locks.lock("q").await.unwrap();
+    guard.extend(Duration::from_secs(120)).await.unwrap();
+    let mut conn = server.multiplexed().await;
+    let pttl: i64 = conn.pttl("lock:{q}").await.unwrap();
+    assert!(pttl > 110_000, "pttl {pttl}");
+    assert!(guard.remaining() > Duration::from_secs(100));
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_keeps_the_lock_across_three_ttls() {
+    let server = RedisServer::start();
+    let locks = locks(&server).await.ttl(Duration::from_millis(150));
+    let guard = locks.lock("q").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!guard.is_lost());
+    assert!(guard.is_held().await.unwrap());
+    assert!(locks.try_lock("q").await.unwrap().is_none());
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn without_watchdog_the_lease_runs_out_and_lost_fires() {
+    let server = RedisServer::start();
+    let locks = locks(&server)
+        .await
+        .ttl(Duration::from_millis(100))
+        .watchdog(false);
+    let guard = locks.lock("q").await.unwrap();
+    within("the loss signal", guard.lost()).await;
+    assert!(guard.is_lost());
+    assert!(!guard.is_held().await.unwrap());
+    assert!(matches!(
+        guard.release().await,
+        Err(LockError::NotHeld { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_fires_when_the_key_is_deleted_externally() {
+    let server = RedisServer::start();
+    let locks = locks(&server).await.ttl(Duration::from_millis(300));
+    let guard = locks.lock("q").await.unwrap();
+    let mut conn = server.multiplexed().await;
+    let _: () = conn.del("lock:{q}").await.unwrap();
+    within("the loss signal", guard.lost()).await;
+    assert!(matches!(
+        guard.extend(Duration::from_secs(1)).await,
+        Err(LockError::NotHeld { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_fires_when_the_server_dies() {
+    let mut server = RedisServer::start();
+    let locks = locks(&server).await.ttl(Duration::from_millis(300));
+    let guard = locks.lock("q").await.unwrap();
+    server.stop();
+    within("the loss signal", guard.lost()).await;
+    assert!(guard.is_lost());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_renewal_is_sent_after_release() {
+    let server = RedisServer::start();
+    let locks = locks(&server).await.ttl(Duration::from_millis(60));
+    let mut stats = server.connection();
+    let guard = locks.lock("q").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let renewals = command_calls(&mut stats, "evalsha");
+    assert!(renewals >= 3, "the watchdog renewed ({renewals} EVALSHA)");
+    guard.release().await.unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut stats)
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        command_calls(&mut stats, "evalsha"),
+        0,
+        "no traffic after release"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_guard_releases_in_the_background_and_stops_the_watchdog() {
+    let server = RedisServer::start();
+    let locks = locks(&server).await.ttl(Duration::from_secs(3));
+    let mut conn = server.multiplexed().await;
+    let guard = locks.lock("q").await.unwrap();
+    drop(guard);
+    within("the background release", async {
+        while conn.exists::<_, bool>("lock:{q}").await.unwrap() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    let mut stats = server.connection();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut stats)
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert_eq!(
+        command_calls(&mut stats, "evalsha"),
+        0,
+        "no watchdog left running"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_lock_at_random_points_leaves_no_orphan_key_or_watchdog() {
+    let server = RedisServer::start();
+    // A 3 s lease renewed every second: an orphaned key would outlive the checks below,
+    // and a leaked watchdog would show up as EVALSHA traffic.
+    let locks = locks(&server).await.ttl(Duration::from_secs(3));
+    let mut conn = server.multiplexed().await;
+    let mut acquired = 0;
+    for i in 0..300u64 {
+        let cutoff = Duration::from_micros(getrandom::u64().unwrap() % 400);
+        match tokio::time::timeout(cutoff, locks.lock("q")).await {
+            Ok(guard) => {
+                acquired += 1;
+                // Sometimes release, sometimes drop: both must clean up.
+                if i % 2 == 0 {
+                    guard.unwrap().release().await.unwrap();
+                }
+            }
+            Err(_) => {}
+        }
+        // Let background releases land before the next attempt contends with them.
+        within("the key to be freed", async {
+            while conn.exists::<_, bool>("lock:{q}").await.unwrap() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await;
+    }
+    assert!(acquired > 0, "some attempts completed");
+    let mut stats = server.connection();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut stats)
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    assert_eq!(
+        command_calls(&mut stats, "evalsha"),
+        0,
+        "no watchdog left running"
+    );
+    assert!(!conn.exists::<_, bool>("lock:{q}").await.unwrap());
+}
+
+#[tokio::test]
+async fn bad_input_is_a_typed_error_and_sends_nothing() {
+    let server = RedisServer::start();
+    let locks = locks(&server).await;
+    let mut stats = server.connection();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut stats)
+        .unwrap();
+
+    let zero = locks.clone().ttl(Duration::ZERO);
+    assert!(matches!(
+        zero.try_lock("q").await,
+        Err(LockError::InvalidTtl { .. })
+    ));
+    let huge = locks
+        .clone()
+        .ttl(lock_runtime::MAX_TTL + Duration::from_secs(1));
+    assert!(matches!(
+        huge.lock("q").await,
+        Err(LockError::InvalidTtl { .. })
+    ));
+    let no_wait = locks.clone().wait_timeout(Duration::ZERO);
+    assert!(matches!(
+        no_wait.lock("q").await,
+        Err(LockError::InvalidSettings(_))
+    ));
+    assert!(matches!(
+        locks.lock("").await,
+        Err(LockError::InvalidName { .. })
+    ));
+    let long = "n".repeat(lock_runtime::MAX_NAME_LEN + 1);
+    assert!(matches!(
+        locks.try_lock(&long).await,
+        Err(LockError::InvalidName { .. })
+    ));
+    assert!(matches!(
+        locks.lock("a{b}").await,
+        Err(LockError::InvalidName { .. })
+    ));
+    let braces = locks.clone().prefix("x{");
+    assert!(matches!(
+        braces.try_lock("q").await,
+        Err(LockError::InvalidSettings(_))
+    ));
+    let short_cap = locks.clone().max_hold(Duration::from_secs(1));
+    assert!(matches!(
+        short_cap.lock("q").await,
+        Err(LockError::InvalidSettings(_))
+    ));
+
+    let guard = locks.lock("q").await.unwrap();
+    assert!(matches!(
+        guard.extend(Duration::ZERO).await,
+        Err(LockError::InvalidTtl { .. })
+    ));
+    guard.release().await.unwrap();
+    // Only the one valid lock()/release pair reached the server.
+    assert_eq!(command_calls(&mut stats, "evalsha"), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_hold_stops_renewal_and_the_lease_runs_out() {
+    let server = RedisServer::start();
+    let locks = locks(&server)
+        .await
+        .ttl(Duration::from_millis(100))
+        .max_hold(Duration::from_millis(300));
+    let guard = locks.lock("q").await.unwrap();
+    let acquired = std::time::Instant::now();
+    within("the loss signal", guard.lost()).await;
+    // Renewed up to the cap, then left to run out: held past the first lease, freed after.
+    assert!(acquired.elapsed() >= Duration::from_millis(300));
+    let next = within("the next grant", locks.lock("q")).await.unwrap();
+    assert_eq!(next.fencing_token(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_lock_returns_the_value_and_releases() {
+    let server = RedisServer::start();
+    let locks = locks(&server).await;
+    let fence = locks
+        .with_lock("q", |lease| async move { lease.fencing_token() })
+        .await
+        .unwrap();
+    assert_eq!(fence, 1);
+    assert!(
+        locks.try_lock("q").await.unwrap().is_some(),
+        "released after the work"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_lock_cancels_the_work_when_the_lease_is_lost() {
+    let server = RedisServer::start();
+    let locks = locks(&server).await.ttl(Duration::from_millis(150));
+    let mut conn = server.multiplexed().await;
+    let result = locks
+        .with_lock("q", |_lease| async move {
+            let _: () = conn.del("lock:{q}").await.unwrap();
+            tokio::time::sleep(PATIENCE * 2).await;
+            "finished"
+        })
+        .await;
+    assert!(
+        matches!(result, Err(LockError::Lost { ref name }) if name == "q"),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
+async fn debug_output_never_shows_the_token() {
+    let server = RedisServer::start();
+    let locks = locks(&server).await;
+    let guard = locks.lock("q").await.unwrap();
+    let mut conn = server.multiplexed().await;
+    let token: String = conn.get("lock:{q}").await.unwrap();
+    assert_eq!(token.len(), 32);
+    let shown = format!("{guard:?} {:?} {locks:?}", guard.lease());
+    assert!(!shown.contains(&token), "{shown}");
+    assert!(shown.contains("fencing_token: 1"), "{shown}");
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_tasks_never_overlap_and_fences_rise() {
+    let server = RedisServer::start();
+    let history = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    let mut shared: Option<Locks<ConnectionManager>> = None;
+    for worker in 0..12 {
+        // Every third worker has its own handle and connections, like a separate client.
+        let locks = if worker % 3 == 0 || shared.is_none() {
+            let own = locks(&server).await.wait_timeout(PATIENCE);
+            shared.get_or_insert_with(|| own.clone());
+            own
+        } else {
+            shared.clone().unwrap()
+        };
+        let history = std::sync::Arc::clone(&history);
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..15 {
+                let guard = locks.lock("shared").await.unwrap();
+                let start = std::time::Instant::now();
+                tokio::time::sleep(Duration::from_micros(300)).await;
+                let end = std::time::Instant::now();
+                let fence = guard.fencing_token();
+                guard.release().await.unwrap();
+                history.lock().unwrap().push((fence, start, end));
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let mut history = std::sync::Arc::try_unwrap(history)
+        .unwrap()
+        .into_inner()
+        .unwrap();
+    assert_eq!(history.len(), 12 * 15);
+    lockscript_tests::history::assert_exclusive(&mut history);
+}
