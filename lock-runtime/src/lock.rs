@@ -509,7 +509,7 @@ fn release_in_background<C>(
         {
             Ok(released) => tracing::debug!(lock, released, "released in the background"),
             Err(e) => {
-                tracing::debug!(lock, error = %e, "background release failed; the ttl frees it")
+                tracing::debug!(lock, error = %e, "background release failed; the ttl frees it");
             }
         }
     });
