@@ -25,6 +25,7 @@
 // The macro names `::lock_runtime::...`; this makes that path work inside the crate too.
 extern crate self as lock_runtime;
 
+pub mod blocking;
 pub mod builtin;
 mod error;
 mod lock;

@@ -5,41 +5,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
-use tokio::sync::OnceCell;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::notify::{Notifier, Subscription};
+use crate::notify::{Notifications, Subscription};
 use crate::settings::{Keys, RetryPolicy, Settings, check_ttl, millis};
 use crate::token::Token;
 use crate::watchdog::{Lease, LeaseState, Plan, monitor};
 use crate::{LockError, builtin};
-
-/// Release notifications for a `Locks` handle: connected on first contention, shared by
-/// every clone.
-struct Notifications {
-    client: redis::Client,
-    notifier: OnceCell<Notifier>,
-}
-
-impl Notifications {
-    /// The notifier, connecting it if needed; `None` while it cannot connect (waiters
-    /// then poll, and the next contention tries again).
-    async fn get(&self) -> Option<&Notifier> {
-        match self
-            .notifier
-            .get_or_try_init(|| Notifier::start(self.client.clone()))
-            .await
-        {
-            Ok(notifier) => Some(notifier),
-            Err(e) => {
-                tracing::warn!(error = %e, "release notifications unavailable; waiters poll");
-                None
-            }
-        }
-    }
-}
 
 /// Acquires distributed locks on one Redis server.
 ///
@@ -226,10 +200,7 @@ where
     /// ```
     #[must_use]
     pub fn notifications(mut self, client: redis::Client) -> Self {
-        self.notifications = Some(Arc::new(Notifications {
-            client,
-            notifier: OnceCell::new(),
-        }));
+        self.notifications = Some(Arc::new(Notifications::new(client)));
         self
     }
 
@@ -322,11 +293,8 @@ where
                         attempts,
                     });
                 }
-                let backoff = self.settings.retry.delay(waits, jitter());
+                let nap = self.settings.retry.nap(waits, remaining, deadline - now);
                 waits += 1;
-                let nap = remaining
-                    .map_or(backoff, |r| r.max(Duration::from_millis(1)).min(backoff))
-                    .min(deadline - now);
                 tracing::trace!(?nap, attempts, "lock held; waiting");
                 match &subscription {
                     Some(sub) => {
@@ -405,16 +373,7 @@ where
         .invoke_async(&mut conn)
         .await;
         pending.conn = None;
-        let (acquired, value) = reply?;
-        if acquired == 1 {
-            let fence = u64::try_from(value).unwrap_or_default();
-            tracing::debug!(lock = %keys.name, fence, "lock acquired");
-            Ok(Attempt::Acquired { fence, sent })
-        } else {
-            Ok(Attempt::Held {
-                remaining: u64::try_from(value).ok().map(Duration::from_millis),
-            })
-        }
+        Ok(Attempt::from_reply(keys, reply?, sent))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -452,14 +411,26 @@ where
     }
 }
 
-enum Attempt {
-    Acquired { fence: u64, sent: Instant },
+/// The outcome of one run of acquire-with-retry.lua.
+pub(crate) enum Attempt<I = Instant> {
+    /// Granted with this fencing token; `sent` is when the command left.
+    Acquired { fence: u64, sent: I },
+    /// Held by another owner for `remaining` more (unknown if the key has no expiry).
     Held { remaining: Option<Duration> },
 }
 
-/// A random number for backoff jitter; a failed draw only loses the jitter.
-fn jitter() -> u64 {
-    getrandom::u64().unwrap_or(0)
+impl<I> Attempt<I> {
+    pub(crate) fn from_reply(keys: &Keys, (acquired, value): (i64, i64), sent: I) -> Self {
+        if acquired == 1 {
+            let fence = u64::try_from(value).unwrap_or_default();
+            tracing::debug!(lock = %keys.name, fence, "lock acquired");
+            Attempt::Acquired { fence, sent }
+        } else {
+            Attempt::Held {
+                remaining: u64::try_from(value).ok().map(Duration::from_millis),
+            }
+        }
+    }
 }
 
 /// Releases a grant whose reply was never read (the acquiring future was dropped).

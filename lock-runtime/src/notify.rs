@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::aio::{PubSubSink, PubSubStream};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, OnceCell};
 use tokio::task::JoinHandle;
 
 /// The waiters of one channel.
@@ -77,6 +77,38 @@ impl Shared {
             let mut channels = self.channels();
             if channels.get(channel).is_some_and(|c| c.waiters == 0) {
                 channels.remove(channel);
+            }
+        }
+    }
+}
+
+/// Release notifications for a `Locks` handle: connected on first contention, shared by
+/// every clone.
+pub(crate) struct Notifications {
+    client: redis::Client,
+    notifier: OnceCell<Notifier>,
+}
+
+impl Notifications {
+    pub(crate) fn new(client: redis::Client) -> Self {
+        Self {
+            client,
+            notifier: OnceCell::new(),
+        }
+    }
+
+    /// The notifier, connecting it if needed; `None` while it cannot connect (waiters
+    /// then poll, and the next contention tries again).
+    pub(crate) async fn get(&self) -> Option<&Notifier> {
+        match self
+            .notifier
+            .get_or_try_init(|| Notifier::start(self.client.clone()))
+            .await
+        {
+            Ok(notifier) => Some(notifier),
+            Err(e) => {
+                tracing::warn!(error = %e, "release notifications unavailable; waiters poll");
+                None
             }
         }
     }

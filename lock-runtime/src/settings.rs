@@ -74,6 +74,16 @@ impl RetryPolicy {
         self.max_delay
     }
 
+    /// How long a waiter sleeps after its `waits`-th refused attempt: the backoff, but
+    /// no longer than the holder's `remaining` lease (when known) or the time `left`
+    /// before the caller's deadline.
+    pub(crate) fn nap(&self, waits: u32, remaining: Option<Duration>, left: Duration) -> Duration {
+        let backoff = self.delay(waits, getrandom::u64().unwrap_or(0));
+        remaining
+            .map_or(backoff, |r| r.max(Duration::from_millis(1)).min(backoff))
+            .min(left)
+    }
+
     /// The sleep before attempt `n` (0-based), jittered into the upper half.
     pub(crate) fn delay(&self, attempt: u32, jitter: u64) -> Duration {
         let grown = self

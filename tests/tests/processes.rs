@@ -15,7 +15,10 @@ const TASKS: usize = 3;
 const ROUNDS: usize = 12;
 
 fn now_ns() -> u128 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos()
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
 }
 
 /// One contender process: prints a `fence start end` line per grant.
@@ -26,7 +29,10 @@ async fn contender_process() {
         return;
     };
     let client = redis::Client::open(url).unwrap();
-    let locks = Locks::connect(&client).await.unwrap().wait_timeout(Duration::from_secs(30));
+    let locks = Locks::connect(&client)
+        .await
+        .unwrap()
+        .wait_timeout(Duration::from_secs(30));
     let mut tasks = Vec::new();
     for _ in 0..TASKS {
         let locks = locks.clone();
@@ -57,7 +63,13 @@ fn processes_never_overlap_and_fences_rise() {
     let children: Vec<_> = (0..PROCESSES)
         .map(|_| {
             Command::new(&exe)
-                .args(["contender_process", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+                .args([
+                    "contender_process",
+                    "--exact",
+                    "--ignored",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
                 .env(URL_VAR, server.url())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
@@ -69,14 +81,29 @@ fn processes_never_overlap_and_fences_rise() {
     for child in children {
         let out = child.wait_with_output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "contender failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "contender failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         // libtest may print "test contender_process ... " on the same line first.
-        for line in stdout.lines().filter_map(|l| l.split_once("GRANT ").map(|(_, g)| g)) {
+        for line in stdout
+            .lines()
+            .filter_map(|l| l.split_once("GRANT ").map(|(_, g)| g))
+        {
             let mut fields = line.split(' ').map(|f| f.parse::<u128>().unwrap());
-            let (fence, start, end) = (fields.next().unwrap(), fields.next().unwrap(), fields.next().unwrap());
+            let (fence, start, end) = (
+                fields.next().unwrap(),
+                fields.next().unwrap(),
+                fields.next().unwrap(),
+            );
             history.push((u64::try_from(fence).unwrap(), start, end));
         }
     }
-    assert_eq!(history.len(), PROCESSES * TASKS * ROUNDS, "every grant was recorded");
+    assert_eq!(
+        history.len(),
+        PROCESSES * TASKS * ROUNDS,
+        "every grant was recorded"
+    );
     lockscript_tests::history::assert_exclusive(&mut history);
 }

@@ -1,0 +1,267 @@
+//! The blocking lock API mirrors the async one: the same behaviours, checked the
+//! same way, on sync connections and threads.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lock_runtime::blocking::Locks;
+use lock_runtime::{LockError, RetryPolicy};
+use lockscript_tests::command_calls;
+use lockscript_tests::server::RedisServer;
+use redis::Commands;
+
+const PATIENCE: Duration = Duration::from_secs(10);
+
+fn locks(server: &RedisServer) -> Locks {
+    Locks::connect(&server.client()).expect("connect")
+}
+
+/// Polls `done` until it holds; a liveness bound, never a speed assertion.
+fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "{what} did not happen within {PATIENCE:?}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn try_lock_grants_with_rising_fences_and_refuses_when_held() {
+    let server = RedisServer::start();
+    let locks = locks(&server);
+    let first = locks.try_lock("q").unwrap().expect("free");
+    assert_eq!(first.fencing_token(), 1);
+    assert!(locks.try_lock("q").unwrap().is_none());
+    first.release().unwrap();
+    let second = locks.try_lock("q").unwrap().expect("free again");
+    assert_eq!(second.fencing_token(), 2);
+    second.release().unwrap();
+}
+
+#[test]
+fn waiter_is_woken_by_the_release_notification() {
+    let server = RedisServer::start();
+    let locks = locks(&server)
+        .ttl(Duration::from_secs(60))
+        .wait_timeout(Duration::from_secs(5))
+        .retry(RetryPolicy::new(
+            Duration::from_secs(30),
+            Duration::from_secs(30),
+        ));
+    let holder = locks.lock("q").unwrap();
+    let waiter = {
+        let locks = locks.clone();
+        std::thread::spawn(move || locks.lock("q"))
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!waiter.is_finished());
+    holder.release().unwrap();
+    let guard = waiter.join().unwrap().expect("woken before its timeout");
+    assert_eq!(guard.fencing_token(), 2);
+    assert!(guard.attempts() <= 3, "attempts {}", guard.attempts());
+    guard.release().unwrap();
+}
+
+#[test]
+fn lock_gives_up_with_a_timeout_error() {
+    let server = RedisServer::start();
+    let locks = locks(&server).wait_timeout(Duration::from_millis(200));
+    let holder = locks.lock("q").unwrap();
+    let err = locks.lock("q").unwrap_err();
+    assert!(
+        matches!(err, LockError::Timeout { ref name, .. } if name == "q"),
+        "{err:?}"
+    );
+    holder.release().unwrap();
+}
+
+#[test]
+fn stale_guard_release_and_extend_are_refused_and_change_nothing() {
+    let server = RedisServer::start();
+    let locks = locks(&server);
+    let stale = locks
+        .clone()
+        .ttl(Duration::from_millis(50))
+        .watchdog(false)
+        .lock("q")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(150));
+    let fresh = locks.lock("q").unwrap();
+    assert!(matches!(
+        stale.extend(Duration::from_secs(30)),
+        Err(LockError::NotHeld { .. })
+    ));
+    assert!(matches!(stale.release(), Err(LockError::NotHeld { .. })));
+    assert!(fresh.is_held().unwrap());
+    fresh.release().unwrap();
+}
+
+#[test]
+fn extend_sets_the_new_lease_on_the_server() {
+    let server = RedisServer::start();
+    let locks = locks(&server).ttl(Duration::from_secs(2)).watchdog(false);
+    let guard = locks.lock("q").unwrap();
+    guard.extend(Duration::from_secs(120)).unwrap();
+    let pttl: i64 = server.connection().pttl("lock:{q}").unwrap();
+    assert!(pttl > 110_000, "pttl {pttl}");
+    guard.release().unwrap();
+}
+
+#[test]
+fn watchdog_thread_keeps_the_lock_across_three_ttls() {
+    let server = RedisServer::start();
+    let locks = locks(&server).ttl(Duration::from_millis(150));
+    let guard = locks.lock("q").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!guard.is_lost());
+    assert!(guard.is_held().unwrap());
+    assert!(locks.try_lock("q").unwrap().is_none());
+    guard.release().unwrap();
+}
+
+#[test]
+fn without_watchdog_the_lease_runs_out_and_the_loss_is_signalled() {
+    let server = RedisServer::start();
+    let locks = locks(&server)
+        .ttl(Duration::from_millis(100))
+        .watchdog(false);
+    let guard = locks.lock("q").unwrap();
+    assert!(guard.lost_within(PATIENCE));
+    assert!(!guard.is_held().unwrap());
+}
+
+#[test]
+fn loss_is_signalled_when_the_key_is_deleted_externally() {
+    let server = RedisServer::start();
+    let locks = locks(&server).ttl(Duration::from_millis(300));
+    let guard = locks.lock("q").unwrap();
+    let _: () = server.connection().del("lock:{q}").unwrap();
+    assert!(guard.lost_within(PATIENCE));
+    assert!(matches!(guard.release(), Err(LockError::NotHeld { .. })));
+}
+
+#[test]
+fn no_renewal_is_sent_after_release() {
+    let server = RedisServer::start();
+    let locks = locks(&server).ttl(Duration::from_millis(60));
+    let mut stats = server.connection();
+    let guard = locks.lock("q").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        command_calls(&mut stats, "evalsha") >= 3,
+        "the watchdog renewed"
+    );
+    guard.release().unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut stats)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(command_calls(&mut stats, "evalsha"), 0);
+}
+
+#[test]
+fn dropping_a_guard_releases_it_and_stops_the_watchdog() {
+    let server = RedisServer::start();
+    let locks = locks(&server).ttl(Duration::from_secs(3));
+    let mut conn = server.connection();
+    drop(locks.lock("q").unwrap());
+    eventually("the release on drop", || {
+        !conn.exists::<_, bool>("lock:{q}").unwrap()
+    });
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut conn)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1_200));
+    assert_eq!(command_calls(&mut conn, "evalsha"), 0);
+}
+
+#[test]
+fn bad_input_is_a_typed_error_and_sends_nothing() {
+    let server = RedisServer::start();
+    let locks = locks(&server);
+    let mut stats = server.connection();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut stats)
+        .unwrap();
+    assert!(matches!(
+        locks.clone().ttl(Duration::ZERO).try_lock("q"),
+        Err(LockError::InvalidTtl { .. })
+    ));
+    assert!(matches!(
+        locks.clone().wait_timeout(Duration::ZERO).lock("q"),
+        Err(LockError::InvalidSettings(_))
+    ));
+    assert!(matches!(locks.lock(""), Err(LockError::InvalidName { .. })));
+    assert!(matches!(
+        locks.try_lock(&"n".repeat(600)),
+        Err(LockError::InvalidName { .. })
+    ));
+    assert_eq!(command_calls(&mut stats, "evalsha"), 0);
+}
+
+#[test]
+fn with_lock_returns_the_value_or_reports_the_loss() {
+    let server = RedisServer::start();
+    let locks = locks(&server).ttl(Duration::from_millis(150));
+    assert_eq!(
+        locks
+            .with_lock("q", lock_runtime::blocking::LockGuard::fencing_token)
+            .unwrap(),
+        1
+    );
+    let mut conn = server.connection();
+    let lost = locks.with_lock("q", |guard| {
+        let _: () = conn.del("lock:{q}").unwrap();
+        guard.lost_within(PATIENCE)
+    });
+    assert!(matches!(lost, Err(LockError::Lost { .. })), "{lost:?}");
+}
+
+#[test]
+fn debug_output_never_shows_the_token() {
+    let server = RedisServer::start();
+    let locks = locks(&server);
+    let guard = locks.lock("q").unwrap();
+    let token: String = server.connection().get("lock:{q}").unwrap();
+    let shown = format!("{guard:?} {locks:?}");
+    assert!(!shown.contains(&token), "{shown}");
+    guard.release().unwrap();
+}
+
+#[test]
+fn many_threads_never_overlap_and_fences_rise() {
+    let server = RedisServer::start();
+    let history = Arc::new(Mutex::new(Vec::new()));
+    let threads: Vec<_> = (0..8)
+        .map(|worker| {
+            // Each thread is its own client: its own handle and connections.
+            let locks = locks(&server).wait_timeout(PATIENCE);
+            let history = Arc::clone(&history);
+            std::thread::spawn(move || {
+                for _ in 0..12 {
+                    let guard = locks.lock("shared").unwrap();
+                    let start = Instant::now();
+                    if worker % 2 == 0 {
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                    let end = Instant::now();
+                    let fence = guard.fencing_token();
+                    guard.release().unwrap();
+                    history.lock().unwrap().push((fence, start, end));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut history = Arc::try_unwrap(history).unwrap().into_inner().unwrap();
+    assert_eq!(history.len(), 8 * 12);
+    lockscript_tests::history::assert_exclusive(&mut history);
+}
