@@ -497,3 +497,47 @@ async fn many_tasks_never_overlap_and_fences_rise() {
     assert_eq!(history.len(), 12 * 15);
     lockscript_tests::history::assert_exclusive(&mut history);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_one_local_waiter_not_all() {
+    let server = RedisServer::start();
+    // A 60 s lease and a 30 s backoff: nothing but the notification makes a waiter try.
+    let locks = Locks::connect(&server.client())
+        .await
+        .unwrap()
+        .ttl(Duration::from_secs(60))
+        .wait_timeout(Duration::from_secs(20))
+        .retry(RetryPolicy::new(
+            Duration::from_secs(30),
+            Duration::from_secs(30),
+        ));
+    let holder = locks.lock("herd").await.unwrap();
+    let waiters: Vec<_> = (0..8)
+        .map(|_| {
+            let locks = locks.clone();
+            tokio::spawn(async move { locks.lock("herd").await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await; // all subscribed and asleep
+    let mut stats = server.connection();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut stats)
+        .unwrap();
+
+    holder.release().await.unwrap();
+    let mut conn = server.multiplexed().await;
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while !conn.exists::<_, bool>("lock:{herd}").await.unwrap() {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await
+    .expect("a waiter took over");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // One compare-del, then one acquire attempt: the other seven stayed asleep.
+    assert_eq!(command_calls(&mut stats, "evalsha"), 2);
+    for w in waiters {
+        w.abort();
+    }
+}
