@@ -30,6 +30,7 @@ pub mod builtin;
 mod error;
 mod lock;
 mod notify;
+mod queue;
 mod registry;
 mod script;
 mod settings;

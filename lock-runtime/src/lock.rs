@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::notify::{Notifications, Subscription};
+use crate::queue::LocalQueue;
 use crate::settings::{Keys, RetryPolicy, Settings, check_ttl, millis};
 use crate::token::Token;
 use crate::watchdog::{Lease, LeaseState, Plan, monitor};
@@ -40,6 +41,7 @@ pub struct Locks<C = ConnectionManager> {
     conn: C,
     settings: Arc<Settings>,
     notifications: Option<Arc<Notifications>>,
+    queue: Arc<LocalQueue>,
 }
 
 impl<C: Clone> Clone for Locks<C> {
@@ -48,6 +50,7 @@ impl<C: Clone> Clone for Locks<C> {
             conn: self.conn.clone(),
             settings: Arc::clone(&self.settings),
             notifications: self.notifications.clone(),
+            queue: Arc::clone(&self.queue),
         }
     }
 }
@@ -98,6 +101,7 @@ where
             conn,
             settings: Arc::new(Settings::default()),
             notifications: None,
+            queue: Arc::default(),
         }
     }
 
@@ -262,28 +266,51 @@ where
         async {
             let started = Instant::now();
             let deadline = started + self.settings.wait_timeout;
-            let mut subscription: Option<Subscription> = None;
+            let Ok(mut turn) = tokio::time::timeout_at(deadline, self.queue.turn(&keys.name)).await
+            else {
+                return Err(LockError::Timeout {
+                    name: keys.name.clone(),
+                    waited: started.elapsed(),
+                    attempts: 0,
+                });
+            };
+            // Joining a channel that is still subscribed (the previous head of the queue
+            // just left it) costs nothing, and then no extra attempt is needed to cover
+            // the gap before subscribing.
+            let mut subscription: Option<Subscription> = self
+                .notifications
+                .as_ref()
+                .and_then(|n| n.started())
+                .and_then(|n| n.join(&keys.channel));
+            // The previous head of the queue just got the lock: an attempt now would be
+            // refused. Wait for its release (or the backoff) first.
+            let mut skip_attempt = subscription.is_some() && turn.follows_a_grant();
             let mut attempts = 0u32;
             let mut waits = 0u32;
+            let mut remaining = None;
             loop {
-                attempts += 1;
-                let remaining = match self.attempt(&keys, &token).await? {
-                    Attempt::Acquired { fence, sent } => {
-                        return Ok(
-                            self.guard(keys, token, fence, sent, started, attempts, watchdog)
-                        );
+                if !skip_attempt {
+                    attempts += 1;
+                    match self.attempt(&keys, &token).await? {
+                        Attempt::Acquired { fence, sent } => {
+                            turn.granted();
+                            return Ok(
+                                self.guard(keys, token, fence, sent, started, attempts, watchdog)
+                            );
+                        }
+                        Attempt::Held { remaining: left } => remaining = left,
                     }
-                    Attempt::Held { remaining } => remaining,
-                };
-                if subscription.is_none()
-                    && let Some(notifications) = &self.notifications
-                    && let Some(notifier) = notifications.get().await
-                {
-                    // Subscribe, then try once more at once: a release between the
-                    // first attempt and the subscription would otherwise be missed.
-                    subscription = Some(notifier.subscribe(&keys.channel).await);
-                    continue;
+                    if subscription.is_none()
+                        && let Some(notifications) = &self.notifications
+                        && let Some(notifier) = notifications.get().await
+                    {
+                        // Subscribe, then try once more at once: a release between the
+                        // first attempt and the subscription would otherwise be missed.
+                        subscription = Some(notifier.subscribe(&keys.channel).await);
+                        continue;
+                    }
                 }
+                skip_attempt = false;
                 let now = Instant::now();
                 if now >= deadline {
                     tracing::debug!(attempts, "lock wait timed out");

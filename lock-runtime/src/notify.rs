@@ -5,8 +5,8 @@
 //! of this process for that name share one subscription; each message wakes one of
 //! them (`Notify::notify_one`, which keeps the wake-up as a permit if that waiter is
 //! between attempts), so a release costs one attempt here, not one per waiter. A
-//! channel is subscribed while it has waiters and unsubscribed when the last one
-//! leaves, so subscriptions never pile up.
+//! channel is subscribed while it has waiters and unsubscribed half a second after the
+//! last one leaves, so subscriptions never pile up.
 //!
 //! The connection is re-opened after it drops; every channel is then re-subscribed and
 //! every waiter woken once, because releases may have been missed meanwhile. While it
@@ -21,10 +21,16 @@ use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::{Notify, OnceCell};
 use tokio::task::JoinHandle;
 
+/// How long a channel stays subscribed after its last waiter left.
+const LINGER: Duration = Duration::from_millis(500);
+
 /// The waiters of one channel.
 struct Channel {
     waiters: usize,
     wake: Arc<Notify>,
+    /// The server confirmed the subscription on the current connection: a release
+    /// published from now on reaches these waiters.
+    live: bool,
 }
 
 /// What the dispatcher and the waiters share.
@@ -61,6 +67,9 @@ impl Shared {
                 match sink.subscribe(channel).await {
                     Ok(()) => {
                         subscribed.insert(channel.to_owned());
+                        if let Some(c) = self.channels().get_mut(channel) {
+                            c.live = true;
+                        }
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "release notifications: subscribe failed; waiters poll");
@@ -80,6 +89,16 @@ impl Shared {
             }
         }
     }
+
+    /// The connection dropped: no subscription is live any more.
+    async fn disconnected(&self) {
+        let mut state = self.sink.lock().await;
+        state.sink = None;
+        state.subscribed.clear();
+        for channel in self.channels().values_mut() {
+            channel.live = false;
+        }
+    }
 }
 
 /// Release notifications for a `Locks` handle: connected on first contention, shared by
@@ -95,6 +114,11 @@ impl Notifications {
             client,
             notifier: OnceCell::new(),
         }
+    }
+
+    /// The notifier if it is already connected.
+    pub(crate) fn started(&self) -> Option<&Notifier> {
+        self.notifier.get()
     }
 
     /// The notifier, connecting it if needed; `None` while it cannot connect (waiters
@@ -142,6 +166,23 @@ impl Notifier {
         Ok(Self { shared, task })
     }
 
+    /// Registers a waiter for `channel` if the channel is already subscribed (another
+    /// local waiter holds it): no round trip, and a release published after this
+    /// returns is not missed.
+    pub(crate) fn join(&self, channel: &str) -> Option<Subscription> {
+        let wake = {
+            let mut channels = self.shared.channels();
+            let entry = channels.get_mut(channel).filter(|c| c.live)?;
+            entry.waiters += 1;
+            Arc::clone(&entry.wake)
+        };
+        Some(Subscription {
+            shared: Arc::clone(&self.shared),
+            channel: channel.to_owned(),
+            wake,
+        })
+    }
+
     /// Registers a waiter for `channel` and makes sure the channel is subscribed before
     /// returning, so a release published after this returns is not missed.
     pub(crate) async fn subscribe(&self, channel: &str) -> Subscription {
@@ -152,6 +193,7 @@ impl Notifier {
                 .or_insert_with(|| Channel {
                     waiters: 0,
                     wake: Arc::new(Notify::new()),
+                    live: false,
                 });
             entry.waiters += 1;
             Arc::clone(&entry.wake)
@@ -195,11 +237,16 @@ impl Drop for Subscription {
             }
         };
         // A wake-up delivered to a waiter that is dropped before using it is passed on
-        // by tokio's `Notified` itself. Unsubscribing needs the server: it runs as a task.
+        // by tokio's `Notified` itself. Unsubscribing needs the server: it runs as a
+        // task, after a short linger, so the next waiter of a busy lock finds the
+        // channel still subscribed instead of paying a round trip and an extra attempt.
         if last && let Ok(handle) = tokio::runtime::Handle::try_current() {
             let shared = Arc::clone(&self.shared);
             let channel = std::mem::take(&mut self.channel);
-            handle.spawn(async move { shared.sync_subscription(&channel).await });
+            handle.spawn(async move {
+                tokio::time::sleep(LINGER).await;
+                shared.sync_subscription(&channel).await;
+            });
         }
     }
 }
@@ -210,12 +257,8 @@ async fn run(client: redis::Client, shared: Arc<Shared>, mut stream: PubSubStrea
     dispatch(&shared, &mut stream).await;
     let mut delay = Duration::from_millis(50);
     loop {
-        {
-            tracing::warn!("release notifications: connection lost; reconnecting");
-            let mut state = shared.sink.lock().await;
-            state.sink = None;
-            state.subscribed.clear();
-        }
+        tracing::warn!("release notifications: connection lost; reconnecting");
+        shared.disconnected().await;
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(2));
         match client.get_async_pubsub().await {

@@ -1,81 +1,230 @@
-//! The lockscript demo: typed scripts, their digests, and one lock's life, against a
-//! private redis-server (or the server at `REDIS_URL`).
+//! The lockscript demo: the scripts the binary carries, then workers contending for a
+//! few locks, with live progress and a summary that checks what a lock must guarantee.
 //!
-//! Run it with `./run demo`.
+//! Run it with `./run demo`. It starts a private redis-server unless `REDIS_URL` is
+//! set; `DEMO_SECONDS` sets how long the workers run (default 5).
 
-use lock_runtime::builtin::{acquire, compare_del, renew};
-use lockscript_tests::command_calls;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockError, Locks};
+use lockscript_tests::history::assert_exclusive;
 use lockscript_tests::server::RedisServer;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // Keep the private server alive for the whole demo.
+const LOCKS: [&str; 3] = ["orders", "billing", "reports"];
+const WORKERS: usize = 8;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// One grant as a worker saw it.
+#[derive(Clone, Copy)]
+struct Grant {
+    lock: usize,
+    fence: u64,
+    acquired: Instant,
+    releasing: Instant,
+    waited: Duration,
+    attempts: u32,
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), BoxError> {
     let (_server, url) = if let Ok(url) = std::env::var("REDIS_URL") {
         (None, url)
     } else {
         let server = RedisServer::start();
         let url = server.url();
-        println!("started a private redis-server on {url}");
         (Some(server), url)
     };
-    let client = redis::Client::open(url.as_str())?;
-    let mut conn = client.get_connection()?;
-    let mut stats = client.get_connection()?;
+    let seconds: u64 = std::env::var("DEMO_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    println!("lockscript demo against {url}\n");
 
-    println!("\nScripts compiled into this binary (audit with `sha1sum -c scripts/SHA1SUMS`):");
-    println!(
-        "  {:<40}  {:<20} {:>4} {:>4}  read-only",
-        "sha1", "name", "keys", "argv"
-    );
-    for s in lock_runtime::scripts() {
+    println!("Scripts in this binary (check them with `cd scripts && sha1sum -c SHA1SUMS`):");
+    for s in lock_runtime::scripts().filter(|s| s.path().starts_with("../scripts/")) {
         println!(
-            "  {}  {:<20} {:>4} {:>4}  {}",
+            "  {}  {:<20} KEYS {} ARGV {}",
             s.sha1(),
             s.name(),
-            s.keys().to_string(),
-            s.args().to_string(),
-            s.read_only()
+            s.keys(),
+            s.args()
         );
     }
 
-    let (lock, fence) = ("lock:{demo-orders}", "lock:{demo-orders}:fence");
-    let _: () = redis::cmd("DEL").arg(lock).arg(fence).query(&mut conn)?;
-    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut stats)?;
-    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut stats)?;
-
-    println!("\nOne lock's life on {lock}:");
-    let (ok, fence_a) = acquire(lock, fence, "token-of-a", 5_000).invoke(&mut conn)?;
-    println!("  A acquires:             acquired={ok} fencing token={fence_a}");
-    let (ok, pttl) = acquire(lock, fence, "token-of-b", 5_000).invoke(&mut conn)?;
-    println!("  B tries:                acquired={ok} holder's lease left={pttl} ms");
-    let renewed = renew(lock, "token-of-b", 60_000).invoke(&mut conn)?;
-    println!("  B tries to renew A's:   renewed={renewed} (refused: not B's token)");
-    let renewed = renew(lock, "token-of-a", 10_000).invoke(&mut conn)?;
-    println!("  A renews:               renewed={renewed}");
-    let deleted = compare_del(lock, "token-of-b").invoke(&mut conn)?;
-    println!("  B tries to release A's: released={deleted} (refused)");
-    let deleted = compare_del(lock, "token-of-a").invoke(&mut conn)?;
-    println!("  A releases:             released={deleted} (published on {lock}:released)");
-    let (ok, fence_b) = acquire(lock, fence, "token-of-b", 5_000).invoke(&mut conn)?;
-    println!("  B acquires:             acquired={ok} fencing token={fence_b} (> {fence_a})");
-    compare_del(lock, "token-of-b").invoke(&mut conn)?;
-
-    println!("\nThe server's script cache started empty (SCRIPT FLUSH):");
-    println!(
-        "  EVALSHA sent {} times, EVAL {} times: one EVAL per script, on its first NOSCRIPT",
-        command_calls(&mut stats, "evalsha"),
-        command_calls(&mut stats, "eval")
-    );
-
-    let started = std::time::Instant::now();
-    let rounds = 2_000u32;
-    for _ in 0..rounds {
-        acquire(lock, fence, "token-of-c", 5_000).invoke(&mut conn)?;
-        compare_del(lock, "token-of-c").invoke(&mut conn)?;
+    let client = redis::Client::open(url.as_str())?;
+    let locks = Locks::connect(&client)
+        .await?
+        .ttl(Duration::from_secs(5))
+        .wait_timeout(Duration::from_secs(10));
+    let mut plain = client.get_multiplexed_async_connection().await?;
+    for name in LOCKS {
+        let _: () = redis::cmd("DEL")
+            .arg(format!("lock:{{{name}}}"))
+            .arg(format!("lock:{{{name}}}:fence"))
+            .query_async(&mut plain)
+            .await?;
     }
-    let per_cycle = started.elapsed() / rounds;
+
     println!(
-        "\n{rounds} acquire + release cycles: {:.1} µs each (two round trips)",
-        per_cycle.as_secs_f64() * 1e6
+        "\n{WORKERS} workers contend for {} locks for {seconds} s (each holds ~1 ms):",
+        LOCKS.len()
     );
+    let grants = contend(&locks, Duration::from_secs(seconds)).await?;
+    summarize(&grants);
+    show_failures(&locks, &mut plain).await
+}
+
+/// Runs the workers with a live progress line and returns every grant they saw.
+async fn contend(locks: &Locks, run_for: Duration) -> Result<Vec<Grant>, BoxError> {
+    let grants = Arc::new(Mutex::new(Vec::new()));
+    let done = Arc::new(AtomicU64::new(0));
+    let stop_at = Instant::now() + run_for;
+    let mut workers = Vec::new();
+    for worker in 0..WORKERS {
+        let (locks, grants, done) = (locks.clone(), Arc::clone(&grants), Arc::clone(&done));
+        workers.push(tokio::spawn(async move {
+            let mut n = worker;
+            while Instant::now() < stop_at {
+                n = n.wrapping_mul(31).wrapping_add(7);
+                let lock = n % LOCKS.len();
+                let guard = locks.lock(LOCKS[lock]).await?;
+                let acquired = Instant::now();
+                tokio::time::sleep(Duration::from_millis(1)).await; // the protected work
+                let grant = Grant {
+                    lock,
+                    fence: guard.fencing_token(),
+                    acquired,
+                    releasing: Instant::now(),
+                    waited: guard.waited(),
+                    attempts: guard.attempts(),
+                };
+                guard.release().await?;
+                grants.lock().map_err(|_| "poisoned")?.push(grant);
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<(), BoxError>(())
+        }));
+    }
+    let started = Instant::now();
+    while Instant::now() < stop_at {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let n = done.load(Ordering::Relaxed);
+        #[allow(clippy::cast_precision_loss)]
+        let rate = n as f64 / started.elapsed().as_secs_f64();
+        print!(
+            "\r  {:>4.1} s  {n:>6} acquisitions  {rate:>6.0}/s",
+            started.elapsed().as_secs_f64()
+        );
+        std::io::stdout().flush()?;
+    }
+    for w in workers {
+        w.await??;
+    }
+    println!();
+    let grants = Arc::try_unwrap(grants).map_err(|_| "workers still running")?;
+    Ok(grants.into_inner().map_err(|_| "poisoned")?)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i]
+}
+
+fn micros(d: Duration) -> String {
+    format!("{:.0} µs", d.as_secs_f64() * 1e6)
+}
+
+/// Checks the history (it panics on any overlap or falling fence) and prints figures.
+fn summarize(grants: &[Grant]) {
+    let mut waits: Vec<Duration> = grants.iter().map(|g| g.waited).collect();
+    waits.sort_unstable();
+    let attempts: u64 = grants.iter().map(|g| u64::from(g.attempts)).sum();
+    let mut handoffs = Vec::new();
+    for lock in 0..LOCKS.len() {
+        let mut mine: Vec<Grant> = grants.iter().copied().filter(|g| g.lock == lock).collect();
+        mine.sort_by_key(|g| g.acquired);
+        let mut history: Vec<(u64, Instant, Instant)> = mine
+            .iter()
+            .map(|g| (g.fence, g.acquired, g.releasing))
+            .collect();
+        assert_exclusive(&mut history);
+        for pair in mine.windows(2) {
+            // A handoff: the next holder was already waiting when this one released.
+            let asked = pair[1].acquired.checked_sub(pair[1].waited);
+            if asked.is_some_and(|asked| asked < pair[0].releasing) {
+                handoffs.push(
+                    pair[1]
+                        .acquired
+                        .saturating_duration_since(pair[0].releasing),
+                );
+            }
+        }
+    }
+    handoffs.sort_unstable();
+    #[allow(clippy::cast_precision_loss)]
+    let per_acquire = attempts as f64 / grants.len().max(1) as f64;
+    println!("\nSummary");
+    println!("  acquisitions          {}", grants.len());
+    println!(
+        "  wait p50 / p99        {} / {}",
+        micros(percentile(&waits, 0.5)),
+        micros(percentile(&waits, 0.99))
+    );
+    println!(
+        "  handoffs              {} (release to next holder p50 {}, p99 {})",
+        handoffs.len(),
+        micros(percentile(&handoffs, 0.5)),
+        micros(percentile(&handoffs, 0.99))
+    );
+    println!("  attempts per acquire  {per_acquire:.2}");
+    println!("  fencing tokens        strictly rising per lock: verified");
+    println!("  overlapping holders   0: verified");
+}
+
+/// Shows the two failures a lock user must handle, as the user sees them.
+async fn show_failures(
+    locks: &Locks,
+    plain: &mut redis::aio::MultiplexedConnection,
+) -> Result<(), BoxError> {
+    println!("\nWhat a holder sees when it loses its lock (an operator deletes the key):");
+    let guard = locks
+        .clone()
+        .ttl(Duration::from_millis(300))
+        .lock("orders")
+        .await?;
+    let _: () = redis::cmd("DEL")
+        .arg("lock:{orders}")
+        .query_async(plain)
+        .await?;
+    guard.lost().await;
+    match guard.release().await {
+        Err(e @ LockError::NotHeld { .. }) => println!("  lost() fired; release says: {e}"),
+        other => println!("  unexpected: {other:?}"),
+    }
+
+    println!("\nWhat a waiter sees when the lock stays busy:");
+    let holder = locks.lock("reports").await?;
+    match locks
+        .clone()
+        .wait_timeout(Duration::from_millis(300))
+        .lock("reports")
+        .await
+    {
+        Err(e @ LockError::Timeout { .. }) => println!("  {e}"),
+        other => println!("  unexpected: {other:?}"),
+    }
+    holder.release().await?;
     Ok(())
 }
