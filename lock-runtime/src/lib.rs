@@ -25,6 +25,7 @@
 // The macro names `::lock_runtime::...`; this makes that path work inside the crate too.
 extern crate self as lock_runtime;
 
+mod batch;
 pub mod blocking;
 pub mod builtin;
 mod error;
@@ -37,6 +38,7 @@ mod settings;
 mod token;
 mod watchdog;
 
+pub use batch::PipelineExt;
 pub use error::LockError;
 pub use lock::{LockGuard, Locks};
 pub use lock_macros::lock_script;

@@ -265,7 +265,12 @@ impl<R> Invocation<R> {
         self.script
     }
 
-    fn check_arguments(&self) -> Result<(), LockError> {
+    /// The `EVALSHA[_RO]` form of this call.
+    pub(crate) fn evalsha_cmd(&self) -> &Cmd {
+        &self.cmd
+    }
+
+    pub(crate) fn check_arguments(&self) -> Result<(), LockError> {
         match self.bad_argument {
             Some((parameter, count)) => Err(LockError::Argument {
                 script: self.script.name,
@@ -277,7 +282,7 @@ impl<R> Invocation<R> {
     }
 
     /// The same call as EVAL[_RO] with the embedded source.
-    fn eval_cmd(&self) -> Cmd {
+    pub(crate) fn eval_cmd(&self) -> Cmd {
         let mut cmd = Cmd::with_capacity(self.cmd.args_iter().len(), self.script.source.len() + 64);
         cmd.arg(self.script.eval_name()).arg(self.script.source);
         for arg in self.cmd.args_iter().skip(2) {

@@ -17,3 +17,7 @@ pub fn del_all(#[key] keys: &[&str]) -> i64;
 /// SETs any value, to test how argument shapes are checked.
 #[lock_script("lua/put.lua")]
 pub fn put<V: redis::ToRedisArgs>(#[key] key: &str, value: V) -> String;
+
+/// Adds `by` to a counter and returns the new value: shows each run exactly once.
+#[lock_script("lua/bump.lua")]
+pub fn bump(#[key] counter: &str, by: i64) -> i64;
