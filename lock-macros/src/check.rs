@@ -6,8 +6,8 @@
 use syn::LitStr;
 
 use crate::item::Param;
-use crate::lua::{Analysis, Usage};
 use crate::source::Source;
+use lock_audit::lua::{Analysis, Usage};
 
 /// Everything wrong with the script or its fit to the signature, each on `lit`.
 pub(crate) fn check(

@@ -7,7 +7,8 @@ use syn::{LitStr, ReturnType};
 use crate::args::Args;
 use crate::item::{Param, ScriptFn};
 use crate::source::Source;
-use crate::{check, lua, source};
+use crate::{check, source};
+use lock_audit::lua;
 
 /// The whole attribute: parse, check, expand. Errors come out as `compile_error!`s next
 /// to a stub with the declared signature, so call sites do not cascade into more errors.

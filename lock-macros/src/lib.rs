@@ -3,16 +3,15 @@
 //! Use it through `lock_runtime`, which re-exports it; the runtime documents the
 //! generated API. This crate is only the entry point; the phases live in modules:
 //! `args` parses the attribute, `item` the bodyless function, `source` reads and
-//! hashes the file, `lua` analyses the script, `check` holds the script against the
+//! hashes the file, `lock_audit` (shared with the `lockscript` CLI) analyses the script,
+//! `check` holds the script against the
 //! signature, and `expand` writes the function.
 #![forbid(unsafe_code)]
 
 mod args;
 mod check;
-mod commands;
 mod expand;
 mod item;
-mod lua;
 mod source;
 
 use proc_macro::TokenStream;

@@ -1,0 +1,293 @@
+//! `lockscript`: audit Redis Lua scripts as plain files, and check what a server runs.
+//!
+//! ```text
+//! lockscript audit [--json] [DIR...]
+//! lockscript verify --url redis://host:port/ [--load] [--json] [DIR...]
+//! ```
+//!
+//! `audit` runs the checks `#[lock_script]` runs at compile time on every `.lua` file
+//! of each directory (default `scripts`) and checks the directory's `SHA1SUMS`.
+//! `verify` asks a server (`SCRIPT EXISTS`) which of those digests it holds, and with
+//! `--load` loads the missing ones, refusing any digest the server reports differently.
+//!
+//! Exit status: 0 when everything is in order, 1 when a problem was found, 2 when the
+//! command could not run (bad arguments, unreadable directory, unreachable server).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use lock_audit::audit::{DirReport, ScriptReport, audit_dir};
+use serde_json::{Value, json};
+
+#[derive(Parser)]
+#[command(
+    name = "lockscript",
+    version,
+    about = "Audit Redis Lua scripts as plain files"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check every .lua file (syntax, KEYS/ARGV, commands, shebang) and SHA1SUMS.
+    Audit {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Directories of scripts.
+        #[arg(default_value = "scripts")]
+        dirs: Vec<PathBuf>,
+    },
+    /// Report which scripts a server has cached (SCRIPT EXISTS); --load adds the missing.
+    Verify {
+        /// The server, e.g. redis://127.0.0.1:6379/
+        #[arg(long)]
+        url: String,
+        /// SCRIPT LOAD the scripts the server does not have.
+        #[arg(long)]
+        load: bool,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Directories of scripts.
+        #[arg(default_value = "scripts")]
+        dirs: Vec<PathBuf>,
+    },
+}
+
+/// Something that stops the command from running at all (exit status 2).
+struct Fatal(String);
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Audit { json, dirs } => audit(&dirs, json),
+        Command::Verify {
+            url,
+            load,
+            json,
+            dirs,
+        } => verify(&url, load, &dirs, json),
+    };
+    match outcome {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::from(1),
+        Err(Fatal(message)) => {
+            eprintln!("lockscript: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn reports(dirs: &[PathBuf]) -> Result<Vec<DirReport>, Fatal> {
+    dirs.iter()
+        .map(|dir| audit_dir(dir).map_err(|e| Fatal(format!("cannot read {}: {e}", dir.display()))))
+        .collect()
+}
+
+/// `KEYS`/`ARGV` as the table shows them: the highest literal index, `+` when the
+/// script also reads the table by count.
+fn count(usage: &lock_audit::lua::Usage) -> String {
+    format!("{}{}", usage.highest, if usage.dynamic { "+" } else { "" })
+}
+
+fn flags(script: &ScriptReport) -> String {
+    if script.analysis.flags.is_empty() {
+        "-".to_owned()
+    } else {
+        script.analysis.flags.join(",")
+    }
+}
+
+fn script_json(script: &ScriptReport) -> Value {
+    let a = &script.analysis;
+    json!({
+        "name": script.name,
+        "path": script.path.display().to_string(),
+        "sha1": script.sha1,
+        "keys": { "highest": a.keys.highest, "dynamic": a.keys.dynamic },
+        "argv": { "highest": a.argv.highest, "dynamic": a.argv.dynamic },
+        "flags": a.flags,
+        "read_only": a.read_only(),
+        "commands": a.commands.iter().map(|c| c.name.replace('|', " ").to_ascii_uppercase()).collect::<Vec<_>>(),
+        "problems": script.problems,
+    })
+}
+
+fn audit_row([name, sha1, keys, argv, flags, read_only, status]: [&str; 7]) -> String {
+    format!("  {name:<22} {sha1:<40}  {keys:>4}  {argv:>4}  {flags:<14} {read_only:<9} {status}")
+}
+
+fn audit(dirs: &[PathBuf], as_json: bool) -> Result<usize, Fatal> {
+    let reports = reports(dirs)?;
+    let problems: usize = reports.iter().map(DirReport::problem_count).sum();
+    if as_json {
+        let dirs: Vec<Value> = reports
+            .iter()
+            .map(|r| {
+                json!({
+                    "dir": r.dir.display().to_string(),
+                    "scripts": r.scripts.iter().map(script_json).collect::<Vec<_>>(),
+                    "sha1sums": { "present": r.sums.present, "listed": r.sums.listed, "problems": r.sums.problems },
+                })
+            })
+            .collect();
+        println!("{}", json!({ "dirs": dirs, "problems": problems }));
+        return Ok(problems);
+    }
+    for report in &reports {
+        println!("{}", report.dir.display());
+        println!(
+            "{}",
+            audit_row([
+                "SCRIPT",
+                "SHA1",
+                "KEYS",
+                "ARGV",
+                "FLAGS",
+                "READ-ONLY",
+                "STATUS"
+            ])
+        );
+        for s in &report.scripts {
+            let status = match s.problems.len() {
+                0 => "ok".to_owned(),
+                1 => "1 problem".to_owned(),
+                n => format!("{n} problems"),
+            };
+            println!(
+                "{}",
+                audit_row([
+                    &s.name,
+                    &s.sha1,
+                    &count(&s.analysis.keys),
+                    &count(&s.analysis.argv),
+                    &flags(s),
+                    if s.analysis.read_only() { "yes" } else { "no" },
+                    &status,
+                ])
+            );
+        }
+        let sums = if !report.sums.present {
+            "no SHA1SUMS in this directory".to_owned()
+        } else if report.sums.problems.is_empty() {
+            format!("SHA1SUMS ok ({} files)", report.sums.listed)
+        } else {
+            format!("SHA1SUMS: {} problems", report.sums.problems.len())
+        };
+        println!("  {sums}");
+        for problem in report
+            .scripts
+            .iter()
+            .flat_map(|s| &s.problems)
+            .chain(&report.sums.problems)
+        {
+            println!("  problem: {problem}");
+        }
+        println!();
+    }
+    println!(
+        "{} scripts, {problems} problems",
+        reports.iter().map(|r| r.scripts.len()).sum::<usize>()
+    );
+    Ok(problems)
+}
+
+/// What the server says about one script.
+enum Cached {
+    Yes,
+    Missing,
+    Loaded,
+    Refused(String),
+}
+
+fn verify(url: &str, load: bool, dirs: &[PathBuf], as_json: bool) -> Result<usize, Fatal> {
+    let reports = reports(dirs)?;
+    let client = redis::Client::open(url).map_err(|e| Fatal(format!("bad --url {url}: {e}")))?;
+    let mut conn = client
+        .get_connection_with_timeout(std::time::Duration::from_secs(5))
+        .map_err(|e| Fatal(format!("cannot connect to {url}: {e}")))?;
+    let scripts: Vec<&ScriptReport> = reports.iter().flat_map(|r| &r.scripts).collect();
+    let mut exists = redis::cmd("SCRIPT");
+    exists.arg("EXISTS");
+    for s in &scripts {
+        exists.arg(&s.sha1);
+    }
+    let cached: Vec<bool> = if scripts.is_empty() {
+        Vec::new()
+    } else {
+        exists
+            .query(&mut conn)
+            .map_err(|e| Fatal(format!("SCRIPT EXISTS on {url}: {e}")))?
+    };
+
+    let mut statuses = Vec::new();
+    for (script, cached) in scripts.iter().zip(cached) {
+        let status = if cached {
+            Cached::Yes
+        } else if !load {
+            Cached::Missing
+        } else {
+            let source = std::fs::read(&script.path)
+                .map_err(|e| Fatal(format!("cannot read {}: {e}", script.path.display())))?;
+            let loaded: redis::RedisResult<String> = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(source)
+                .query(&mut conn);
+            match loaded {
+                Ok(digest) if digest.eq_ignore_ascii_case(&script.sha1) => Cached::Loaded,
+                Ok(digest) => Cached::Refused(format!(
+                    "the server reports digest {digest}, the file hashes to {}",
+                    script.sha1
+                )),
+                Err(e) if e.is_io_error() => {
+                    return Err(Fatal(format!("SCRIPT LOAD on {url}: {e}")));
+                }
+                Err(e) => Cached::Refused(format!("the server refused it: {e}")),
+            }
+        };
+        statuses.push(status);
+    }
+    let problems = statuses
+        .iter()
+        .filter(|s| matches!(s, Cached::Missing | Cached::Refused(_)))
+        .count();
+
+    if as_json {
+        let rows: Vec<Value> = scripts
+            .iter()
+            .zip(&statuses)
+            .map(|(s, status)| {
+                let (state, detail) = match status {
+                    Cached::Yes => ("cached", None),
+                    Cached::Missing => ("missing", None),
+                    Cached::Loaded => ("loaded", None),
+                    Cached::Refused(why) => ("refused", Some(why.as_str())),
+                };
+                json!({ "name": s.name, "path": s.path.display().to_string(), "sha1": s.sha1, "status": state, "detail": detail })
+            })
+            .collect();
+        println!(
+            "{}",
+            json!({ "url": url, "scripts": rows, "problems": problems })
+        );
+        return Ok(problems);
+    }
+    println!("{url}");
+    println!("  {:<22} {:<40}  STATUS", "SCRIPT", "SHA1");
+    for (s, status) in scripts.iter().zip(&statuses) {
+        let shown = match status {
+            Cached::Yes => "cached".to_owned(),
+            Cached::Missing => "MISSING (run with --load)".to_owned(),
+            Cached::Loaded => "loaded now".to_owned(),
+            Cached::Refused(why) => format!("REFUSED: {why}"),
+        };
+        println!("  {:<22} {:<40}  {shown}", s.name, s.sha1);
+    }
+    println!("{} scripts, {problems} problems", scripts.len());
+    Ok(problems)
+}

@@ -1,0 +1,30 @@
+//! Static analysis of Redis Lua scripts: the checks `#[lock_script]` runs at compile
+//! time, as a library, so the `lockscript` command-line auditor runs exactly the same
+//! ones over plain files (the two can never disagree).
+//!
+//! - [`lua::analyze`] parses a script as Lua 5.1 (the dialect Redis runs), reads its
+//!   `#!lua` shebang, finds the highest literal `KEYS[n]` / `ARGV[n]`, and lints every
+//!   literal `redis.call` / `redis.pcall` command against [`commands`].
+//! - [`audit::audit_dir`] does that for every `.lua` file of a directory and checks the
+//!   directory's `SHA1SUMS`.
+//!
+//! ```
+//! let analysis = lock_audit::lua::analyze("return redis.call('SLEEP', KEYS[1])");
+//! assert_eq!(analysis.keys.highest, 1);
+//! assert_eq!(analysis.problems[0].message, "`SLEEP` is not a Redis command");
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod audit;
+pub mod commands;
+pub mod lua;
+
+/// The SHA1 of `bytes` as 40 lowercase hex digits: what `sha1sum` prints and what
+/// `SCRIPT LOAD` returns for a script with exactly these bytes.
+///
+/// ```
+/// assert_eq!(lock_audit::sha1_hex(b"return 1"), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
+/// ```
+pub fn sha1_hex(bytes: &[u8]) -> String {
+    sha1_smol::Sha1::from(bytes).digest().to_string()
+}

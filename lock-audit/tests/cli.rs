@@ -1,0 +1,144 @@
+//! The `lockscript` binary end to end: exit codes, the JSON shape, a broken script
+//! found, and `verify` against a real redis-server.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use lockscript_tests::server::RedisServer;
+use serde_json::Value;
+
+fn lockscript(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lockscript"))
+        .args(args)
+        .current_dir(workspace())
+        .output()
+        .expect("run lockscript")
+}
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(out)))
+}
+
+#[test]
+fn audit_of_the_shipped_scripts_passes_with_a_table() {
+    let out = lockscript(&["audit", "scripts"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let text = stdout(&out);
+    for name in ["acquire-with-retry", "compare-del", "renew"] {
+        assert!(text.contains(name), "{text}");
+    }
+    assert!(text.contains("SHA1SUMS ok (3 files)"), "{text}");
+    assert!(text.contains("3 scripts, 0 problems"), "{text}");
+}
+
+#[test]
+fn audit_json_describes_every_script() {
+    let out = lockscript(&["audit", "--json", "scripts"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v = json(&out);
+    assert_eq!(v["problems"], 0);
+    let scripts = v["dirs"][0]["scripts"].as_array().unwrap();
+    assert_eq!(scripts.len(), 3);
+    let acquire = &scripts[0];
+    assert_eq!(acquire["name"], "acquire-with-retry");
+    assert_eq!(acquire["keys"]["highest"], 2);
+    assert_eq!(acquire["argv"]["highest"], 2);
+    assert_eq!(acquire["read_only"], false);
+    assert_eq!(
+        acquire["commands"],
+        serde_json::json!(["SET", "INCR", "PTTL"])
+    );
+    let bytes = std::fs::read(workspace().join("scripts/acquire-with-retry.lua")).unwrap();
+    assert_eq!(acquire["sha1"], lock_audit::sha1_hex(&bytes));
+    assert_eq!(v["dirs"][0]["sha1sums"]["present"], true);
+    assert_eq!(v["dirs"][0]["sha1sums"]["listed"], 3);
+}
+
+#[test]
+fn audit_finds_a_broken_script_and_a_stale_digest() {
+    let out = lockscript(&["audit", "lock-audit/tests/fixtures/broken"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(
+        text.contains("sleep.lua:3:12: `SLEEP` is not a Redis command"),
+        "{text}"
+    );
+    assert!(text.contains("get.lua: SHA1SUMS says 0000"), "{text}");
+    assert!(text.contains("sleep.lua: not listed in SHA1SUMS"), "{text}");
+
+    let v = json(&lockscript(&[
+        "audit",
+        "--json",
+        "lock-audit/tests/fixtures/broken",
+    ]));
+    assert_eq!(v["problems"], 3);
+    let sleep = &v["dirs"][0]["scripts"][1];
+    assert_eq!(sleep["name"], "sleep");
+    assert_eq!(sleep["problems"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn unreadable_directory_and_bad_arguments_exit_with_two() {
+    let out = lockscript(&["audit", "no/such/dir"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read no/such/dir"));
+    assert_eq!(lockscript(&["frobnicate"]).status.code(), Some(2));
+}
+
+#[test]
+fn verify_reports_missing_scripts_and_load_fills_the_cache() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let out = lockscript(&["verify", "--url", &url, "scripts"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stdout(&out).contains("MISSING"), "{}", stdout(&out));
+
+    let out = lockscript(&["verify", "--url", &url, "--load", "--json", "scripts"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let v = json(&out);
+    assert!(
+        v["scripts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["status"] == "loaded"),
+        "{v}"
+    );
+
+    let out = lockscript(&["verify", "--url", &url, "scripts"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        stdout(&out).matches("cached").count(),
+        3,
+        "{}",
+        stdout(&out)
+    );
+    // The server holds exactly the digests the files hash to.
+    let mut conn = server.connection();
+    let bytes = std::fs::read(workspace().join("scripts/renew.lua")).unwrap();
+    let exists: Vec<bool> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(lock_audit::sha1_hex(&bytes))
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(exists, vec![true]);
+}
+
+#[test]
+fn verify_against_a_closed_port_exits_with_two() {
+    let server = RedisServer::start();
+    let url = server.url();
+    drop(server);
+    let out = lockscript(&["verify", "--url", &url, "scripts"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot connect"));
+}
