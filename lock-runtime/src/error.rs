@@ -39,6 +39,21 @@ pub enum LockError {
         source: RedisError,
     },
 
+    /// On Redis Cluster, the script's keys hash to different slots, so no single node
+    /// can run it. Nothing ran.
+    #[error(
+        "the keys of script `{script}` hash to different Cluster slots; give them one hash \
+         tag so they share a slot, e.g. `{{order:42}}:lock` and `{{order:42}}:fence` \
+         (only the part inside the braces is hashed)"
+    )]
+    CrossSlot {
+        /// The script's name.
+        script: &'static str,
+        /// The server's error.
+        #[source]
+        source: RedisError,
+    },
+
     /// The script ran, but its reply does not convert to the declared return type.
     #[error(
         "script `{script}` replied with a value that is not a `{expected}`: {source}; \

@@ -361,6 +361,12 @@ impl<R: FromRedisValue> Invocation<R> {
                 expected: std::any::type_name::<R>(),
                 source: e.into(),
             }),
+            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::CrossSlot) => {
+                Err(LockError::CrossSlot {
+                    script: self.script.name,
+                    source: err,
+                })
+            }
             Err(err) if matches!(err.kind(), ErrorKind::Server(_) | ErrorKind::Extension) => {
                 Err(LockError::Script {
                     script: self.script.name,

@@ -44,6 +44,8 @@ const CONNECT_RETRY: Duration = Duration::from_secs(5);
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// How many fresh ports to try when another process grabs ours before redis binds it.
 const PORT_ATTEMPTS: usize = 5;
+/// How many candidate ports [`free_port_where`] draws before giving up on its filter.
+const PORT_FILTER_ATTEMPTS: usize = 1000;
 /// Lines of log printed when a test panics with the server alive, or put in panic messages.
 const LOG_TAIL_LINES: usize = 100;
 /// The port a developer's own redis most likely runs on; never hand it out.
@@ -85,6 +87,8 @@ pub struct RedisServer {
 pub struct ServerBuilder {
     /// Extra arguments, appended after the defaults so they can override them.
     args: Vec<String>,
+    /// Extra condition a candidate port must meet; see [`ServerBuilder::port_filter`].
+    port_filter: Option<fn(u16) -> bool>,
 }
 
 impl ServerBuilder {
@@ -97,6 +101,16 @@ impl ServerBuilder {
     #[must_use]
     pub fn arg(mut self, a: impl Into<String>) -> Self {
         self.args.push(a.into());
+        self
+    }
+
+    /// Only hands out ports for which `accept(port)` holds, e.g. to make sure a cluster node's
+    /// bus port (`port + 10000`) is below 65536 and free too. Checked when the port is picked
+    /// (not again on [`RedisServer::restart`]); if another process takes a port after the check,
+    /// redis fails with "Address already in use" and the harness retries with a fresh port.
+    #[must_use]
+    pub fn port_filter(mut self, accept: fn(u16) -> bool) -> Self {
+        self.port_filter = Some(accept);
         self
     }
 
@@ -116,7 +130,10 @@ impl ServerBuilder {
             .unwrap_or_else(|e| panic!("cannot create a temp dir for redis-server: {e}"));
         let mut failures = Vec::new();
         for _ in 0..PORT_ATTEMPTS {
-            let port = free_port();
+            let port = match self.port_filter {
+                Some(accept) => free_port_where(accept),
+                None => free_port(),
+            };
             match launch(dir.path(), port, &self.args) {
                 Ok(child) => {
                     return RedisServer {
@@ -347,6 +364,17 @@ fn free_port() -> u16 {
             return port;
         }
     }
+}
+
+/// A [`free_port`] for which `accept` holds.
+fn free_port_where(accept: fn(u16) -> bool) -> u16 {
+    for _ in 0..PORT_FILTER_ATTEMPTS {
+        let port = free_port();
+        if accept(port) {
+            return port;
+        }
+    }
+    panic!("no free port passed the port filter in {PORT_FILTER_ATTEMPTS} attempts");
 }
 
 /// Spawns `redis-server` on `port` and waits until it answers.
