@@ -11,7 +11,7 @@ use tracing::Instrument;
 
 use crate::notify::{Notifications, Subscription};
 use crate::queue::LocalQueue;
-use crate::settings::{Keys, RetryPolicy, Settings, check_ttl, millis};
+use crate::settings::{Keys, Settings, check_ttl, millis};
 use crate::token::Token;
 use crate::watchdog::{Lease, LeaseState, Plan, monitor};
 use crate::{LockError, builtin};
@@ -105,91 +105,7 @@ where
         }
     }
 
-    fn settings_mut(&mut self) -> &mut Settings {
-        Arc::make_mut(&mut self.settings)
-    }
-
-    /// The lease each grant asks for. Default 30 s; accepted 10 ms ..= 1 day.
-    ///
-    /// ```no_run
-    /// # fn f(locks: lock_runtime::Locks) -> lock_runtime::Locks {
-    /// locks.ttl(std::time::Duration::from_secs(10))
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.settings_mut().ttl = ttl;
-        self
-    }
-
-    /// How long `lock()` waits before `LockError::Timeout`. Default 10 s.
-    ///
-    /// ```no_run
-    /// # fn f(locks: lock_runtime::Locks) -> lock_runtime::Locks {
-    /// locks.wait_timeout(std::time::Duration::from_secs(2))
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn wait_timeout(mut self, wait: Duration) -> Self {
-        self.settings_mut().wait_timeout = wait;
-        self
-    }
-
-    /// Renew leases every ttl/3 while guards live. Default on: long work keeps its
-    /// lock, and a lease that cannot be renewed fires `lost()`.
-    ///
-    /// ```no_run
-    /// # fn f(locks: lock_runtime::Locks) -> lock_runtime::Locks {
-    /// locks.watchdog(false)
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn watchdog(mut self, on: bool) -> Self {
-        self.settings_mut().watchdog = on;
-        self
-    }
-
-    /// Caps how long the watchdog keeps a lock: after `cap`, renewals stop and the
-    /// lease runs out (then `lost()` fires). Default: no cap. Must be at least the ttl.
-    ///
-    /// ```no_run
-    /// # fn f(locks: lock_runtime::Locks) -> lock_runtime::Locks {
-    /// locks.max_hold(std::time::Duration::from_secs(300))
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn max_hold(mut self, cap: Duration) -> Self {
-        self.settings_mut().max_hold = Some(cap);
-        self
-    }
-
-    /// The key prefix: lock `name` lives at `<prefix>{name}`. Default `lock:`. It must
-    /// not contain braces (they would break the shared hash tag).
-    ///
-    /// ```no_run
-    /// # fn f(locks: lock_runtime::Locks) -> lock_runtime::Locks {
-    /// locks.prefix("billing:lock:")
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn prefix(mut self, prefix: &str) -> Self {
-        self.settings_mut().prefix = Arc::from(prefix);
-        self
-    }
-
-    /// How waiters pace their attempts; see [`RetryPolicy`].
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # fn f(locks: lock_runtime::Locks) -> lock_runtime::Locks {
-    /// locks.retry(lock_runtime::RetryPolicy::new(Duration::from_millis(2), Duration::from_millis(50)))
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn retry(mut self, policy: RetryPolicy) -> Self {
-        self.settings_mut().retry = policy;
-        self
-    }
+    crate::settings::settings_builder!("lock_runtime::Locks");
 
     /// Wakes waiters at once when a lock is released, through a pub/sub connection
     /// opened from `client` on first contention (and re-opened if it drops).

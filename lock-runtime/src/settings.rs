@@ -104,6 +104,97 @@ impl Default for RetryPolicy {
     }
 }
 
+/// The builder methods shared by [`crate::Locks`] and [`crate::blocking::Locks`]; each
+/// type has a `settings: Arc<Settings>` field. `$ty` is the type's path for the doc
+/// examples.
+macro_rules! settings_builder {
+    ($ty:literal) => {
+        /// The lease each grant asks for. Default 30 s; accepted 10 ms ..= 1 day.
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(locks: ", $ty, ") -> ", $ty, " {")]
+        /// locks.ttl(std::time::Duration::from_secs(10))
+        /// # }
+        /// ```
+        #[must_use]
+        pub fn ttl(mut self, ttl: std::time::Duration) -> Self {
+            std::sync::Arc::make_mut(&mut self.settings).ttl = ttl;
+            self
+        }
+
+        /// How long `lock()` waits before `LockError::Timeout`. Default 10 s.
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(locks: ", $ty, ") -> ", $ty, " {")]
+        /// locks.wait_timeout(std::time::Duration::from_secs(2))
+        /// # }
+        /// ```
+        #[must_use]
+        pub fn wait_timeout(mut self, wait: std::time::Duration) -> Self {
+            std::sync::Arc::make_mut(&mut self.settings).wait_timeout = wait;
+            self
+        }
+
+        /// Renew leases every ttl/3 while guards live. Default on: long work keeps its
+        /// lock, and a lease that cannot be renewed signals its loss.
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(locks: ", $ty, ") -> ", $ty, " {")]
+        /// locks.watchdog(false)
+        /// # }
+        /// ```
+        #[must_use]
+        pub fn watchdog(mut self, on: bool) -> Self {
+            std::sync::Arc::make_mut(&mut self.settings).watchdog = on;
+            self
+        }
+
+        /// Caps how long the watchdog keeps a lock: after `cap`, renewals stop and the
+        /// lease runs out (then its loss is signalled). Default: no cap. Must be at
+        /// least the ttl.
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(locks: ", $ty, ") -> ", $ty, " {")]
+        /// locks.max_hold(std::time::Duration::from_secs(300))
+        /// # }
+        /// ```
+        #[must_use]
+        pub fn max_hold(mut self, cap: std::time::Duration) -> Self {
+            std::sync::Arc::make_mut(&mut self.settings).max_hold = Some(cap);
+            self
+        }
+
+        /// The key prefix: lock `name` lives at `<prefix>{name}`. Default `lock:`. It
+        /// must not contain braces (they would break the shared hash tag).
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(locks: ", $ty, ") -> ", $ty, " {")]
+        /// locks.prefix("billing:lock:")
+        /// # }
+        /// ```
+        #[must_use]
+        pub fn prefix(mut self, prefix: &str) -> Self {
+            std::sync::Arc::make_mut(&mut self.settings).prefix = std::sync::Arc::from(prefix);
+            self
+        }
+
+        /// How waiters pace their attempts; see [`RetryPolicy`](crate::RetryPolicy).
+        ///
+        /// ```no_run
+        /// # use std::time::Duration;
+        #[doc = concat!("# fn f(locks: ", $ty, ") -> ", $ty, " {")]
+        /// locks.retry(lock_runtime::RetryPolicy::new(Duration::from_millis(2), Duration::from_millis(50)))
+        /// # }
+        /// ```
+        #[must_use]
+        pub fn retry(mut self, policy: crate::RetryPolicy) -> Self {
+            std::sync::Arc::make_mut(&mut self.settings).retry = policy;
+            self
+        }
+    };
+}
+pub(crate) use settings_builder;
+
 /// Everything a [`Locks`](crate::Locks) handle is configured with.
 #[derive(Clone, Debug)]
 pub(crate) struct Settings {

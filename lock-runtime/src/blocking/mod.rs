@@ -31,7 +31,7 @@ pub use guard::LockGuard;
 
 use crate::lock::Attempt;
 use crate::notify::{Notifications, Subscription};
-use crate::settings::{Keys, RetryPolicy, Settings, millis};
+use crate::settings::{Keys, Settings, millis};
 use crate::token::Token;
 use crate::{LockError, builtin};
 
@@ -188,88 +188,7 @@ where
         }
     }
 
-    fn settings_mut(&mut self) -> &mut Settings {
-        Arc::make_mut(&mut self.settings)
-    }
-
-    /// The lease each grant asks for; as [`crate::Locks::ttl`].
-    ///
-    /// ```no_run
-    /// # fn f(locks: lock_runtime::blocking::Locks) -> lock_runtime::blocking::Locks {
-    /// locks.ttl(std::time::Duration::from_secs(10))
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.settings_mut().ttl = ttl;
-        self
-    }
-
-    /// How long `lock()` waits; as [`crate::Locks::wait_timeout`].
-    ///
-    /// ```no_run
-    /// # fn f(locks: lock_runtime::blocking::Locks) -> lock_runtime::blocking::Locks {
-    /// locks.wait_timeout(std::time::Duration::from_secs(2))
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn wait_timeout(mut self, wait: Duration) -> Self {
-        self.settings_mut().wait_timeout = wait;
-        self
-    }
-
-    /// Renew leases from a watchdog thread; as [`crate::Locks::watchdog`].
-    ///
-    /// ```no_run
-    /// # fn f(locks: lock_runtime::blocking::Locks) -> lock_runtime::blocking::Locks {
-    /// locks.watchdog(false)
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn watchdog(mut self, on: bool) -> Self {
-        self.settings_mut().watchdog = on;
-        self
-    }
-
-    /// Caps the watchdog's renewals; as [`crate::Locks::max_hold`].
-    ///
-    /// ```no_run
-    /// # fn f(locks: lock_runtime::blocking::Locks) -> lock_runtime::blocking::Locks {
-    /// locks.max_hold(std::time::Duration::from_secs(300))
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn max_hold(mut self, cap: Duration) -> Self {
-        self.settings_mut().max_hold = Some(cap);
-        self
-    }
-
-    /// The key prefix; as [`crate::Locks::prefix`].
-    ///
-    /// ```no_run
-    /// # fn f(locks: lock_runtime::blocking::Locks) -> lock_runtime::blocking::Locks {
-    /// locks.prefix("billing:lock:")
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn prefix(mut self, prefix: &str) -> Self {
-        self.settings_mut().prefix = Arc::from(prefix);
-        self
-    }
-
-    /// How waiters pace their attempts; see [`RetryPolicy`].
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # fn f(locks: lock_runtime::blocking::Locks) -> lock_runtime::blocking::Locks {
-    /// locks.retry(lock_runtime::RetryPolicy::new(Duration::from_millis(2), Duration::from_millis(50)))
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn retry(mut self, policy: RetryPolicy) -> Self {
-        self.settings_mut().retry = policy;
-        self
-    }
+    crate::settings::settings_builder!("lock_runtime::blocking::Locks");
 
     /// Wakes waiters when a lock is released, through a pub/sub connection opened from
     /// `client` on first contention and driven by one background thread.
