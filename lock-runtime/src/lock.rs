@@ -607,9 +607,13 @@ where
     /// # }
     /// ```
     pub async fn release(mut self) -> Result<(), LockError> {
-        self.state.stop();
+        let in_flight = self.state.stop();
         if let Some(monitor) = self.monitor.take() {
-            let _ = monitor.await;
+            if in_flight {
+                let _ = monitor.await;
+            } else {
+                monitor.abort();
+            }
         }
         // Once the loss was signalled the guard stays lost, but the key may still be ours
         // (validity ends before the server's expiry): delete it all the same.
@@ -645,13 +649,17 @@ where
         if self.released {
             return;
         }
-        self.state.stop();
+        let in_flight = self.state.stop();
+        let mut monitor = self.monitor.take();
+        if !in_flight && let Some(idle) = monitor.take() {
+            idle.abort();
+        }
         tracing::debug!(lock = %self.name(), "guard dropped without release; releasing in the background");
         release_in_background(
             self.conn.clone(),
             self.state.keys.lock.clone(),
             self.token.clone(),
-            self.monitor.take(),
+            monitor,
         );
     }
 }

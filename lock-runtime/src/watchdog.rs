@@ -8,8 +8,9 @@
 //! *before* each command was sent, minus a drift allowance, so this process believes
 //! in its lease for no longer than the server keeps it.
 //!
-//! Release and drop stop the task before compare-del is sent, and release waits for
-//! it to finish: no renewal is ever sent after a release.
+//! Release and drop stop the task before compare-del is sent: an idle task is aborted
+//! on the spot, and one with a renewal in flight is waited for. No renewal is ever
+//! sent after a release.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -40,6 +41,8 @@ pub(crate) struct LeaseState {
     times: Mutex<Times>,
     lost: watch::Sender<bool>,
     stopping: AtomicBool,
+    /// The monitor has committed to sending a renewal (see [`LeaseState::stop`]).
+    renewing: AtomicBool,
     wake: Notify,
 }
 
@@ -55,6 +58,7 @@ impl LeaseState {
             }),
             lost: watch::Sender::new(false),
             stopping: AtomicBool::new(false),
+            renewing: AtomicBool::new(false),
             wake: Notify::new(),
         }
     }
@@ -98,10 +102,31 @@ impl LeaseState {
         }
     }
 
-    /// Asks the monitor task to stop at its next step.
-    pub(crate) fn stop(&self) {
+    /// Stops the monitor task. Returns `true` if a renewal may be in flight, and the
+    /// caller must wait for the task to finish before compare-del; `false` if the task
+    /// will never send another command and can simply be aborted.
+    ///
+    /// The monitor raises `renewing` and then reads `stopping`; this raises `stopping`
+    /// and then reads `renewing` (all sequentially consistent), so at least one side
+    /// sees the other: either the monitor returns without sending, or we wait.
+    pub(crate) fn stop(&self) -> bool {
         self.stopping.store(true, Ordering::SeqCst);
         self.wake.notify_one();
+        self.renewing.load(Ordering::SeqCst)
+    }
+
+    /// The monitor's side of [`stop`](Self::stop): `false` means do not send.
+    fn begin_renewal(&self) -> bool {
+        self.renewing.store(true, Ordering::SeqCst);
+        if self.stopping() {
+            self.renewing.store(false, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    fn end_renewal(&self) {
+        self.renewing.store(false, Ordering::SeqCst);
     }
 
     fn stopping(&self) -> bool {
@@ -230,11 +255,15 @@ where
         if !renewing {
             continue;
         }
+        if !state.begin_renewal() {
+            return;
+        }
         let ttl = state.times().ttl;
         let sent = Instant::now();
         let reply = builtin::renew(&state.keys.lock, &token, millis(ttl))
             .invoke_async(&mut conn)
             .await;
+        state.end_renewal();
         match reply {
             Ok(1) => {
                 state.renewed(sent, ttl);
