@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -13,7 +12,7 @@ use crate::notify::{Notifications, Subscription};
 use crate::queue::LocalQueue;
 use crate::settings::{Keys, Settings, check_ttl, millis};
 use crate::token::Token;
-use crate::watchdog::{Lease, LeaseState, Plan, monitor};
+use crate::watchdog::{Lease, LeaseState, Plan, Watchdog};
 use crate::{LockError, builtin};
 
 /// Acquires distributed locks on one Redis server.
@@ -42,6 +41,7 @@ pub struct Locks<C = ConnectionManager> {
     settings: Arc<Settings>,
     notifications: Option<Arc<Notifications>>,
     queue: Arc<LocalQueue>,
+    leases: Arc<Watchdog<C>>,
 }
 
 impl<C: Clone> Clone for Locks<C> {
@@ -51,6 +51,7 @@ impl<C: Clone> Clone for Locks<C> {
             settings: Arc::clone(&self.settings),
             notifications: self.notifications.clone(),
             queue: Arc::clone(&self.queue),
+            leases: Arc::clone(&self.leases),
         }
     }
 }
@@ -98,6 +99,7 @@ where
     /// ```
     pub fn new(conn: C) -> Self {
         Self {
+            leases: Arc::new(Watchdog::new(conn.clone())),
             conn,
             settings: Arc::new(Settings::default()),
             notifications: None,
@@ -331,22 +333,24 @@ where
         watchdog: bool,
     ) -> LockGuard<C> {
         let settings = &self.settings;
-        let state = Arc::new(LeaseState::new(keys, fence, sent, settings.ttl));
         let plan = Plan {
             renew: watchdog,
             renew_until: settings.max_hold.map(|cap| sent + cap),
         };
-        let monitor = tokio::spawn(monitor(
-            Arc::clone(&state),
-            self.conn.clone(),
-            token.as_str().to_owned(),
+        let state = Arc::new(LeaseState::new(
+            keys,
+            fence,
+            token.as_str(),
             plan,
+            sent,
+            settings.ttl,
         ));
+        self.leases.watch(&state);
         LockGuard {
             state,
             token,
             conn: self.conn.clone(),
-            monitor: Some(monitor),
+            leases: Arc::clone(&self.leases),
             released: false,
             waited: sent.saturating_duration_since(started),
             attempts,
@@ -397,25 +401,22 @@ where
     }
 }
 
-/// compare-del in a task, after `monitor` (if any) has stopped. Without a runtime
-/// there is nothing to run it on; the lease's TTL frees the lock then.
+/// compare-del in a task, after a renewal in flight (if any) has finished. Without a
+/// runtime there is nothing to run it on; the lease's TTL frees the lock then.
 fn release_in_background<C>(
     mut conn: C,
     lock: String,
     token: Token,
-    monitor: Option<JoinHandle<()>>,
+    renewal: Option<Arc<LeaseState>>,
 ) where
     C: redis::aio::ConnectionLike + Send + 'static,
 {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        if let Some(monitor) = monitor {
-            monitor.abort();
-        }
         return;
     };
     runtime.spawn(async move {
-        if let Some(monitor) = monitor {
-            let _ = monitor.await;
+        if let Some(lease) = renewal {
+            lease.renewal_finished().await;
         }
         match builtin::compare_del(&lock, token.as_str())
             .invoke_async(&mut conn)
@@ -456,7 +457,7 @@ where
     state: Arc<LeaseState>,
     token: Token,
     conn: C,
-    monitor: Option<JoinHandle<()>>,
+    leases: Arc<Watchdog<C>>,
     released: bool,
     waited: Duration,
     attempts: u32,
@@ -587,6 +588,7 @@ where
             .await?;
         if renewed == 1 {
             self.state.renewed(sent, ttl);
+            self.leases.schedule(&self.state);
             tracing::debug!(lock = %self.name(), ?ttl, "lease extended");
             Ok(())
         } else {
@@ -607,14 +609,10 @@ where
     /// # }
     /// ```
     pub async fn release(mut self) -> Result<(), LockError> {
-        let in_flight = self.state.stop();
-        if let Some(monitor) = self.monitor.take() {
-            if in_flight {
-                let _ = monitor.await;
-            } else {
-                monitor.abort();
-            }
+        if self.state.stop() {
+            self.state.renewal_finished().await;
         }
+        self.leases.forget(&self.state);
         // Once the loss was signalled the guard stays lost, but the key may still be ours
         // (validity ends before the server's expiry): delete it all the same.
         let lost_before = self.state.is_lost();
@@ -650,16 +648,13 @@ where
             return;
         }
         let in_flight = self.state.stop();
-        let mut monitor = self.monitor.take();
-        if !in_flight && let Some(idle) = monitor.take() {
-            idle.abort();
-        }
+        self.leases.forget(&self.state);
         tracing::debug!(lock = %self.name(), "guard dropped without release; releasing in the background");
         release_in_background(
             self.conn.clone(),
             self.state.keys.lock.clone(),
             self.token.clone(),
-            monitor,
+            in_flight.then(|| Arc::clone(&self.state)),
         );
     }
 }

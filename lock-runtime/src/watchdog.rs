@@ -1,19 +1,23 @@
-//! The lease of a held lock, and the task that watches it.
+//! The lease of a held lock, and the watchdog that keeps it.
 //!
-//! Every guard has one monitor task. With the watchdog on, it renews the lease through
-//! renew.lua every ttl/3 (sooner after a failed renewal); with it off, or once the hold
-//! cap is reached, it only waits. Either way it fires the loss signal when renew.lua
-//! answers that the key is no longer ours, or when the lease's validity passes on this
-//! process's monotonic clock without a successful renewal. Validity is counted from
-//! *before* each command was sent, minus a drift allowance, so this process believes
-//! in its lease for no longer than the server keeps it.
+//! One watchdog task per `Locks` handle (shared by its clones) watches every lease the
+//! handle grants, from a queue ordered by each lease's next action: granting or
+//! releasing a lock only inserts into or removes from that queue, with no task spawned
+//! and no task woken. With the watchdog on, a lease is renewed through renew.lua every
+//! ttl/3 (sooner after a failed renewal), each renewal in a short task of its own. The
+//! loss signal fires when renew.lua answers that the key is no longer ours, or when the
+//! lease's validity passes on this process's monotonic clock without a successful
+//! renewal. Validity is counted from *before* each command was sent, minus a drift
+//! allowance, so this process believes in its lease for no longer than the server keeps
+//! it.
 //!
-//! Release and drop stop the task before compare-del is sent: an idle task is aborted
-//! on the spot, and one with a renewal in flight is waited for. No renewal is ever
-//! sent after a release.
+//! Release and drop take the lease out of the queue before compare-del is sent, and
+//! wait for a renewal that is already in flight: no renewal is ever sent after a
+//! release.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
@@ -32,62 +36,102 @@ struct Times {
     sent: Instant,
     /// The lease length renewals ask for.
     ttl: Duration,
+    /// When the watchdog renews next.
+    next_renewal: Instant,
 }
 
-/// What a guard, its monitor task and its [`Lease`] handles share.
+/// Whether and until when the watchdog renews a lease.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Plan {
+    /// Renew the lease while the guard lives.
+    pub(crate) renew: bool,
+    /// Stop renewing at this instant (the `max_hold` cap).
+    pub(crate) renew_until: Option<Instant>,
+}
+
+impl Plan {
+    fn renews_at(&self, now: Instant) -> bool {
+        self.renew && self.renew_until.is_none_or(|until| now < until)
+    }
+}
+
+fn renew_interval(ttl: Duration) -> Duration {
+    ttl / 3
+}
+
+/// What a guard, the watchdog and [`Lease`] handles share.
 pub(crate) struct LeaseState {
     pub(crate) keys: Keys,
     pub(crate) fence: u64,
+    token: String,
+    plan: Plan,
     times: Mutex<Times>,
     lost: watch::Sender<bool>,
     stopping: AtomicBool,
-    /// The monitor has committed to sending a renewal (see [`LeaseState::stop`]).
+    /// A renewal has committed to sending (see [`LeaseState::stop`]).
     renewing: AtomicBool,
-    wake: Notify,
+    renewal_done: Notify,
+    /// Its place in the watchdog's queue, if queued.
+    slot: Mutex<Option<(Instant, u64)>>,
+    id: u64,
 }
 
 impl LeaseState {
-    pub(crate) fn new(keys: Keys, fence: u64, sent: Instant, ttl: Duration) -> Self {
+    pub(crate) fn new(
+        keys: Keys,
+        fence: u64,
+        token: &str,
+        plan: Plan,
+        sent: Instant,
+        ttl: Duration,
+    ) -> Self {
+        static IDS: AtomicU64 = AtomicU64::new(0);
         Self {
             keys,
             fence,
+            token: token.to_owned(),
+            plan,
             times: Mutex::new(Times {
                 valid_until: sent + validity(ttl),
                 sent,
                 ttl,
+                next_renewal: sent + renew_interval(ttl),
             }),
             lost: watch::Sender::new(false),
             stopping: AtomicBool::new(false),
             renewing: AtomicBool::new(false),
-            wake: Notify::new(),
+            renewal_done: Notify::new(),
+            slot: Mutex::new(None),
+            id: IDS.fetch_add(1, Ordering::Relaxed),
         }
     }
 
+    fn times_mut(&self) -> MutexGuard<'_, Times> {
+        self.times.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn times(&self) -> Times {
-        *self.times.lock().unwrap_or_else(PoisonError::into_inner)
+        *self.times_mut()
     }
 
     /// Records a successful renewal or extension sent at `sent` for `ttl`.
     pub(crate) fn renewed(&self, sent: Instant, ttl: Duration) {
-        {
-            let mut times = self.times.lock().unwrap_or_else(PoisonError::into_inner);
-            if sent >= times.sent {
-                *times = Times {
-                    valid_until: sent + validity(ttl),
-                    sent,
-                    ttl,
-                };
-            }
+        let mut times = self.times_mut();
+        if sent >= times.sent {
+            *times = Times {
+                valid_until: sent + validity(ttl),
+                sent,
+                ttl,
+                next_renewal: sent + renew_interval(ttl),
+            };
         }
-        self.wake.notify_one();
     }
 
-    /// Fires the loss signal (once) and stops renewing.
+    /// Fires the loss signal (once); the watchdog stops renewing.
     pub(crate) fn mark_lost(&self, why: &str) {
         if !self.lost.send_replace(true) {
             tracing::warn!(lock = %self.keys.name, fence = self.fence, reason = why, "lock lost");
         }
-        self.wake.notify_one();
     }
 
     pub(crate) fn is_lost(&self) -> bool {
@@ -102,24 +146,26 @@ impl LeaseState {
         }
     }
 
-    /// Stops the monitor task. Returns `true` if a renewal may be in flight, and the
-    /// caller must wait for the task to finish before compare-del; `false` if the task
-    /// will never send another command and can simply be aborted.
+    /// Stops renewals. Returns `true` if one may be in flight: then the caller waits
+    /// for it ([`renewal_finished`](Self::renewal_finished)) before compare-del.
     ///
-    /// The monitor raises `renewing` and then reads `stopping`; this raises `stopping`
+    /// A renewal raises `renewing` and then reads `stopping`; this raises `stopping`
     /// and then reads `renewing` (all sequentially consistent), so at least one side
-    /// sees the other: either the monitor returns without sending, or we wait.
+    /// sees the other: either the renewal is not sent, or the caller waits for it.
     pub(crate) fn stop(&self) -> bool {
         self.stopping.store(true, Ordering::SeqCst);
-        self.wake.notify_one();
         self.renewing.load(Ordering::SeqCst)
     }
 
-    /// The monitor's side of [`stop`](Self::stop): `false` means do not send.
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// The renewal's side of [`stop`](Self::stop): `false` means do not send.
     fn begin_renewal(&self) -> bool {
         self.renewing.store(true, Ordering::SeqCst);
         if self.stopping() {
-            self.renewing.store(false, Ordering::SeqCst);
+            self.end_renewal();
             return false;
         }
         true
@@ -127,10 +173,20 @@ impl LeaseState {
 
     fn end_renewal(&self) {
         self.renewing.store(false, Ordering::SeqCst);
+        self.renewal_done.notify_waiters();
     }
 
-    fn stopping(&self) -> bool {
-        self.stopping.load(Ordering::SeqCst)
+    /// Waits until no renewal is in flight.
+    pub(crate) async fn renewal_finished(&self) {
+        loop {
+            let done = self.renewal_done.notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            if !self.renewing.load(Ordering::SeqCst) {
+                return;
+            }
+            done.await;
+        }
     }
 
     /// How long the lease can still be relied on.
@@ -138,6 +194,185 @@ impl LeaseState {
         self.times()
             .valid_until
             .saturating_duration_since(Instant::now())
+    }
+
+    /// When the watchdog should next look at this lease.
+    fn next_action(&self) -> Instant {
+        let times = self.times();
+        if self.plan.renews_at(Instant::now()) {
+            times.next_renewal.min(times.valid_until)
+        } else {
+            times.valid_until
+        }
+    }
+}
+
+/// Watches the leases of one `Locks` handle.
+pub(crate) struct Watchdog<C> {
+    conn: C,
+    queue: Mutex<BTreeMap<(Instant, u64), Arc<LeaseState>>>,
+    /// Wakes the task when a lease needs it sooner, and when the watchdog is dropped.
+    wake: Arc<Notify>,
+    started: AtomicBool,
+}
+
+impl<C> Drop for Watchdog<C> {
+    fn drop(&mut self) {
+        self.wake.notify_one();
+    }
+}
+
+impl<C> Watchdog<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    pub(crate) fn new(conn: C) -> Self {
+        Self {
+            conn,
+            queue: Mutex::new(BTreeMap::new()),
+            wake: Arc::new(Notify::new()),
+            started: AtomicBool::new(false),
+        }
+    }
+
+    fn queue(&self) -> MutexGuard<'_, BTreeMap<(Instant, u64), Arc<LeaseState>>> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts watching `lease` (and the watchdog task, on first use).
+    pub(crate) fn watch(self: &Arc<Self>, lease: &Arc<LeaseState>) {
+        if !self.started.swap(true, Ordering::SeqCst) {
+            tokio::spawn(run(Arc::downgrade(self), Arc::clone(&self.wake)));
+        }
+        self.schedule(lease);
+    }
+
+    /// (Re)queues `lease` at its next action.
+    pub(crate) fn schedule(&self, lease: &Arc<LeaseState>) {
+        let at = lease.next_action();
+        let earliest = {
+            let mut queue = self.queue();
+            // Checked under the queue's lock: a release forgets the lease under it too,
+            // after stopping it, so a stopped lease is never queued again.
+            if lease.stopping() || lease.is_lost() {
+                return;
+            }
+            let mut slot = lease.slot.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(old) = slot.take() {
+                queue.remove(&old);
+            }
+            *slot = Some((at, lease.id));
+            queue.insert((at, lease.id), Arc::clone(lease));
+            queue.keys().next().is_some_and(|first| first.1 == lease.id)
+        };
+        if earliest {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Stops watching `lease`.
+    pub(crate) fn forget(&self, lease: &LeaseState) {
+        let mut queue = self.queue();
+        if let Some(old) = lease
+            .slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            queue.remove(&old);
+        }
+    }
+
+    /// Takes the leases whose time has come; returns them and the next time after.
+    fn due(&self, now: Instant) -> (Vec<Arc<LeaseState>>, Option<Instant>) {
+        let mut queue = self.queue();
+        let mut due = Vec::new();
+        while let Some(entry) = queue.first_entry() {
+            if entry.key().0 > now {
+                return (due, Some(entry.key().0));
+            }
+            let lease = entry.remove();
+            *lease.slot.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            due.push(lease);
+        }
+        (due, None)
+    }
+
+    fn act(self: &Arc<Self>, lease: Arc<LeaseState>) {
+        if lease.stopping() || lease.is_lost() {
+            return;
+        }
+        let now = Instant::now();
+        let times = lease.times();
+        if now >= times.valid_until {
+            lease.mark_lost("the lease ran out before it could be renewed");
+        } else if lease.plan.renews_at(now) && now >= times.next_renewal {
+            tokio::spawn(renew(Arc::clone(self), lease, self.conn.clone()));
+        } else {
+            self.schedule(&lease);
+        }
+    }
+}
+
+/// One renewal of one lease, then its next place in the queue.
+async fn renew<C>(dog: Arc<Watchdog<C>>, lease: Arc<LeaseState>, mut conn: C)
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    if !lease.begin_renewal() {
+        return;
+    }
+    let ttl = lease.times().ttl;
+    let sent = Instant::now();
+    let reply = builtin::renew(&lease.keys.lock, &lease.token, millis(ttl))
+        .invoke_async(&mut conn)
+        .await;
+    lease.end_renewal();
+    match reply {
+        Ok(1) => {
+            lease.renewed(sent, ttl);
+            tracing::trace!(lock = %lease.keys.name, fence = lease.fence, "lease renewed");
+        }
+        Ok(_) => {
+            lease.mark_lost("the key changed owner or vanished");
+            return;
+        }
+        Err(e) => {
+            // Retry soon: the lease is still valid, and each retry is bounded by the
+            // connection's response timeout.
+            let retry = (renew_interval(ttl) / 4).min(Duration::from_millis(500));
+            lease.times_mut().next_renewal = Instant::now() + retry;
+            tracing::warn!(lock = %lease.keys.name, error = %e, retry_in = ?retry, "lease renewal failed");
+        }
+    }
+    dog.schedule(&lease);
+}
+
+/// The watchdog task: acts on leases as their times come, until the watchdog is gone.
+async fn run<C>(dog: Weak<Watchdog<C>>, wake: Arc<Notify>)
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    loop {
+        let next = {
+            let Some(dog) = dog.upgrade() else {
+                return;
+            };
+            let (due, next) = dog.due(Instant::now());
+            for lease in due {
+                dog.act(lease);
+            }
+            next
+        };
+        match next {
+            Some(at) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(at) => {}
+                    () = wake.notified() => {}
+                }
+            }
+            None => wake.notified().await,
+        }
     }
 }
 
@@ -202,85 +437,5 @@ impl std::fmt::Debug for Lease {
             .field("fencing_token", &self.0.fence)
             .field("lost", &self.0.is_lost())
             .finish_non_exhaustive()
-    }
-}
-
-/// How the monitor of one guard behaves.
-pub(crate) struct Plan {
-    /// Renew the lease while the guard lives.
-    pub(crate) renew: bool,
-    /// Stop renewing at this instant (the `max_hold` cap).
-    pub(crate) renew_until: Option<Instant>,
-}
-
-fn renew_interval(ttl: Duration) -> Duration {
-    ttl / 3
-}
-
-/// Watches one lease until it is released, dropped or lost.
-pub(crate) async fn monitor<C>(state: Arc<LeaseState>, mut conn: C, token: String, plan: Plan)
-where
-    C: redis::aio::ConnectionLike + Send,
-{
-    let mut next_renewal = Instant::now() + renew_interval(state.times().ttl);
-    loop {
-        if state.stopping() || state.is_lost() {
-            return;
-        }
-        let times = state.times();
-        let now = Instant::now();
-        let renewing = plan.renew && plan.renew_until.is_none_or(|until| now < until);
-        let wake_at = if renewing {
-            next_renewal.min(times.valid_until)
-        } else {
-            times.valid_until
-        };
-        tokio::select! {
-            () = state.wake.notified() => {
-                // Stopped, extended or lost: look again. An extension moves the next
-                // renewal to a third of the new lease.
-                let times = state.times();
-                next_renewal = next_renewal.max(times.sent + renew_interval(times.ttl));
-                continue;
-            }
-            () = tokio::time::sleep_until(wake_at) => {}
-        }
-        if state.stopping() {
-            return;
-        }
-        if Instant::now() >= state.times().valid_until {
-            state.mark_lost("the lease ran out before it could be renewed");
-            return;
-        }
-        if !renewing {
-            continue;
-        }
-        if !state.begin_renewal() {
-            return;
-        }
-        let ttl = state.times().ttl;
-        let sent = Instant::now();
-        let reply = builtin::renew(&state.keys.lock, &token, millis(ttl))
-            .invoke_async(&mut conn)
-            .await;
-        state.end_renewal();
-        match reply {
-            Ok(1) => {
-                state.renewed(sent, ttl);
-                next_renewal = sent + renew_interval(ttl);
-                tracing::trace!(lock = %state.keys.name, fence = state.fence, "lease renewed");
-            }
-            Ok(_) => {
-                state.mark_lost("the key changed owner or vanished");
-                return;
-            }
-            Err(e) => {
-                // Retry soon: the lease is still valid, and each retry is bounded by
-                // the connection's response timeout.
-                let retry = (renew_interval(ttl) / 4).min(Duration::from_millis(500));
-                next_renewal = Instant::now() + retry;
-                tracing::warn!(lock = %state.keys.name, error = %e, retry_in = ?retry, "lease renewal failed");
-            }
-        }
     }
 }
