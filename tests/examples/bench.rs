@@ -190,8 +190,9 @@ struct Grant {
     attempts: u32,
 }
 
-/// 4 contenders on one lock for `run_for`; returns the release-to-next-holder times
-/// (µs, for grants whose holder was already waiting) and the attempts per acquire.
+/// 4 contenders on one lock for `run_for`, each holding it 1 ms and thinking 2 ms
+/// between grants; returns the release-to-next-holder times (µs) and the attempts per
+/// acquire.
 async fn handoff<F, Fut>(run_for: Duration, acquire: F) -> Result<(Vec<f64>, f64), BoxError>
 where
     F: Fn() -> Fut + Clone + Send + 'static,
@@ -207,7 +208,7 @@ where
                 let asked = Instant::now();
                 let (attempts, release) = acquire().await?;
                 let acquired = Instant::now();
-                tokio::time::sleep(Duration::from_micros(100)).await; // the protected work
+                tokio::time::sleep(Duration::from_millis(1)).await; // the protected work
                 let releasing = Instant::now();
                 release().await?;
                 grants.lock().map_err(|_| "poisoned")?.push(Grant {
@@ -216,6 +217,9 @@ where
                     releasing,
                     attempts,
                 });
+                // Think before asking again, so the next holder is one of the waiters
+                // and not the releaser barging back in.
+                tokio::time::sleep(Duration::from_millis(2)).await;
             }
             Ok::<(), BoxError>(())
         }));
@@ -228,6 +232,7 @@ where
         .into_inner()
         .map_err(|_| "poisoned")?;
     grants.sort_by_key(|g| g.acquired);
+    // A handoff: the next holder was already waiting when this one released.
     let mut samples: Vec<f64> = grants
         .windows(2)
         .filter(|w| w[1].asked < w[0].releasing)
