@@ -196,7 +196,7 @@ struct Grant {
 async fn handoff<F, Fut>(run_for: Duration, acquire: F) -> Result<(Vec<f64>, f64), BoxError>
 where
     F: Fn() -> Fut + Clone + Send + 'static,
-    Fut: Future<Output = Result<(u32, Box<dyn FnOnce() -> ReleaseFut + Send>), BoxError>> + Send,
+    Fut: Future<Output = Result<(u32, Release), BoxError>> + Send,
 {
     let grants = Arc::new(Mutex::new(Vec::new()));
     let stop = Instant::now() + run_for;
@@ -251,62 +251,50 @@ where
 }
 
 type ReleaseFut = std::pin::Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send>>;
+type Release = Box<dyn FnOnce() -> ReleaseFut + Send>;
+type AcquireFut = std::pin::Pin<Box<dyn Future<Output = Result<(u32, Release), BoxError>> + Send>>;
+
+/// What a contender hands back for a grant: its attempts, and how to release it.
+fn granted<C>(guard: lock_runtime::LockGuard<C>) -> (u32, Release)
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let attempts = guard.attempts();
+    let release: Release =
+        Box::new(move || Box::pin(async move { guard.release().await.map_err(BoxError::from) }));
+    (attempts, release)
+}
 
 /// Our `lock()` with release notifications.
-fn ours_contender(
-    locks: Locks,
-) -> impl Fn() -> std::pin::Pin<
-    Box<
-        dyn Future<Output = Result<(u32, Box<dyn FnOnce() -> ReleaseFut + Send>), BoxError>> + Send,
-    >,
-> + Clone
-+ Send
-+ 'static {
+fn ours_contender(locks: Locks) -> impl Fn() -> AcquireFut + Clone + Send + 'static {
     move || {
         let locks = locks.clone();
-        Box::pin(async move {
-            let guard = locks.lock("bench:handoff").await?;
-            let attempts = guard.attempts();
-            let release: Box<dyn FnOnce() -> ReleaseFut + Send> = Box::new(move || {
-                Box::pin(async move { guard.release().await.map_err(BoxError::from) })
-            });
-            Ok((attempts, release))
-        })
+        Box::pin(async move { Ok(granted(locks.lock("bench:handoff").await?)) })
     }
 }
 
 /// The reference: try every 10 ms until it succeeds.
 fn polling_contender(
     locks: Locks<MultiplexedConnection>,
-) -> impl Fn() -> std::pin::Pin<
-    Box<
-        dyn Future<Output = Result<(u32, Box<dyn FnOnce() -> ReleaseFut + Send>), BoxError>> + Send,
-    >,
-> + Clone
-+ Send
-+ 'static {
+) -> impl Fn() -> AcquireFut + Clone + Send + 'static {
     move || {
         let locks = locks.clone();
         Box::pin(async move {
             let mut attempts = 0;
-            let guard = loop {
+            loop {
                 attempts += 1;
                 if let Some(guard) = locks.try_lock("bench:poll").await? {
-                    break guard;
+                    return Ok((attempts, granted(guard).1));
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;
-            };
-            let release: Box<dyn FnOnce() -> ReleaseFut + Send> = Box::new(move || {
-                Box::pin(async move { guard.release().await.map_err(BoxError::from) })
-            });
-            Ok((attempts, release))
+            }
         })
     }
 }
 
 /// A CDF of two latency samples on a log axis, as a standalone SVG.
 fn cdf_svg(series: &[(&str, &str, &[f64])]) -> String {
-    let (w, h, left, bottom, top, right) = (720.0, 360.0, 60.0, 40.0, 30.0, 20.0);
+    let (width, height, left, bottom, top, right) = (720.0, 360.0, 60.0, 40.0, 30.0, 20.0);
     let all = series.iter().flat_map(|(_, _, s)| s.iter().copied());
     let lo = all
         .clone()
@@ -315,10 +303,10 @@ fn cdf_svg(series: &[(&str, &str, &[f64])]) -> String {
         .log10()
         .floor();
     let hi = all.fold(1.0, f64::max).log10().ceil().max(lo + 1.0);
-    let x = |us: f64| left + (us.max(1.0).log10() - lo) / (hi - lo) * (w - left - right);
-    let y = |q: f64| top + (1.0 - q) * (h - top - bottom);
+    let x_of = |us: f64| left + (us.max(1.0).log10() - lo) / (hi - lo) * (width - left - right);
+    let y_of = |q: f64| top + (1.0 - q) * (height - top - bottom);
     let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"12\">\n\
          <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
          <text x=\"{left}\" y=\"18\" font-size=\"14\">Handoff: release call to next holder (CDF, 4 contenders)</text>\n"
     );
@@ -333,20 +321,20 @@ fn cdf_svg(series: &[(&str, &str, &[f64])]) -> String {
         let _ = writeln!(
             svg,
             "<line x1=\"{0:.1}\" y1=\"{1}\" x2=\"{0:.1}\" y2=\"{2}\" stroke=\"#ddd\"/><text x=\"{0:.1}\" y=\"{3}\" text-anchor=\"middle\">{label}</text>",
-            x(us),
+            x_of(us),
             top,
-            h - bottom,
-            h - bottom + 16.0
+            height - bottom,
+            height - bottom + 16.0
         );
     }
     for q in [0.0, 0.5, 1.0] {
         let _ = writeln!(
             svg,
             "<line x1=\"{left}\" y1=\"{0:.1}\" x2=\"{1}\" y2=\"{0:.1}\" stroke=\"#ddd\"/><text x=\"{2}\" y=\"{3:.1}\" text-anchor=\"end\">{q}</text>",
-            y(q),
-            w - right,
+            y_of(q),
+            width - right,
             left - 6.0,
-            y(q) + 4.0
+            y_of(q) + 4.0
         );
     }
     for (i, (name, colour, samples)) in series.iter().enumerate() {
@@ -356,7 +344,7 @@ fn cdf_svg(series: &[(&str, &str, &[f64])]) -> String {
         for (k, us) in samples.iter().enumerate() {
             #[allow(clippy::cast_precision_loss)]
             let q = (k + 1) as f64 / n;
-            let _ = write!(points, "{:.1},{:.1} ", x(*us), y(q));
+            let _ = write!(points, "{:.1},{:.1} ", x_of(*us), y_of(q));
         }
         #[allow(clippy::cast_precision_loss)]
         let ly = top + 16.0 + 16.0 * i as f64;
@@ -364,9 +352,9 @@ fn cdf_svg(series: &[(&str, &str, &[f64])]) -> String {
             svg,
             "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{points}\"/>\n\
              <rect x=\"{0}\" y=\"{1:.1}\" width=\"12\" height=\"3\" fill=\"{colour}\"/><text x=\"{2}\" y=\"{3:.1}\">{name} (p50 {4:.0} µs)</text>",
-            w - 260.0,
+            width - 260.0,
             ly - 4.0,
-            w - 242.0,
+            width - 242.0,
             ly,
             percentile(samples, 0.5)
         );
@@ -448,7 +436,7 @@ async fn main() -> Result<(), BoxError> {
     figures.insert("attempts_per_acquire", attempts);
     figures.insert("poll_handoff_p50_us", percentile(&poll_handoff, 0.5));
 
-    report(&figures, quick, ours_handoff.len(), poll_handoff.len())?;
+    report(&figures, quick, ours_handoff.len(), poll_handoff.len());
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
     std::fs::create_dir_all(&dir)?;
     let json = serde_json::to_string_pretty(&figures)?;
@@ -468,12 +456,7 @@ async fn main() -> Result<(), BoxError> {
     Ok(())
 }
 
-fn report(
-    figures: &BTreeMap<&str, f64>,
-    quick: bool,
-    handoffs: usize,
-    polls: usize,
-) -> Result<(), BoxError> {
+fn report(figures: &BTreeMap<&str, f64>, quick: bool, handoffs: usize, polls: usize) {
     let get = |k: &str| figures.get(k).copied().unwrap_or(f64::NAN);
     println!(
         "lockscript bench ({}; {} cores; redis-server on loopback)\n",
@@ -530,5 +513,4 @@ fn report(
             if ok { "holds" } else { "MISSED" }
         );
     }
-    Ok(())
 }

@@ -130,16 +130,7 @@ async fn contend(locks: &Locks, run_for: Duration) -> Result<Vec<Grant>, BoxErro
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    #[allow(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        clippy::cast_precision_loss
-    )]
-    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[i]
+    lockscript_tests::history::percentile(sorted, p).unwrap_or_default()
 }
 
 fn micros(d: Duration) -> String {

@@ -1,4 +1,5 @@
-//! The checker for lock histories: every grant recorded as (fencing token, start, end).
+//! The checker for lock histories (every grant recorded as fencing token, start, end),
+//! and the percentile the demo and the bench report them with.
 
 use std::fmt::Debug;
 
@@ -28,6 +29,22 @@ pub fn assert_exclusive<T: Ord + Copy + Debug>(history: &mut [(u64, T, T)]) {
             "fencing tokens do not rise: {fence_a} then {fence_b}"
         );
     }
+}
+
+/// The `p`-quantile (0..=1, nearest rank) of an ascending slice; `None` when empty.
+///
+/// ```
+/// assert_eq!(lockscript_tests::history::percentile(&[1, 2, 3, 4, 5], 0.5), Some(3));
+/// ```
+pub fn percentile<T: Copy>(sorted: &[T], p: f64) -> Option<T> {
+    let last = sorted.len().checked_sub(1)?;
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    let i = ((last as f64) * p.clamp(0.0, 1.0)).round() as usize;
+    sorted.get(i).copied()
 }
 
 #[cfg(test)]
