@@ -152,12 +152,31 @@ async fn rslock_cycle_us(rl: &rslock::LockManager, n: usize) -> Result<f64, BoxE
     Ok(per_op_us(t.elapsed(), n))
 }
 
-/// 64 tasks on distinct keys over one multiplexed connection, for `run_for`.
-async fn throughput<F, Fut>(run_for: Duration, cycle: F) -> Result<f64, BoxError>
+/// The CPU seconds the server has used (`INFO cpu`, user + system).
+async fn server_cpu_s(conn: &mut MultiplexedConnection) -> Result<f64, BoxError> {
+    let info: String = redis::cmd("INFO").arg("cpu").query_async(conn).await?;
+    Ok(info
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("used_cpu_sys:")
+                .or_else(|| l.strip_prefix("used_cpu_user:"))
+        })
+        .filter_map(|v| v.trim().parse::<f64>().ok())
+        .sum())
+}
+
+/// 64 tasks on distinct keys over one multiplexed connection, for `run_for`. Returns
+/// cycles per second and the server's CPU microseconds per cycle.
+async fn throughput<F, Fut>(
+    stats: &mut MultiplexedConnection,
+    run_for: Duration,
+    cycle: F,
+) -> Result<(f64, f64), BoxError>
 where
     F: Fn(String) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = Result<(), BoxError>> + Send,
 {
+    let cpu_before = server_cpu_s(stats).await?;
     let stop = Instant::now() + run_for;
     let mut tasks = Vec::new();
     for i in 0..64 {
@@ -176,9 +195,10 @@ where
     for t in tasks {
         total += t.await??;
     }
+    let cpu = server_cpu_s(stats).await? - cpu_before;
     #[allow(clippy::cast_precision_loss)]
-    let rate = total as f64 / run_for.as_secs_f64();
-    Ok(rate)
+    let total = total as f64;
+    Ok((total / run_for.as_secs_f64(), cpu * 1e6 / total))
 }
 
 /// What one contender saw of one grant.
@@ -398,28 +418,37 @@ async fn main() -> Result<(), BoxError> {
             .or_default()
             .push(rslock_cycle_us(&rslock, n).await?);
         let floor_conn = conn.clone();
+        let (rate, cpu) = throughput(&mut conn, plan.throughput_for, move |key| {
+            let mut conn = floor_conn.clone();
+            async move { floor_cycle(&mut conn, &key).await }
+        })
+        .await?;
         samples
             .entry("floor_throughput_cycles_per_s")
             .or_default()
-            .push(
-                throughput(plan.throughput_for, move |key| {
-                    let mut conn = floor_conn.clone();
-                    async move { floor_cycle(&mut conn, &key).await }
-                })
-                .await?,
-            );
+            .push(rate);
+        samples
+            .entry("floor_server_cpu_us_per_cycle")
+            .or_default()
+            .push(cpu);
         let tp_locks = ours.clone();
-        samples.entry("throughput_cycles_per_s").or_default().push(
-            throughput(plan.throughput_for, move |key| {
-                let locks = tp_locks.clone();
-                async move {
-                    let guard = locks.try_lock(&key).await?.ok_or("free")?;
-                    guard.release().await?;
-                    Ok(())
-                }
-            })
-            .await?,
-        );
+        let (rate, cpu) = throughput(&mut conn, plan.throughput_for, move |key| {
+            let locks = tp_locks.clone();
+            async move {
+                let guard = locks.try_lock(&key).await?.ok_or("free")?;
+                guard.release().await?;
+                Ok(())
+            }
+        })
+        .await?;
+        samples
+            .entry("throughput_cycles_per_s")
+            .or_default()
+            .push(rate);
+        samples
+            .entry("server_cpu_us_per_cycle")
+            .or_default()
+            .push(cpu);
     }
     eprintln!();
 
