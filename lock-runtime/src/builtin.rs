@@ -58,3 +58,18 @@ pub fn compare_del(#[key] lock: &str, token: &str) -> i64;
 /// ```
 #[lock_script("../scripts/renew.lua")]
 pub fn renew(#[key] lock: &str, token: &str, ttl_ms: u64) -> i64;
+
+/// Raises a fencing counter to at least `floor` and returns its value afterwards.
+/// Redlock uses it so fencing tokens rise across grants on different majorities.
+///
+/// ```no_run
+/// # fn main() -> Result<(), lock_runtime::LockError> {
+/// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+/// let mut conn = client.get_connection()?;
+/// let now = lock_runtime::builtin::raise_fence("lock:{orders}:fence", 42).invoke(&mut conn)?;
+/// assert!(now >= 42);
+/// # Ok(())
+/// # }
+/// ```
+#[lock_script("../scripts/raise-fence.lua")]
+pub fn raise_fence(#[key] fence: &str, floor: u64) -> i64;
