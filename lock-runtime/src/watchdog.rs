@@ -59,6 +59,12 @@ fn renew_interval(ttl: Duration) -> Duration {
     ttl / 3
 }
 
+/// How soon to retry a failed renewal: the lease is still valid, and each retry is
+/// bounded by the connection's response timeout.
+pub(crate) fn retry_delay(ttl: Duration) -> Duration {
+    (renew_interval(ttl) / 4).min(Duration::from_millis(500))
+}
+
 /// What a guard, the watchdog and [`Lease`] handles share.
 pub(crate) struct LeaseState {
     pub(crate) keys: Keys,
@@ -157,12 +163,12 @@ impl LeaseState {
         self.renewing.load(Ordering::SeqCst)
     }
 
-    fn stopping(&self) -> bool {
+    pub(crate) fn stopping(&self) -> bool {
         self.stopping.load(Ordering::SeqCst)
     }
 
     /// The renewal's side of [`stop`](Self::stop): `false` means do not send.
-    fn begin_renewal(&self) -> bool {
+    pub(crate) fn begin_renewal(&self) -> bool {
         self.renewing.store(true, Ordering::SeqCst);
         if self.stopping() {
             self.end_renewal();
@@ -171,7 +177,7 @@ impl LeaseState {
         true
     }
 
-    fn end_renewal(&self) {
+    pub(crate) fn end_renewal(&self) {
         self.renewing.store(false, Ordering::SeqCst);
         self.renewal_done.notify_waiters();
     }
@@ -189,6 +195,26 @@ impl LeaseState {
         }
     }
 
+    /// A renewal failed: try again at `at`.
+    pub(crate) fn retry_renewal_at(&self, at: Instant) {
+        self.times_mut().next_renewal = at;
+    }
+
+    /// The lease length renewals ask for.
+    pub(crate) fn ttl(&self) -> Duration {
+        self.times().ttl
+    }
+
+    /// Whether the lease's validity has passed.
+    pub(crate) fn expired(&self, now: Instant) -> bool {
+        now >= self.times().valid_until
+    }
+
+    /// Whether a renewal is due (and allowed) at `now`.
+    pub(crate) fn renewal_due(&self, now: Instant) -> bool {
+        self.plan.renews_at(now) && now >= self.times().next_renewal
+    }
+
     /// How long the lease can still be relied on.
     pub(crate) fn remaining(&self) -> Duration {
         self.times()
@@ -197,7 +223,7 @@ impl LeaseState {
     }
 
     /// When the watchdog should next look at this lease.
-    fn next_action(&self) -> Instant {
+    pub(crate) fn next_action(&self) -> Instant {
         let times = self.times();
         if self.plan.renews_at(Instant::now()) {
             times.next_renewal.min(times.valid_until)
@@ -338,10 +364,8 @@ where
             return;
         }
         Err(e) => {
-            // Retry soon: the lease is still valid, and each retry is bounded by the
-            // connection's response timeout.
-            let retry = (renew_interval(ttl) / 4).min(Duration::from_millis(500));
-            lease.times_mut().next_renewal = Instant::now() + retry;
+            let retry = retry_delay(ttl);
+            lease.retry_renewal_at(Instant::now() + retry);
             tracing::warn!(lock = %lease.keys.name, error = %e, retry_in = ?retry, "lease renewal failed");
         }
     }

@@ -273,6 +273,12 @@ impl RedisServer {
         self.pid
     }
 
+    /// Whether the server process is running (not [`stop`](Self::stop)ped).
+    #[must_use]
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
     /// Kills the server (SIGKILL, so nothing is flushed on the way out) and reaps it. Keeps the
     /// temp dir and the port number, for [`RedisServer::restart`]. Does nothing if the server
     /// is already stopped.
