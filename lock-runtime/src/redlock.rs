@@ -587,6 +587,33 @@ where
         self.state.is_lost()
     }
 
+    /// Asks every master whether it still holds this guard's token: `true` while a
+    /// majority does and the loss signal has not fired. A `false` fires it.
+    ///
+    /// ```no_run
+    /// # async fn f(g: lock_runtime::RedlockGuard) -> Result<(), lock_runtime::LockError> {
+    /// if !g.is_held().await? { eprintln!("lost"); }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn is_held(&self) -> Result<bool, LockError> {
+        let (lock, token) = (&self.state.keys.lock, self.token.as_str());
+        let holding = self
+            .redlock
+            .round(|mut conn| async move {
+                let value: Option<String> =
+                    redis::cmd("GET").arg(lock).query_async(&mut conn).await?;
+                Ok(value.as_deref() == Some(token))
+            })
+            .await
+            .count(|ours| *ours);
+        if holding < self.redlock.quorum() {
+            self.state
+                .mark_lost("fewer than a majority still hold the key");
+        }
+        Ok(holding >= self.redlock.quorum() && !self.state.is_lost())
+    }
+
     /// Extends the lease to `ttl` on a majority within the validity; otherwise
     /// [`LockError::NotHeld`] (and the loss signal fires).
     ///

@@ -177,6 +177,7 @@ async fn the_watchdog_renews_on_a_majority_and_signals_the_loss_of_it() {
     tokio::time::sleep(Duration::from_millis(900)).await;
     assert!(!guard.is_lost(), "renewed across three ttls");
     assert_eq!(holders(&servers, "lock:{kept}"), 3);
+    assert!(guard.is_held().await.unwrap());
     guard.extend(Duration::from_secs(2)).await.unwrap();
 
     // An operator deletes the key on two of three masters: renewals miss the majority.
