@@ -135,6 +135,25 @@ pub enum LockError {
         name: String,
     },
 
+    /// `wait_for_replicas` is on and fewer replicas than asked acknowledged the grant
+    /// within its timeout (`WAIT`), so a failover could lose it. The grant was released
+    /// again (its TTL frees it if that failed too); nothing is held. Its fencing token
+    /// was used up.
+    #[error(
+        "lock `{name}` was granted, but only {acked} of the {wanted} replicas asked for \
+         acknowledged it in time, so it was released again; check the replicas' health and \
+         replication lag, raise the wait_for_replicas timeout, or ask for fewer replicas"
+    )]
+    NotReplicated {
+        /// The lock's name.
+        name: String,
+        /// How many replicas acknowledged the grant (0 when the grant was no longer on
+        /// the master that answered, e.g. after a reconnect).
+        acked: usize,
+        /// How many were asked for.
+        wanted: usize,
+    },
+
     /// A lease outside the accepted range. Nothing was sent.
     #[error(
         "ttl {ttl:?} is outside {min:?}..={max:?}; use a lease in that range (with the watchdog on, 30 s is plenty)"

@@ -10,12 +10,13 @@ use tracing::Instrument;
 
 use crate::notify::{Notifications, Subscription};
 use crate::queue::LocalQueue;
-use crate::settings::{Keys, Settings, check_ttl, millis};
+use crate::settings::{Keys, ReplicaWait, Settings, check_ttl, millis};
 use crate::token::Token;
 use crate::watchdog::{Lease, LeaseState, Plan, Watchdog};
 use crate::{LockError, builtin};
 
-/// Acquires distributed locks on one Redis server.
+/// Acquires distributed locks on one Redis server, or on a Redis Cluster
+/// ([`connect_cluster`](Locks::connect_cluster)).
 ///
 /// Cheap to clone (clones share the connection and the notification subscription);
 /// builder methods take and return `Self`, and a setting that cannot work is reported
@@ -82,6 +83,56 @@ impl Locks<ConnectionManager> {
     }
 }
 
+impl Locks<redis::cluster_async::ClusterConnection> {
+    /// Opens an async Redis Cluster connection from `client` (it routes each lock to the
+    /// master that owns the lock's slot, follows `MOVED`, and recovers after a failover),
+    /// and enables release notifications over a pub/sub connection to one of `nodes`.
+    ///
+    /// `nodes` are the addresses to subscribe on, usually the very list the client was
+    /// built from: `ClusterClient` does not expose its nodes, and this also lets you pass
+    /// the credentials the pub/sub connection needs. Any node works, replicas too: on
+    /// Redis Cluster (7.0 and later) `PUBLISH` reaches every node. The first node tried is
+    /// picked at random (so many processes spread over the cluster); when it is
+    /// unreachable, or its connection drops and it does not come back, the next one is
+    /// used. Until a node answers, waiters poll with the retry policy. A node that is up
+    /// but cut off from the cluster bus stops hearing releases without dropping the
+    /// connection; waiters then also fall back to polling.
+    ///
+    /// [`LockError::InvalidSettings`] if `nodes` is empty; [`LockError::Redis`] if a
+    /// node address does not parse or the cluster cannot be reached.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// let nodes = ["redis://10.0.0.1:7000/", "redis://10.0.0.2:7000/", "redis://10.0.0.3:7000/"];
+    /// let client = redis::cluster::ClusterClient::new(nodes)?;
+    /// let locks = lock_runtime::Locks::connect_cluster(&client, nodes).await?;
+    /// let guard = locks.lock("orders:42").await?; // on the master that owns `{orders:42}`
+    /// guard.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn connect_cluster<T: redis::IntoConnectionInfo>(
+        client: &redis::cluster::ClusterClient,
+        nodes: impl IntoIterator<Item = T>,
+    ) -> Result<Self, LockError> {
+        let subscribers = nodes
+            .into_iter()
+            .map(redis::Client::open)
+            .collect::<Result<Vec<_>, _>>()?;
+        if subscribers.is_empty() {
+            return Err(LockError::InvalidSettings(
+                "connect_cluster needs at least one node address to subscribe to release \
+                 notifications on; pass the node list the ClusterClient was built from"
+                    .to_owned(),
+            ));
+        }
+        let conn = client.get_async_connection().await?;
+        let mut locks = Self::new(conn);
+        locks.notifications = Some(Arc::new(Notifications::any_of(subscribers)));
+        Ok(locks)
+    }
+}
+
 impl<C> Locks<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
@@ -108,6 +159,39 @@ where
     }
 
     crate::settings::settings_builder!("lock_runtime::Locks");
+
+    /// After each grant, waits until at least `replicas` replicas of the master that
+    /// granted it have acknowledged it (Redis `WAIT replicas timeout`), for at most
+    /// `timeout`, like Redisson's lock. With fewer acknowledgements the grant is released again
+    /// and `try_lock`/`lock` return [`LockError::NotReplicated`] at once (no retry: it is
+    /// a replication problem, not contention). Default: off. Only on this async handle.
+    ///
+    /// This narrows, but does not close, the window in which a failover loses a grant:
+    /// replication stays asynchronous, `WAIT` only reports how far it got, and a replica
+    /// that acknowledged is not necessarily the one promoted.
+    ///
+    /// `WAIT` goes on the connection that acquired, in one round trip with a `GETEX` of
+    /// the lock's key that checks the grant is still there: on a cluster connection
+    /// that pipeline is routed to the master owning the lock's slot (a bare `WAIT` would go
+    /// to every master and count the minimum). `WAIT` blocks that connection while it
+    /// waits, so commands of other tasks sharing it queue behind it for up to `timeout`
+    /// when replicas lag; and the lease runs meanwhile (it was counted from before the
+    /// grant). Keep `timeout` short, well below the ttl.
+    ///
+    /// `replicas` must be at least 1 and `timeout` within 1 ms ..= ttl, else
+    /// [`LockError::InvalidSettings`] at the first call.
+    ///
+    /// ```no_run
+    /// # fn f(locks: lock_runtime::Locks) -> lock_runtime::Locks {
+    /// locks.wait_for_replicas(1, std::time::Duration::from_millis(200))
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn wait_for_replicas(mut self, replicas: usize, timeout: Duration) -> Self {
+        Arc::make_mut(&mut self.settings).wait_for_replicas =
+            Some(ReplicaWait { replicas, timeout });
+        self
+    }
 
     /// Wakes waiters at once when a lock is released, through a pub/sub connection
     /// opened from `client` on first contention (and re-opened if it drops).
@@ -144,15 +228,11 @@ where
         let token = Token::new()?;
         let started = Instant::now();
         match self.attempt(&keys, &token).await? {
-            Attempt::Acquired { fence, sent } => Ok(Some(self.guard(
-                keys,
-                token,
-                fence,
-                sent,
-                started,
-                1,
-                self.settings.watchdog,
-            ))),
+            Attempt::Acquired { fence, sent } => {
+                let guard =
+                    self.guard(keys, token, fence, sent, started, 1, self.settings.watchdog);
+                self.replicated(guard).await.map(Some)
+            }
             Attempt::Held { .. } => Ok(None),
         }
     }
@@ -212,9 +292,9 @@ where
                     match self.attempt(&keys, &token).await? {
                         Attempt::Acquired { fence, sent } => {
                             turn.granted();
-                            return Ok(
-                                self.guard(keys, token, fence, sent, started, attempts, watchdog)
-                            );
+                            let guard =
+                                self.guard(keys, token, fence, sent, started, attempts, watchdog);
+                            return self.replicated(guard).await;
                         }
                         Attempt::Held { remaining: left } => remaining = left,
                     }
@@ -319,6 +399,49 @@ where
         .await;
         pending.conn = None;
         Ok(Attempt::from_reply(keys, reply?, sent))
+    }
+
+    /// With `wait_for_replicas` on: `WAIT` for the replicas, and the guard back if
+    /// enough acknowledged; else the grant is released and `NotReplicated` returned.
+    /// Dropping this future drops the guard, which releases the grant in the background.
+    async fn replicated(&self, guard: LockGuard<C>) -> Result<LockGuard<C>, LockError> {
+        let Some(ReplicaWait { replicas, timeout }) = self.settings.wait_for_replicas else {
+            return Ok(guard);
+        };
+        let mut conn = self.conn.clone();
+        // WAIT counts the replicas that acknowledged this connection's latest write, so it
+        // must go on the connection that acquired. The keyed GETEX (GET, but flagged as a
+        // write, so never routed to a replica) makes a cluster connection send the
+        // pipeline to the master owning the lock's slot; a bare WAIT would go to every
+        // master and report the minimum. GETEX without options changes nothing. Its reply
+        // tells whether the grant is still there: after a reconnect (a new connection has
+        // no writes) WAIT's count would say nothing about it.
+        let reply: Result<(usize, Option<String>), _> = redis::pipe()
+            .cmd("WAIT")
+            .arg(replicas)
+            .arg(millis(timeout))
+            .cmd("GETEX")
+            .arg(&guard.state.keys.lock)
+            .query_async(&mut conn)
+            .await;
+        // On an error the guard is dropped here, which releases it in the background.
+        let (acked, holder) = reply?;
+        let ours = holder.as_deref() == Some(guard.token.as_str());
+        if ours && acked >= replicas {
+            tracing::debug!(lock = %guard.name(), acked, "grant acknowledged by replicas");
+            return Ok(guard);
+        }
+        let acked = if ours { acked } else { 0 };
+        let name = guard.name().to_owned();
+        tracing::warn!(lock = %name, acked, wanted = replicas, "grant not replicated; releasing it");
+        if let Err(e) = guard.release().await {
+            tracing::debug!(lock = %name, error = %e, "release of an unreplicated grant failed; the ttl frees it");
+        }
+        Err(LockError::NotReplicated {
+            name,
+            acked,
+            wanted: replicas,
+        })
     }
 
     #[allow(clippy::too_many_arguments)]

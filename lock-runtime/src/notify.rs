@@ -11,6 +11,11 @@
 //! The connection is re-opened after it drops; every channel is then re-subscribed and
 //! every waiter woken once, because releases may have been missed meanwhile. While it
 //! is down, waiters fall back to their retry policy.
+//!
+//! On Redis Cluster, `PUBLISH` reaches every node, so the connection may go to any one
+//! of them: the notifier is given several nodes, starts at a random one (spreading the
+//! subscribers of many processes), and when its node is unreachable it moves on to the
+//! next.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,6 +28,61 @@ use tokio::task::JoinHandle;
 
 /// How long a channel stays subscribed after its last waiter left.
 const LINGER: Duration = Duration::from_millis(500);
+
+/// How long opening the pub/sub connection to one node may take before the next is
+/// tried (redis-rs sets no connect timeout on pub/sub connections).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The servers a notifier may subscribe on: one, or any node of a Redis Cluster.
+#[derive(Clone)]
+struct Nodes {
+    clients: Arc<[redis::Client]>,
+    /// The node to try first: the one last connected to.
+    next: usize,
+}
+
+impl Nodes {
+    fn new(clients: Vec<redis::Client>) -> Self {
+        let len = u64::try_from(clients.len()).unwrap_or(1).max(1);
+        let start = getrandom::u64().unwrap_or(0) % len;
+        Self {
+            clients: clients.into(),
+            next: usize::try_from(start).unwrap_or(0),
+        }
+    }
+
+    /// Opens a pub/sub connection to the node last used or, failing that, to each other
+    /// node in turn; the error of the last node tried if none answers.
+    async fn connect(&mut self) -> redis::RedisResult<redis::aio::PubSub> {
+        let mut last = redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "no server to subscribe on",
+        ));
+        for step in 0..self.clients.len() {
+            let i = (self.next + step) % self.clients.len();
+            match tokio::time::timeout(CONNECT_TIMEOUT, self.clients[i].get_async_pubsub()).await {
+                Ok(Ok(pubsub)) => {
+                    if step > 0 {
+                        tracing::info!(
+                            node = %self.clients[i].get_connection_info().addr(),
+                            "release notifications: subscribed on another node"
+                        );
+                    }
+                    self.next = i;
+                    return Ok(pubsub);
+                }
+                Ok(Err(e)) => last = e,
+                Err(_) => {
+                    last = redis::RedisError::from(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "opening the pub/sub connection timed out",
+                    ));
+                }
+            }
+        }
+        Err(last)
+    }
+}
 
 /// The waiters of one channel.
 struct Channel {
@@ -104,14 +164,20 @@ impl Shared {
 /// Release notifications for a `Locks` handle: connected on first contention, shared by
 /// every clone.
 pub(crate) struct Notifications {
-    client: redis::Client,
+    nodes: Nodes,
     notifier: OnceCell<Notifier>,
 }
 
 impl Notifications {
     pub(crate) fn new(client: redis::Client) -> Self {
+        Self::any_of(vec![client])
+    }
+
+    /// Notifications from whichever of `clients` answers (the nodes of one Redis
+    /// Cluster, where every node hears every `PUBLISH`). `clients` must not be empty.
+    pub(crate) fn any_of(clients: Vec<redis::Client>) -> Self {
         Self {
-            client,
+            nodes: Nodes::new(clients),
             notifier: OnceCell::new(),
         }
     }
@@ -126,7 +192,7 @@ impl Notifications {
     pub(crate) async fn get(&self) -> Option<&Notifier> {
         match self
             .notifier
-            .get_or_try_init(|| Notifier::start(self.client.clone()))
+            .get_or_try_init(|| Notifier::start(self.nodes.clone()))
             .await
         {
             Ok(notifier) => Some(notifier),
@@ -153,8 +219,8 @@ impl Drop for Notifier {
 impl Notifier {
     /// Opens the pub/sub connection, then keeps it open in a task on the current tokio
     /// runtime. Fails if the first connection cannot be made.
-    pub(crate) async fn start(client: redis::Client) -> redis::RedisResult<Self> {
-        let (sink, stream) = client.get_async_pubsub().await?.split();
+    async fn start(mut nodes: Nodes) -> redis::RedisResult<Self> {
+        let (sink, stream) = nodes.connect().await?.split();
         let shared = Arc::new(Shared {
             channels: Mutex::new(HashMap::new()),
             sink: tokio::sync::Mutex::new(SinkState {
@@ -162,7 +228,7 @@ impl Notifier {
                 subscribed: HashSet::new(),
             }),
         });
-        let task = tokio::spawn(run(client, Arc::clone(&shared), stream));
+        let task = tokio::spawn(run(nodes, Arc::clone(&shared), stream));
         Ok(Self { shared, task })
     }
 
@@ -252,8 +318,8 @@ impl Drop for Subscription {
 }
 
 /// Dispatches release messages from `stream`, and re-opens the connection whenever it
-/// drops, forever.
-async fn run(client: redis::Client, shared: Arc<Shared>, mut stream: PubSubStream) {
+/// drops (to the same node if it answers, else to another), forever.
+async fn run(mut nodes: Nodes, shared: Arc<Shared>, mut stream: PubSubStream) {
     dispatch(&shared, &mut stream).await;
     let mut delay = Duration::from_millis(50);
     loop {
@@ -261,7 +327,7 @@ async fn run(client: redis::Client, shared: Arc<Shared>, mut stream: PubSubStrea
         shared.disconnected().await;
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(2));
-        match client.get_async_pubsub().await {
+        match nodes.connect().await {
             Ok(pubsub) => {
                 delay = Duration::from_millis(50);
                 let (sink, new_stream) = pubsub.split();

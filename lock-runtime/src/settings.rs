@@ -204,6 +204,15 @@ pub(crate) struct Settings {
     pub(crate) max_hold: Option<Duration>,
     pub(crate) prefix: Arc<str>,
     pub(crate) retry: RetryPolicy,
+    /// `WAIT` after each grant (async `Locks` only; `Locks::wait_for_replicas`).
+    pub(crate) wait_for_replicas: Option<ReplicaWait>,
+}
+
+/// How many replicas must acknowledge a grant, and how long to wait for them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ReplicaWait {
+    pub(crate) replicas: usize,
+    pub(crate) timeout: Duration,
 }
 
 /// The defaults, each chosen to be safe in production:
@@ -213,7 +222,8 @@ pub(crate) struct Settings {
 /// - `watchdog` on: the lease is renewed every ttl/3 while the guard lives, so work
 ///   that runs long does not silently lose its lock; loss is signalled by `lost()`;
 /// - no cap on the total hold time (`max_hold`);
-/// - key prefix `lock:`.
+/// - key prefix `lock:`;
+/// - no `WAIT` for replicas after a grant (`wait_for_replicas`).
 impl Default for Settings {
     fn default() -> Self {
         Self {
@@ -223,6 +233,7 @@ impl Default for Settings {
             max_hold: None,
             prefix: Arc::from("lock:"),
             retry: RetryPolicy::default(),
+            wait_for_replicas: None,
         }
     }
 }
@@ -255,6 +266,23 @@ impl Settings {
                 "max_hold {cap:?} is shorter than the ttl {:?}: raise it or lower the ttl",
                 self.ttl
             )));
+        }
+        if let Some(ReplicaWait { replicas, timeout }) = self.wait_for_replicas {
+            if replicas == 0 {
+                return Err(LockError::InvalidSettings(
+                    "wait_for_replicas needs at least 1 replica; to turn the check off, do not \
+                     call wait_for_replicas"
+                        .to_owned(),
+                ));
+            }
+            // WAIT takes whole milliseconds, and `WAIT n 0` blocks forever.
+            if timeout < Duration::from_millis(1) || timeout > self.ttl {
+                return Err(LockError::InvalidSettings(format!(
+                    "wait_for_replicas timeout {timeout:?} is outside 1 ms..=ttl ({:?}): the \
+                     lease runs while WAIT blocks, so keep it well below the ttl",
+                    self.ttl
+                )));
+            }
         }
         Ok(())
     }
@@ -410,5 +438,20 @@ mod tests {
             ..Settings::default()
         };
         assert!(s.validate().is_err());
+    }
+
+    #[test]
+    fn replica_wait_is_checked() {
+        let with = |replicas, timeout| Settings {
+            wait_for_replicas: Some(ReplicaWait { replicas, timeout }),
+            ttl: Duration::from_secs(2),
+            ..Settings::default()
+        };
+        assert!(with(1, Duration::from_millis(1)).validate().is_ok());
+        assert!(with(3, Duration::from_secs(2)).validate().is_ok());
+        assert!(with(0, Duration::from_secs(1)).validate().is_err());
+        assert!(with(1, Duration::ZERO).validate().is_err());
+        assert!(with(1, Duration::from_micros(999)).validate().is_err());
+        assert!(with(1, Duration::from_millis(2_001)).validate().is_err());
     }
 }
