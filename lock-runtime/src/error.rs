@@ -39,6 +39,26 @@ pub enum LockError {
         source: RedisError,
     },
 
+    /// The connection's ACL user may not do something the script needs: a command it
+    /// calls (scripts run with the caller's permissions), its keys, or a channel.
+    /// Nothing was changed by the refused command.
+    #[error(
+        "the Redis user may not {} in script `{script}` (server: {message}); grant it \
+         (see the README's ACL rules for a lock user)",
+        match command {
+            Some(c) => format!("run `{c}` (ACL SETUSER <user> +{})", c.to_ascii_lowercase()),
+            None => "do what it asked".to_owned(),
+        }
+    )]
+    Permission {
+        /// The script's name.
+        script: &'static str,
+        /// The command refused, when it can be told from the script's source.
+        command: Option<String>,
+        /// The server's message.
+        message: String,
+    },
+
     /// On Redis Cluster, the script's keys hash to different slots, so no single node
     /// can run it. Nothing ran.
     #[error(

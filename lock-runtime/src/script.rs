@@ -368,9 +368,17 @@ impl<R: FromRedisValue> Invocation<R> {
                 })
             }
             Err(err) if matches!(err.kind(), ErrorKind::Server(_) | ErrorKind::Extension) => {
+                let message = server_message(&err);
+                if is_permission_error(&err, &message) {
+                    return Err(LockError::Permission {
+                        script: self.script.name,
+                        command: refused_command(self.script.source, &message),
+                        message,
+                    });
+                }
                 Err(LockError::Script {
                     script: self.script.name,
-                    message: server_message(&err),
+                    message,
                     source: err,
                 })
             }
@@ -388,6 +396,35 @@ fn server_message(err: &RedisError) -> String {
     }
 }
 
+/// `NOPERM` (keys, channels, the script command itself), or Redis 7.0's reply for a
+/// command the user may not run from inside a script.
+fn is_permission_error(err: &RedisError, message: &str) -> bool {
+    err.kind() == ErrorKind::Server(ServerErrorKind::NoPerm)
+        || message.starts_with("NOPERM")
+        || message.contains("can't run this command")
+}
+
+/// The command a permission error refers to, read from the script's source at the
+/// line the server names (`... on @user_script:17.`).
+fn refused_command(source: &str, message: &str) -> Option<String> {
+    let line: usize = message
+        .split("@user_script:")
+        .nth(1)?
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    let text = source.lines().nth(line.checked_sub(1)?)?;
+    let call = text
+        .find("redis.call")
+        .or_else(|| text.find("redis.pcall"))?;
+    let rest = &text[call..];
+    let quote = rest.find(['\'', '"'])?;
+    let delimiter = rest[quote..].chars().next()?;
+    let name = rest[quote + 1..].split(delimiter).next()?;
+    Some(name.to_ascii_uppercase())
+}
+
 fn is_noscript(err: &RedisError) -> bool {
     err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
@@ -399,5 +436,22 @@ impl<R> fmt::Debug for Invocation<R> {
             .field("sha1", &self.script.sha1)
             .field("arguments", &self.cmd.args_iter().len().saturating_sub(3))
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refused_command;
+
+    #[test]
+    fn the_refused_command_is_read_from_the_named_line() {
+        let source = "-- header\nif redis.call('GET', KEYS[1]) == ARGV[1] then\n  redis.call(\"PUBLISH\", KEYS[1] .. ':x', 'y')\nend\n";
+        let message = "ERR The user executing the script can't run this command or subcommand script: abc, on @user_script:3.";
+        assert_eq!(refused_command(source, message).as_deref(), Some("PUBLISH"));
+        assert_eq!(
+            refused_command(source, "NOPERM no permissions to access one of the keys"),
+            None
+        );
+        assert_eq!(refused_command(source, "on @user_script:99."), None);
     }
 }

@@ -1,0 +1,119 @@
+//! The least privilege a lock user needs, as documented in the README: scripts run
+//! with the caller's ACL permissions, so the user needs the commands the scripts call,
+//! the key pattern and the release channels, not just EVAL/EVALSHA.
+
+use std::time::Duration;
+
+use lock_runtime::{LockError, Locks, RetryPolicy};
+use lockscript_tests::server::RedisServer;
+
+/// The README's rules for a lock user (default key prefix `lock:`).
+const LOCK_USER_RULES: &[&str] = &[
+    "on",
+    ">s3cret",
+    "resetkeys",
+    "~lock:*",
+    "resetchannels",
+    "&lock:*",
+    "-@all",
+    // What the client sends.
+    "+evalsha",
+    "+eval",
+    "+get",
+    "+subscribe",
+    "+unsubscribe",
+    "+ping",
+    // What the scripts call.
+    "+set",
+    "+incr",
+    "+pttl",
+    "+del",
+    "+pexpire",
+    "+publish",
+];
+
+fn create_user(server: &RedisServer, name: &str, rules: &[&str]) -> redis::Client {
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER").arg(name);
+    for rule in rules {
+        cmd.arg(*rule);
+    }
+    let _: () = cmd.query(&mut server.connection()).unwrap();
+    redis::Client::open(format!(
+        "redis://{name}:s3cret@127.0.0.1:{}/",
+        server.port()
+    ))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_rules_are_enough_for_the_whole_lock_cycle() {
+    let server = RedisServer::start();
+    let client = create_user(&server, "locker", LOCK_USER_RULES);
+    let locks = Locks::connect(&client)
+        .await
+        .unwrap()
+        .ttl(Duration::from_millis(300))
+        .wait_timeout(Duration::from_secs(5))
+        .retry(RetryPolicy::new(
+            Duration::from_secs(30),
+            Duration::from_secs(30),
+        ));
+    let holder = locks.lock("orders").await.unwrap();
+    let waiter = {
+        let locks = locks.clone();
+        tokio::spawn(async move { locks.lock("orders").await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await; // watchdog renewals happen
+    assert!(holder.is_held().await.unwrap());
+    holder.extend(Duration::from_secs(1)).await.unwrap();
+    holder.release().await.unwrap();
+    // Only the release notification (subscribe + publish) can wake the waiter in time.
+    let next = waiter.await.unwrap().unwrap();
+    assert_eq!(next.fencing_token(), 2);
+    next.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_missing_permission_is_an_error_that_names_it() {
+    let server = RedisServer::start();
+    let rules: Vec<&str> = LOCK_USER_RULES
+        .iter()
+        .copied()
+        .filter(|r| *r != "+publish")
+        .collect();
+    let client = create_user(&server, "nopublish", &rules);
+    let locks = Locks::connect(&client).await.unwrap();
+    let guard = locks.lock("orders").await.unwrap();
+    let err = guard.release().await.unwrap_err();
+    match &err {
+        LockError::Permission {
+            script, command, ..
+        } => {
+            assert_eq!(*script, "compare-del");
+            assert_eq!(command.as_deref(), Some("PUBLISH"));
+        }
+        other => panic!("expected a permission error, got {other:?}"),
+    }
+    assert!(
+        err.to_string().contains("+publish"),
+        "says what to grant: {err}"
+    );
+
+    let rules: Vec<&str> = LOCK_USER_RULES
+        .iter()
+        .copied()
+        .filter(|r| *r != "~lock:*")
+        .collect();
+    let client = create_user(&server, "nokeys", &rules);
+    let err = Locks::connect(&client)
+        .await
+        .unwrap()
+        .try_lock("orders")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, LockError::Permission { command: None, message, .. } if message.contains("keys")),
+        "names the missing key permission: {err:?}"
+    );
+}
