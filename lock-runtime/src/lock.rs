@@ -360,23 +360,7 @@ where
     {
         let guard = self.lock_with(name, true).await?;
         let lease = guard.lease();
-        let outcome = tokio::select! {
-            biased;
-            () = lease.lost() => None,
-            value = work(guard.lease()) => Some(value),
-        };
-        match outcome {
-            Some(value) => {
-                if let Err(e) = guard.release().await {
-                    // The work finished while the lease was still valid on our clock.
-                    tracing::warn!(lock = %lease.name(), error = %e, "release after with_lock failed");
-                }
-                Ok(value)
-            }
-            None => Err(LockError::Lost {
-                name: lease.name().to_owned(),
-            }),
-        }
+        crate::watchdog::guarded(guard.lease(), work(lease), move || guard.release()).await
     }
 
     async fn attempt(&self, keys: &Keys, token: &Token) -> Result<Attempt, LockError> {
@@ -590,82 +574,7 @@ impl<C> LockGuard<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// The lock's name.
-    ///
-    /// ```no_run
-    /// # fn f(guard: lock_runtime::LockGuard) { println!("{}", guard.name()); }
-    /// ```
-    pub fn name(&self) -> &str {
-        &self.state.keys.name
-    }
-
-    /// This grant's fencing token: strictly larger than every earlier grant of the same
-    /// lock name on this server. Pass it with every write the lock protects, and have
-    /// the store refuse a token lower than one it has seen.
-    ///
-    /// ```no_run
-    /// # fn f(guard: lock_runtime::LockGuard) { println!("{}", guard.fencing_token()); }
-    /// ```
-    pub fn fencing_token(&self) -> u64 {
-        self.state.fence
-    }
-
-    /// A cloneable view of this lease (name, fencing token, loss signal), e.g. to hand
-    /// to another task.
-    ///
-    /// ```no_run
-    /// # fn f(guard: lock_runtime::LockGuard) { let lease = guard.lease(); }
-    /// ```
-    pub fn lease(&self) -> Lease {
-        Lease(Arc::clone(&self.state))
-    }
-
-    /// How long `lock()` waited for this grant.
-    ///
-    /// ```no_run
-    /// # fn f(guard: lock_runtime::LockGuard) { println!("{:?}", guard.waited()); }
-    /// ```
-    pub fn waited(&self) -> Duration {
-        self.waited
-    }
-
-    /// How many acquisition attempts this grant took (1 when the lock was free).
-    ///
-    /// ```no_run
-    /// # fn f(guard: lock_runtime::LockGuard) { println!("{}", guard.attempts()); }
-    /// ```
-    pub fn attempts(&self) -> u32 {
-        self.attempts
-    }
-
-    /// How long the lease can still be relied on, by this process's clock.
-    ///
-    /// ```no_run
-    /// # fn f(guard: lock_runtime::LockGuard) { println!("{:?}", guard.remaining()); }
-    /// ```
-    pub fn remaining(&self) -> Duration {
-        self.state.remaining()
-    }
-
-    /// Resolves when the lease is known lost: renew.lua found another owner or no key,
-    /// or the lease ran out on this process's clock before it could be renewed (server
-    /// down, paused, unreachable). Never resolves for a lease that is released.
-    ///
-    /// ```no_run
-    /// # async fn f(guard: lock_runtime::LockGuard) { guard.lost().await; eprintln!("stop"); }
-    /// ```
-    pub async fn lost(&self) {
-        self.state.lost().await;
-    }
-
-    /// Whether the loss signal has fired (no round trip).
-    ///
-    /// ```no_run
-    /// # fn f(guard: lock_runtime::LockGuard) { assert!(!guard.is_lost()); }
-    /// ```
-    pub fn is_lost(&self) -> bool {
-        self.state.is_lost()
-    }
+    crate::watchdog::lease_accessors!("lock_runtime::LockGuard");
 
     /// Asks the server whether the lock still holds this guard's token. A `false` also
     /// fires the loss signal; after the loss signal it is always `false`.

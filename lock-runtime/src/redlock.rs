@@ -371,22 +371,7 @@ where
     {
         let guard = self.lock_with(name, true).await?;
         let lease = guard.lease();
-        let outcome = tokio::select! {
-            biased;
-            () = lease.lost() => None,
-            value = work(guard.lease()) => Some(value),
-        };
-        match outcome {
-            Some(value) => {
-                if let Err(e) = guard.release().await {
-                    tracing::warn!(lock = %lease.name(), error = %e, "release after with_lock failed");
-                }
-                Ok(value)
-            }
-            None => Err(LockError::Lost {
-                name: lease.name().to_owned(),
-            }),
-        }
+        crate::watchdog::guarded(guard.lease(), work(lease), move || guard.release()).await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -513,79 +498,7 @@ impl<C> RedlockGuard<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// The lock's name.
-    ///
-    /// ```no_run
-    /// # fn f(g: lock_runtime::RedlockGuard) { println!("{}", g.name()); }
-    /// ```
-    pub fn name(&self) -> &str {
-        &self.state.keys.name
-    }
-
-    /// The grant's fencing token: strictly larger than every earlier grant's (see the
-    /// module documentation for the argument and its assumptions).
-    ///
-    /// ```no_run
-    /// # fn f(g: lock_runtime::RedlockGuard) { println!("{}", g.fencing_token()); }
-    /// ```
-    pub fn fencing_token(&self) -> u64 {
-        self.state.fence
-    }
-
-    /// A cloneable view of the lease: name, fencing token, loss signal.
-    ///
-    /// ```no_run
-    /// # fn f(g: lock_runtime::RedlockGuard) { let lease = g.lease(); }
-    /// ```
-    pub fn lease(&self) -> Lease {
-        Lease(Arc::clone(&self.state))
-    }
-
-    /// How long the lease can still be relied on (the Redlock validity).
-    ///
-    /// ```no_run
-    /// # fn f(g: lock_runtime::RedlockGuard) { println!("{:?}", g.remaining()); }
-    /// ```
-    pub fn remaining(&self) -> Duration {
-        self.state.remaining()
-    }
-
-    /// How long `lock()` waited.
-    ///
-    /// ```no_run
-    /// # fn f(g: lock_runtime::RedlockGuard) { println!("{:?}", g.waited()); }
-    /// ```
-    pub fn waited(&self) -> Duration {
-        self.waited
-    }
-
-    /// How many attempts the grant took.
-    ///
-    /// ```no_run
-    /// # fn f(g: lock_runtime::RedlockGuard) { println!("{}", g.attempts()); }
-    /// ```
-    pub fn attempts(&self) -> u32 {
-        self.attempts
-    }
-
-    /// Resolves when the lease is known lost: its validity passed without a majority
-    /// renewing it.
-    ///
-    /// ```no_run
-    /// # async fn f(g: lock_runtime::RedlockGuard) { g.lost().await; }
-    /// ```
-    pub async fn lost(&self) {
-        self.state.lost().await;
-    }
-
-    /// Whether the loss signal has fired.
-    ///
-    /// ```no_run
-    /// # fn f(g: lock_runtime::RedlockGuard) { assert!(!g.is_lost()); }
-    /// ```
-    pub fn is_lost(&self) -> bool {
-        self.state.is_lost()
-    }
+    crate::watchdog::lease_accessors!("lock_runtime::RedlockGuard");
 
     /// Asks every master whether it still holds this guard's token: `true` while a
     /// majority does and the loss signal has not fired. A `false` fires it.

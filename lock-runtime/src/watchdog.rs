@@ -23,8 +23,8 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use crate::builtin;
 use crate::settings::{Keys, millis, validity};
+use crate::{LockError, builtin};
 
 /// The times that describe a lease; changed by renewals and `extend`.
 #[derive(Clone, Copy, Debug)]
@@ -461,5 +461,121 @@ impl std::fmt::Debug for Lease {
             .field("fencing_token", &self.0.fence)
             .field("lost", &self.0.is_lost())
             .finish_non_exhaustive()
+    }
+}
+
+/// The accessors shared by [`crate::LockGuard`] and [`crate::RedlockGuard`]; each has
+/// `state: Arc<LeaseState>`, `waited: Duration` and `attempts: u32`. `$ty` is the
+/// guard's path for the doc examples.
+macro_rules! lease_accessors {
+    ($ty:literal) => {
+        /// The lock's name.
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(guard: ", $ty, ") { println!(\"{}\", guard.name()); }")]
+        /// ```
+        pub fn name(&self) -> &str {
+            &self.state.keys.name
+        }
+
+        /// This grant's fencing token: strictly larger than every earlier grant's of the
+        /// same lock name. Pass it with every write the lock protects, and have the store
+        /// refuse a token lower than one it has seen.
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(guard: ", $ty, ") { println!(\"{}\", guard.fencing_token()); }")]
+        /// ```
+        pub fn fencing_token(&self) -> u64 {
+            self.state.fence
+        }
+
+        /// A cloneable view of this lease (name, fencing token, loss signal), e.g. to
+        /// hand to another task.
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(guard: ", $ty, ") { let lease = guard.lease(); }")]
+        /// ```
+        pub fn lease(&self) -> crate::Lease {
+            crate::Lease(std::sync::Arc::clone(&self.state))
+        }
+
+        /// How long `lock()` waited for this grant.
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(guard: ", $ty, ") { println!(\"{:?}\", guard.waited()); }")]
+        /// ```
+        pub fn waited(&self) -> std::time::Duration {
+            self.waited
+        }
+
+        /// How many acquisition attempts this grant took (1 when the lock was free).
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(guard: ", $ty, ") { println!(\"{}\", guard.attempts()); }")]
+        /// ```
+        pub fn attempts(&self) -> u32 {
+            self.attempts
+        }
+
+        /// How long the lease can still be relied on, by this process's clock.
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(guard: ", $ty, ") { println!(\"{:?}\", guard.remaining()); }")]
+        /// ```
+        pub fn remaining(&self) -> std::time::Duration {
+            self.state.remaining()
+        }
+
+        /// Resolves when the lease is known lost: a renewal found another owner or no
+        /// key, or the lease ran out on this process's clock before it could be renewed
+        /// (server down, paused, unreachable). Never resolves for a released lease.
+        ///
+        /// ```no_run
+        #[doc = concat!("# async fn f(guard: ", $ty, ") { guard.lost().await; eprintln!(\"stop\"); }")]
+        /// ```
+        pub async fn lost(&self) {
+            self.state.lost().await;
+        }
+
+        /// Whether the loss signal has fired (no round trip).
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(guard: ", $ty, ") { assert!(!guard.is_lost()); }")]
+        /// ```
+        pub fn is_lost(&self) -> bool {
+            self.state.is_lost()
+        }
+    };
+}
+pub(crate) use lease_accessors;
+
+/// Runs `work` under a lease: its value if it finished first, [`LockError::Lost`] if
+/// the lease was lost first (then `work` is dropped). `release` runs after `work`.
+pub(crate) async fn guarded<T, Fut, R, RFut>(
+    lease: Lease,
+    work: Fut,
+    release: R,
+) -> Result<T, LockError>
+where
+    Fut: Future<Output = T>,
+    R: FnOnce() -> RFut,
+    RFut: Future<Output = Result<(), LockError>>,
+{
+    let outcome = tokio::select! {
+        biased;
+        () = lease.lost() => None,
+        value = work => Some(value),
+    };
+    match outcome {
+        Some(value) => {
+            if let Err(e) = release().await {
+                // The work finished while the lease was still valid on our clock.
+                tracing::warn!(lock = %lease.name(), error = %e, "release after with_lock failed");
+            }
+            Ok(value)
+        }
+        None => Err(LockError::Lost {
+            name: lease.name().to_owned(),
+        }),
     }
 }

@@ -5,6 +5,7 @@
 #![allow(clippy::missing_panics_doc)]
 
 pub mod cluster;
+pub mod contenders;
 pub mod fixtures;
 pub mod history;
 pub mod server;

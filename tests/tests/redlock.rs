@@ -2,10 +2,10 @@
 //! stalled master, fencing tokens across changing majorities, the loss signal, and
 //! several processes contending.
 
-use std::process::Command;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use lock_runtime::{LockError, Redlock};
+use lockscript_tests::contenders;
 use lockscript_tests::server::RedisServer;
 use redis::Commands;
 
@@ -231,12 +231,6 @@ async fn redlock_contender_process() {
         .unwrap()
         .node_timeout(NODE_TIMEOUT)
         .wait_timeout(Duration::from_secs(30));
-    let now = || {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    };
     let mut tasks = Vec::new();
     for _ in 0..2 {
         let redlock = redlock.clone();
@@ -244,9 +238,13 @@ async fn redlock_contender_process() {
             let mut lines = Vec::new();
             for _ in 0..8 {
                 let guard = redlock.lock("contended").await.unwrap();
-                let start = now();
+                let start = contenders::now_ns();
                 tokio::time::sleep(Duration::from_micros(300)).await;
-                lines.push(format!("{} {start} {}", guard.fencing_token(), now()));
+                lines.push(contenders::grant_line(
+                    guard.fencing_token(),
+                    start,
+                    contenders::now_ns(),
+                ));
                 guard.release().await.unwrap();
             }
             lines
@@ -254,7 +252,7 @@ async fn redlock_contender_process() {
     }
     for task in tasks {
         for line in task.await.unwrap() {
-            println!("GRANT {line}");
+            println!("{line}");
         }
     }
 }
@@ -263,45 +261,7 @@ async fn redlock_contender_process() {
 fn processes_contending_through_redlock_never_overlap() {
     let servers = masters(3);
     let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
-    let exe = std::env::current_exe().unwrap();
-    let children: Vec<_> = (0..3)
-        .map(|_| {
-            Command::new(&exe)
-                .args([
-                    "redlock_contender_process",
-                    "--exact",
-                    "--ignored",
-                    "--nocapture",
-                ])
-                .env(URLS_VAR, urls.join(","))
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let mut history = Vec::new();
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "contender failed:\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        for line in stdout
-            .lines()
-            .filter_map(|l| l.split_once("GRANT ").map(|(_, g)| g))
-        {
-            let mut fields = line.split(' ').map(|f| f.parse::<u128>().unwrap());
-            let (fence, start, end) = (
-                fields.next().unwrap(),
-                fields.next().unwrap(),
-                fields.next().unwrap(),
-            );
-            history.push((u64::try_from(fence).unwrap(), start, end));
-        }
-    }
+    let mut history = contenders::run("redlock_contender_process", (URLS_VAR, &urls.join(",")), 3);
     assert_eq!(history.len(), 3 * 2 * 8, "every grant was recorded");
     lockscript_tests::history::assert_exclusive(&mut history);
 }
