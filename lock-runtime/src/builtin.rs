@@ -73,3 +73,21 @@ pub fn renew(#[key] lock: &str, token: &str, ttl_ms: u64) -> i64;
 /// ```
 #[lock_script("../scripts/raise-fence.lua")]
 pub fn raise_fence(#[key] fence: &str, floor: u64) -> i64;
+
+/// An example of a fenced write: sets `value` only if `token` is not lower than the
+/// highest fencing token the resource has seen (kept at `seen`). Returns 1 when
+/// written, 0 when refused because a newer holder has written already.
+///
+/// ```no_run
+/// # async fn demo(locks: lock_runtime::Locks) -> Result<(), lock_runtime::LockError> {
+/// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+/// let mut conn = client.get_multiplexed_async_connection().await?;
+/// let guard = locks.lock("report").await?;
+/// let written = lock_runtime::builtin::fenced_set(
+///     "report:data", "report:data:fence-seen", guard.fencing_token(), "contents",
+/// ).invoke_async(&mut conn).await?;
+/// # Ok(())
+/// # }
+/// ```
+#[lock_script("../scripts/fenced-set.lua")]
+pub fn fenced_set(#[key] value_key: &str, #[key] seen: &str, token: u64, value: &str) -> i64;

@@ -208,6 +208,8 @@ pub enum LockError {
     /// Talking to Redis failed (connection refused, I/O error, timeout...). A script
     /// whose call failed this way may or may not have run: it is never re-sent blindly.
     /// Check that the server is up and reachable at the configured address.
-    #[error("talking to Redis failed: {0}")]
+    #[error(
+        "talking to Redis failed: {0}; check that the server is up and reachable at the configured address"
+    )]
     Redis(#[from] RedisError),
 }

@@ -372,6 +372,7 @@ where
             conn: Some(self.conn.clone()),
             lock: &keys.lock,
             token,
+            ttl: self.settings.ttl,
         };
         let reply = builtin::acquire(
             &keys.lock,
@@ -381,7 +382,11 @@ where
         )
         .invoke_async(&mut conn)
         .await;
-        pending.conn = None;
+        // After an I/O error or a timeout the grant may have happened all the same:
+        // leave the marker armed so it is released in the background.
+        if !matches!(reply, Err(LockError::Redis(_))) {
+            pending.conn = None;
+        }
         Ok(Attempt::from_reply(keys, reply?, sent))
     }
 
@@ -487,7 +492,8 @@ impl<I> Attempt<I> {
     }
 }
 
-/// Releases a grant whose reply was never read (the acquiring future was dropped).
+/// Releases a grant whose reply was never read: the acquiring future was dropped, or
+/// the reply was lost to an I/O error or a timeout.
 struct PendingGrant<'a, C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
@@ -495,6 +501,7 @@ where
     conn: Option<C>,
     lock: &'a str,
     token: &'a Token,
+    ttl: Duration,
 }
 
 impl<C> Drop for PendingGrant<'_, C>
@@ -503,7 +510,13 @@ where
 {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
-            release_in_background(conn, self.lock.to_owned(), self.token.clone(), None);
+            release_in_background(
+                conn,
+                self.lock.to_owned(),
+                self.token.clone(),
+                self.ttl,
+                None,
+            );
         }
     }
 }
@@ -514,6 +527,7 @@ fn release_in_background<C>(
     mut conn: C,
     lock: String,
     token: Token,
+    ttl: Duration,
     renewal: Option<Arc<LeaseState>>,
 ) where
     C: redis::aio::ConnectionLike + Send + 'static,
@@ -525,13 +539,28 @@ fn release_in_background<C>(
         if let Some(lease) = renewal {
             lease.renewal_finished().await;
         }
-        match builtin::compare_del(&lock, token.as_str())
-            .invoke_async(&mut conn)
-            .await
-        {
-            Ok(released) => tracing::debug!(lock, released, "released in the background"),
-            Err(e) => {
-                tracing::debug!(lock, error = %e, "background release failed; the ttl frees it");
+        // A server that is paused or reconnecting may need a few tries. Bounded: after
+        // `ttl` the lease has run out anyway.
+        let give_up = Instant::now() + ttl;
+        let mut delay = Duration::from_millis(50);
+        loop {
+            match builtin::compare_del(&lock, token.as_str())
+                .invoke_async(&mut conn)
+                .await
+            {
+                Ok(released) => {
+                    tracing::debug!(lock, released, "released in the background");
+                    return;
+                }
+                Err(LockError::Redis(e)) if Instant::now() + delay < give_up => {
+                    tracing::debug!(lock, error = %e, retry_in = ?delay, "background release failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(1));
+                }
+                Err(e) => {
+                    tracing::debug!(lock, error = %e, "background release failed; the ttl frees it");
+                    return;
+                }
             }
         }
     });
@@ -686,6 +715,7 @@ where
             self.conn.clone(),
             self.state.keys.lock.clone(),
             self.token.clone(),
+            self.state.remaining(),
             in_flight.then(|| Arc::clone(&self.state)),
         );
     }

@@ -1,0 +1,284 @@
+//! Faults injected for real: a paused holder process, a paused server, a server killed
+//! with and without persistence, a flushed script cache, an unreachable server.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lock_runtime::builtin::fenced_set;
+use lock_runtime::{LockError, Locks};
+use lockscript_tests::server::RedisServer;
+use redis::AsyncCommands;
+
+const PATIENCE: Duration = Duration::from_secs(10);
+
+async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(PATIENCE, fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not happen within {PATIENCE:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flushed_script_cache_does_not_break_extend_or_release() {
+    let server = RedisServer::start();
+    let locks = Locks::connect(&server.client()).await.unwrap();
+    let guard = locks.lock("q").await.unwrap();
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut server.connection())
+        .unwrap();
+    guard.extend(Duration::from_secs(60)).await.unwrap();
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut server.connection())
+        .unwrap();
+    guard.release().await.unwrap();
+    assert!(locks.try_lock("q").await.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_server_is_a_typed_error_that_says_what_to_do() {
+    let mut server = RedisServer::start();
+    let client = server.client();
+    let locks = Locks::connect(&client)
+        .await
+        .unwrap()
+        .wait_timeout(Duration::from_secs(2));
+    server.stop();
+    let started = Instant::now();
+    let err = locks.lock("q").await.unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "bounded by wait_timeout"
+    );
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
+    assert!(
+        err.to_string().contains("check that the server is up"),
+        "{err}"
+    );
+
+    // Connecting to a closed port fails at once, with the same advice.
+    let err = Locks::connect(&client).await.unwrap_err();
+    assert!(err.to_string().contains("talking to Redis failed"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_appendfsync_always_locks_and_fences_survive_a_restart() {
+    let mut server = RedisServer::builder()
+        .arg("--appendonly")
+        .arg("yes")
+        .arg("--appendfsync")
+        .arg("always")
+        .start();
+    let locks = Locks::connect(&server.client())
+        .await
+        .unwrap()
+        .ttl(Duration::from_secs(30));
+    let guard = locks.lock("q").await.unwrap();
+    assert_eq!(guard.fencing_token(), 1);
+    server.stop(); // SIGKILL: nothing beyond what fsync already wrote
+    server.restart();
+    let mut conn = server.multiplexed().await;
+    let pttl: i64 = conn.pttl("lock:{q}").await.unwrap();
+    assert!(pttl > 0, "the lease survived: pttl {pttl}");
+    // The managed connection reconnects; the guard still owns the lock.
+    let mut held = false;
+    for _ in 0..50 {
+        match guard.is_held().await {
+            Ok(h) => {
+                held = h;
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    assert!(held, "the guard still holds the lock after the restart");
+    guard.release().await.unwrap();
+    let next = locks.lock("q").await.unwrap();
+    assert_eq!(next.fencing_token(), 2, "the fencing counter survived too");
+    next.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_without_persistence_is_reported_as_a_loss() {
+    let mut server = RedisServer::start();
+    let locks = Locks::connect(&server.client())
+        .await
+        .unwrap()
+        .ttl(Duration::from_millis(600));
+    let guard = locks.lock("q").await.unwrap();
+    server.stop();
+    server.restart(); // empty: the key is gone
+    within("the loss signal", guard.lost()).await;
+    assert!(matches!(
+        guard.release().await,
+        Err(LockError::NotHeld { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_server_times_out_calls_and_grants_no_second_holder_early() {
+    let server = RedisServer::start();
+    let holder_locks = Locks::connect(&server.client())
+        .await
+        .unwrap()
+        .ttl(Duration::from_millis(600));
+    let other = Locks::connect(&server.client())
+        .await
+        .unwrap()
+        .ttl(Duration::from_secs(3))
+        .wait_timeout(Duration::from_secs(8));
+    let holder = holder_locks.lock("q").await.unwrap();
+
+    server.signal("STOP");
+    let paused = Instant::now();
+    // A call to a paused server ends with a typed timeout, bounded by the connection's
+    // response timeout, instead of hanging.
+    let err = other.try_lock("q").await.unwrap_err();
+    assert!(
+        matches!(&err, LockError::Redis(e) if e.is_timeout()),
+        "{err:?}"
+    );
+    assert!(
+        paused.elapsed() < Duration::from_secs(3),
+        "bounded: {:?}",
+        paused.elapsed()
+    );
+    // The holder cannot renew: its loss is signalled when its validity ends.
+    within("the holder's loss signal", holder.lost()).await;
+    let lost_at = Instant::now();
+    std::thread::sleep(Duration::from_millis(300));
+    server.signal("CONT");
+
+    let next = within("the next grant", other.lock("q")).await.unwrap();
+    assert!(
+        Instant::now() > lost_at,
+        "the first holder knew it had lost before the next grant"
+    );
+    // The timed-out attempt may have run once the server resumed (its grant, whose
+    // reply was lost, is released in the background): the token is then 3, not 2.
+    assert!(next.fencing_token() > holder.fencing_token());
+    assert!(matches!(
+        holder.release().await,
+        Err(LockError::NotHeld { .. })
+    ));
+    next.release().await.unwrap();
+}
+
+const HOLDER_VAR: &str = "LOCKSCRIPT_PAUSED_HOLDER_URL";
+
+/// The holder process: acquires, says so, is SIGSTOPped by the parent for longer than
+/// its lease, then reports what it sees after it resumes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "started by a_paused_holder_process_is_refused_after_it_resumes"]
+async fn paused_holder_process() {
+    let Ok(url) = std::env::var(HOLDER_VAR) else {
+        return;
+    };
+    let client = redis::Client::open(url).unwrap();
+    let locks = Locks::connect(&client)
+        .await
+        .unwrap()
+        .ttl(Duration::from_millis(400));
+    let guard = locks.lock("report").await.unwrap();
+    println!("HOLD {}", guard.fencing_token());
+    // The parent stops this process during this sleep, past the lease.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let lost = tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .is_ok();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let written = fenced_set(
+        "report:data",
+        "report:data:fence-seen",
+        guard.fencing_token(),
+        "stale",
+    )
+    .invoke_async(&mut conn)
+    .await
+    .unwrap();
+    let extend = matches!(
+        guard.extend(Duration::from_secs(1)).await,
+        Err(LockError::NotHeld { .. })
+    );
+    let release = matches!(guard.release().await, Err(LockError::NotHeld { .. }));
+    println!(
+        "RESULT lost={lost} written={written} extend_refused={extend} release_refused={release}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_holder_process_is_refused_after_it_resumes() {
+    let server = RedisServer::start();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "paused_holder_process",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(HOLDER_VAR, server.url())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let hold = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.split_once("HOLD ")
+                .map(|(_, f)| f.trim().parse::<u64>().unwrap())
+        })
+        .expect("the holder acquired");
+    assert_eq!(hold, 1);
+
+    // Freeze the holder past its 400 ms lease, and take the lock meanwhile.
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let locks = Locks::connect(&server.client()).await.unwrap();
+    let guard = within("the takeover", locks.lock("report")).await.unwrap();
+    assert_eq!(guard.fencing_token(), 2);
+    let mut conn = server.multiplexed().await;
+    let written = fenced_set(
+        "report:data",
+        "report:data:fence-seen",
+        guard.fencing_token(),
+        "fresh",
+    )
+    .invoke_async(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(written, 1);
+    assert!(
+        Command::new("kill")
+            .args(["-CONT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+
+    // Read to the end: closing the pipe early would fail the holder's own output.
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let result = rest
+        .iter()
+        .find_map(|l| l.split_once("RESULT ").map(|(_, r)| r.trim().to_owned()));
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let result = result.unwrap_or_else(|| panic!("no result from the holder: {stderr}"));
+    assert_eq!(
+        result, "lost=true written=0 extend_refused=true release_refused=true",
+        "what the resumed holder saw"
+    );
+    let data: String = conn.get("report:data").await.unwrap();
+    assert_eq!(data, "fresh", "the stale holder's write was refused");
+    guard.release().await.unwrap();
+    assert!(out.status.success(), "the holder process failed: {stderr}");
+}
