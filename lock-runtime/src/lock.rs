@@ -78,8 +78,32 @@ impl Locks<ConnectionManager> {
     /// # }
     /// ```
     pub async fn connect(client: &redis::Client) -> Result<Self, LockError> {
-        let conn = client.get_connection_manager().await?;
+        let mut conn = client.get_connection_manager().await?;
+        warn_if_evicting(&mut conn).await;
         Ok(Self::new(conn).notifications(client.clone()))
+    }
+}
+
+/// Logs a warning when the server may evict keys: under memory pressure it would
+/// silently delete lock keys (freeing locks that are still held) or fencing counters
+/// (restarting tokens from 1). Only `noeviction` is safe for locks. A user without
+/// `CONFIG GET` permission simply gets no check.
+pub(crate) async fn warn_if_evicting<C: redis::aio::ConnectionLike>(conn: &mut C) {
+    let reply: Result<Vec<String>, _> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory-policy")
+        .query_async(conn)
+        .await;
+    if let Ok(pair) = reply
+        && let Some(policy) = pair.get(1)
+        && policy != "noeviction"
+    {
+        tracing::warn!(
+            policy = %policy,
+            "maxmemory-policy is {policy}: under memory pressure Redis may evict lock keys \
+             (freeing held locks) and fencing counters (restarting tokens); set \
+             maxmemory-policy noeviction on servers that hold locks"
+        );
     }
 }
 

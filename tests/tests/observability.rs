@@ -85,3 +85,33 @@ async fn events_cover_the_lock_life_and_never_show_a_token() {
         );
     }
 }
+
+#[tokio::test]
+async fn connecting_to_a_server_that_may_evict_keys_warns_why() {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer(captured.clone())
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+
+    let safe = RedisServer::start();
+    Locks::connect(&safe.client()).await.unwrap();
+    assert!(
+        captured.0.lock().unwrap().is_empty(),
+        "noeviction: no warning"
+    );
+
+    let evicting = RedisServer::builder()
+        .arg("--maxmemory-policy")
+        .arg("allkeys-lru")
+        .start();
+    Locks::connect(&evicting.client()).await.unwrap();
+    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(log.contains("maxmemory-policy is allkeys-lru"), "{log}");
+    assert!(
+        log.contains("set maxmemory-policy noeviction"),
+        "says what to do: {log}"
+    );
+}
