@@ -1,0 +1,176 @@
+//! The lock cycle over TLS (`rediss://`) against a redis-server with a TLS port and
+//! certificates made by openssl for the test; a client that trusts another CA is
+//! refused.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use lock_runtime::Locks;
+use lockscript_tests::server::RedisServer;
+use redis::TlsCertificates;
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl on PATH: apt-get install -y openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA, a server certificate it signs for 127.0.0.1, and an unrelated CA.
+fn make_certificates(dir: &Path) {
+    let days = ["-days", "2"];
+    openssl(
+        dir,
+        &[
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-subj",
+                "/CN=lockscript test CA",
+            ][..],
+            &days,
+        ]
+        .concat(),
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+    );
+    std::fs::write(dir.join("san.cnf"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    openssl(
+        dir,
+        &[
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                "server.crt",
+                "-extfile",
+                "san.cnf",
+            ][..],
+            &days,
+        ]
+        .concat(),
+    );
+    openssl(
+        dir,
+        &[
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "other.key",
+                "-out",
+                "other.crt",
+                "-subj",
+                "/CN=another CA",
+            ][..],
+            &days,
+        ]
+        .concat(),
+    );
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn tls_client(port: u16, ca: &Path) -> redis::Client {
+    redis::Client::build_with_tls(
+        format!("rediss://127.0.0.1:{port}/"),
+        TlsCertificates {
+            client_tls: None,
+            root_cert: Some(std::fs::read(ca).unwrap()),
+        },
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lock_cycle_works_over_tls_and_a_wrong_ca_is_refused() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let certs = tempfile::tempdir().unwrap();
+    make_certificates(certs.path());
+    let file = |name: &str| certs.path().join(name).to_string_lossy().into_owned();
+    let tls_port = free_port();
+    let server = RedisServer::builder()
+        .arg("--tls-port")
+        .arg(tls_port.to_string())
+        .arg("--tls-cert-file")
+        .arg(file("server.crt"))
+        .arg("--tls-key-file")
+        .arg(file("server.key"))
+        .arg("--tls-ca-cert-file")
+        .arg(file("ca.crt"))
+        .arg("--tls-auth-clients")
+        .arg("no")
+        .start();
+
+    let client = tls_client(tls_port, &certs.path().join("ca.crt"));
+    let locks = Locks::connect(&client)
+        .await
+        .unwrap()
+        .wait_timeout(Duration::from_secs(5));
+    let holder = locks.lock("secure").await.unwrap();
+    let waiter = {
+        let locks = locks.clone();
+        tokio::spawn(async move { locks.lock("secure").await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    holder.extend(Duration::from_secs(10)).await.unwrap();
+    holder.release().await.unwrap();
+    let next = waiter.await.unwrap().unwrap();
+    assert_eq!(next.fencing_token(), 2);
+    next.release().await.unwrap();
+    drop(server.connection()); // the plain port is only the harness's
+
+    // Trusting another CA, the handshake fails: no connection, no lock.
+    let stranger = tls_client(tls_port, &certs.path().join("other.crt"));
+    let err = stranger
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().to_lowercase().contains("certificate"),
+        "{err}"
+    );
+}
