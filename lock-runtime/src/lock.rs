@@ -10,7 +10,7 @@ use tracing::Instrument;
 
 use crate::notify::{Notifications, Subscription};
 use crate::queue::LocalQueue;
-use crate::settings::{Keys, ReplicaWait, Settings, check_ttl, millis};
+use crate::settings::{Keys, ReplicaWait, Settings, check_ttl, millis, validity};
 use crate::token::Token;
 use crate::watchdog::{Lease, LeaseState, Plan, Watchdog};
 use crate::{LockError, builtin};
@@ -406,12 +406,25 @@ where
         )
         .invoke_async(&mut conn)
         .await;
-        // After an I/O error or a timeout the grant may have happened all the same:
-        // leave the marker armed so it is released in the background.
-        if !matches!(reply, Err(LockError::Redis(_))) {
-            pending.conn = None;
+        // The marker stays armed, so the grant is released in the background, when the
+        // reply was lost (an I/O error or a timeout: the grant may have happened all the
+        // same) or came after the lease it granted had ended on our clock.
+        let attempt = match reply {
+            Err(e @ LockError::Redis(_)) => return Err(e),
+            Err(e) => {
+                pending.conn = None;
+                return Err(e);
+            }
+            Ok(reply) => Attempt::from_reply(keys, reply, sent),
+        };
+        if matches!(attempt, Attempt::Acquired { .. })
+            && Instant::now() >= sent + validity(self.settings.ttl)
+        {
+            tracing::debug!(lock = %keys.name, "grant arrived after its validity; released");
+            return Ok(Attempt::Held { remaining: None });
         }
-        Ok(Attempt::from_reply(keys, reply?, sent))
+        pending.conn = None;
+        Ok(attempt)
     }
 
     /// With `wait_for_replicas` on: `WAIT` for the replicas, and the guard back if

@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod contenders;
 pub mod fixtures;
 pub mod history;
+pub mod proxy;
 pub mod server;
 
 /// How many times `command` reached the server: `calls` (which include failed calls)

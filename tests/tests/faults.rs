@@ -282,3 +282,63 @@ async fn a_paused_holder_process_is_refused_after_it_resumes() {
     guard.release().await.unwrap();
     assert!(out.status.success(), "the holder process failed: {stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_whose_reply_comes_after_its_validity_is_released() {
+    let server = RedisServer::start();
+    let proxy = lockscript_tests::proxy::Proxy::start(server.port());
+    let client = redis::Client::open(proxy.url()).unwrap();
+    let locks = Locks::connect(&client)
+        .await
+        .unwrap()
+        .ttl(Duration::from_millis(100));
+    proxy.set_delay(Duration::from_millis(150));
+    assert!(
+        locks.try_lock("slow").await.unwrap().is_none(),
+        "a grant that arrived after its 100 ms lease is no grant"
+    );
+    proxy.set_delay(Duration::ZERO);
+    let mut direct = server.multiplexed().await;
+    within("the late grant to be gone", async {
+        while direct.exists::<_, bool>("lock:{slow}").await.unwrap() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    // With replies on time again, the lock works, and the token shows the late grant
+    // was counted (and released), never handed out.
+    let guard = locks.try_lock("slow").await.unwrap().expect("free");
+    assert_eq!(guard.fencing_token(), 2);
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_connections_are_an_error_and_the_next_call_recovers() {
+    let server = RedisServer::start();
+    let proxy = lockscript_tests::proxy::Proxy::start(server.port());
+    let client = redis::Client::open(proxy.url()).unwrap();
+    let locks = Locks::connect(&client).await.unwrap();
+    let guard = locks.lock("reset").await.unwrap();
+    proxy.reset();
+    // The connection was cut: a call may fail with an I/O error (never blindly
+    // re-sent), and the managed connection comes back by itself.
+    let mut held = None;
+    for _ in 0..100 {
+        match guard.is_held().await {
+            Ok(h) => {
+                held = Some(h);
+                break;
+            }
+            Err(LockError::Redis(e)) => {
+                assert!(
+                    e.is_io_error() || e.is_connection_dropped() || e.is_timeout(),
+                    "{e}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(held, Some(true), "the lock survived the reset");
+    guard.release().await.unwrap();
+}

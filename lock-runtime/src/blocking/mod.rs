@@ -31,7 +31,7 @@ pub use guard::LockGuard;
 
 use crate::lock::Attempt;
 use crate::notify::{Notifications, Subscription};
-use crate::settings::{Keys, Settings, millis};
+use crate::settings::{Keys, Settings, millis, validity};
 use crate::token::Token;
 use crate::{LockError, builtin};
 
@@ -341,7 +341,17 @@ where
             )
             .invoke(conn)
         })?;
-        Ok(Attempt::from_reply(keys, reply, sent))
+        let attempt = Attempt::from_reply(keys, reply, sent);
+        if matches!(attempt, Attempt::Acquired { .. })
+            && Instant::now() >= sent + validity(self.settings.ttl)
+        {
+            // The reply came after the lease it granted had ended: worth nothing.
+            let _ = self
+                .shared
+                .with(|conn| builtin::compare_del(&keys.lock, token.as_str()).invoke(conn));
+            return Ok(Attempt::Held { remaining: None });
+        }
+        Ok(attempt)
     }
 
     #[allow(clippy::too_many_arguments)]
