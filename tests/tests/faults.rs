@@ -342,3 +342,41 @@ async fn reset_connections_are_an_error_and_the_next_call_recovers() {
     assert_eq!(held, Some(true), "the lock survived the reset");
     guard.release().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_pause_write_ends_calls_with_a_timeout_then_recovers() {
+    let server = RedisServer::start();
+    let locks = Locks::connect(&server.client())
+        .await
+        .unwrap()
+        .ttl(Duration::from_secs(2));
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1_500)
+        .arg("WRITE")
+        .query(&mut server.connection())
+        .unwrap();
+    let started = Instant::now();
+    let err = locks.try_lock("paused").await.unwrap_err();
+    assert!(
+        matches!(&err, LockError::Redis(e) if e.is_timeout()),
+        "{err:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "bounded by the response timeout"
+    );
+    // Once writes resume, the attempt that timed out may run; it is released in the
+    // background, and the lock is free again well within its ttl.
+    let guard = within("a grant after the pause", async {
+        loop {
+            if let Ok(Some(guard)) = locks.try_lock("paused").await {
+                break guard;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(2) + Duration::from_millis(500) * 2);
+    guard.release().await.unwrap();
+}
