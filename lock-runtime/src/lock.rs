@@ -12,7 +12,7 @@ use crate::notify::{Notifications, Subscription};
 use crate::queue::LocalQueue;
 use crate::settings::{Keys, ReplicaWait, Settings, check_ttl, millis, validity};
 use crate::token::Token;
-use crate::watchdog::{Lease, LeaseState, Plan, Watchdog};
+use crate::watchdog::{Lease, LeaseState, Watchdog};
 use crate::{LockError, builtin};
 
 /// Acquires distributed locks on one Redis server, or on a Redis Cluster
@@ -481,18 +481,13 @@ where
         attempts: u32,
         watchdog: bool,
     ) -> LockGuard<C> {
-        let settings = &self.settings;
-        let plan = Plan {
-            renew: watchdog,
-            renew_until: settings.max_hold.map(|cap| sent + cap),
-        };
         let state = Arc::new(LeaseState::new(
             keys,
             fence,
             token.as_str(),
-            plan,
+            &self.settings,
             sent,
-            settings.ttl,
+            watchdog,
         ));
         self.leases.watch(&state);
         LockGuard {

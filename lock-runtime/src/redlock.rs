@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use crate::queue::LocalQueue;
 use crate::settings::{Keys, Settings, check_ttl, millis, validity};
 use crate::token::Token;
-use crate::watchdog::{Lease, LeaseState, Plan, retry_delay};
+use crate::watchdog::{Lease, LeaseState, retry_delay};
 use crate::{LockError, builtin};
 
 /// The per-node timeout unless set: 50 ms, far below any useful TTL, as the Redlock
@@ -385,17 +385,13 @@ where
         attempts: u32,
         watchdog: bool,
     ) -> RedlockGuard<C> {
-        let plan = Plan {
-            renew: watchdog,
-            renew_until: self.settings.max_hold.map(|cap| start + cap),
-        };
         let state = Arc::new(LeaseState::new(
             keys,
             fence,
             token.as_str(),
-            plan,
+            &self.settings,
             start,
-            self.settings.ttl,
+            watchdog,
         ));
         let stop = Arc::new(Notify::new());
         tokio::spawn(watch(

@@ -23,7 +23,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use crate::settings::{Keys, millis, validity};
+use crate::settings::{Keys, Settings, millis, validity};
 use crate::{LockError, builtin};
 
 /// The times that describe a lease; changed by renewals and `extend`.
@@ -42,11 +42,11 @@ struct Times {
 
 /// Whether and until when the watchdog renews a lease.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Plan {
+struct Plan {
     /// Renew the lease while the guard lives.
-    pub(crate) renew: bool,
+    renew: bool,
     /// Stop renewing at this instant (the `max_hold` cap).
-    pub(crate) renew_until: Option<Instant>,
+    renew_until: Option<Instant>,
 }
 
 impl Plan {
@@ -83,15 +83,22 @@ pub(crate) struct LeaseState {
 }
 
 impl LeaseState {
+    /// The lease of a grant whose command was sent at `sent`: `settings` give its
+    /// length and hold cap, `watchdog` whether it is renewed.
     pub(crate) fn new(
         keys: Keys,
         fence: u64,
         token: &str,
-        plan: Plan,
+        settings: &Settings,
         sent: Instant,
-        ttl: Duration,
+        watchdog: bool,
     ) -> Self {
         static IDS: AtomicU64 = AtomicU64::new(0);
+        let ttl = settings.ttl;
+        let plan = Plan {
+            renew: watchdog,
+            renew_until: settings.max_hold.map(|cap| sent + cap),
+        };
         Self {
             keys,
             fence,
