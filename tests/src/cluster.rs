@@ -299,6 +299,13 @@ impl RedisCluster {
         }
     }
 
+    /// Empties every node's script cache and zeroes its counters.
+    pub fn flush_scripts_and_reset_stats(&self) {
+        for node in &self.nodes {
+            crate::flush_scripts_and_reset_stats(&mut node.connection());
+        }
+    }
+
     /// The tail of every node's log, for panic messages.
     #[must_use]
     pub fn logs(&self) -> String {

@@ -11,6 +11,24 @@ pub mod history;
 pub mod proxy;
 pub mod server;
 
+/// Zeroes the server's `INFO commandstats` (and other counters): `CONFIG RESETSTAT`.
+pub fn reset_stats(conn: &mut redis::Connection) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(conn)
+        .expect("CONFIG RESETSTAT");
+}
+
+/// Empties the server's script cache and zeroes its counters, so a test can count the
+/// EVALSHA / EVAL calls a cold cache causes.
+pub fn flush_scripts_and_reset_stats(conn: &mut redis::Connection) {
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(conn)
+        .expect("SCRIPT FLUSH");
+    reset_stats(conn);
+}
+
 /// How many times `command` reached the server: `calls` (which include failed calls)
 /// plus `rejected_calls`,
 /// read from `INFO commandstats`. Commands are lowercase there: `evalsha`, `eval_ro`.

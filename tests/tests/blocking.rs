@@ -155,10 +155,7 @@ fn no_renewal_is_sent_after_release() {
         "the watchdog renewed"
     );
     guard.release().unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut stats)
-        .unwrap();
+    lockscript_tests::reset_stats(&mut stats);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(command_calls(&mut stats, "evalsha"), 0);
 }
@@ -172,10 +169,7 @@ fn dropping_a_guard_releases_it_and_stops_the_watchdog() {
     eventually("the release on drop", || {
         !conn.exists::<_, bool>("lock:{q}").unwrap()
     });
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut conn)
-        .unwrap();
+    lockscript_tests::reset_stats(&mut conn);
     std::thread::sleep(Duration::from_millis(1_200));
     assert_eq!(command_calls(&mut conn, "evalsha"), 0);
 }
@@ -185,10 +179,7 @@ fn bad_input_is_a_typed_error_and_sends_nothing() {
     let server = RedisServer::start();
     let locks = locks(&server);
     let mut stats = server.connection();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut stats)
-        .unwrap();
+    lockscript_tests::reset_stats(&mut stats);
     assert!(matches!(
         locks.clone().ttl(Duration::ZERO).try_lock("q"),
         Err(LockError::InvalidTtl { .. })

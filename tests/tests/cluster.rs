@@ -11,17 +11,6 @@ use lockscript_tests::fixtures::bump;
 
 const PATIENCE: Duration = Duration::from_secs(30);
 
-fn flush_and_reset_everywhere(cluster: &RedisCluster) {
-    for node in cluster.nodes() {
-        let mut conn = node.connection();
-        let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query(&mut conn)
-            .unwrap();
-    }
-}
-
 /// (EVALSHA, EVAL) calls seen by node `i`.
 fn script_calls(cluster: &RedisCluster, i: usize) -> (u64, u64) {
     let mut conn = cluster.node(i).connection();
@@ -47,7 +36,7 @@ fn keys_on_two_masters(cluster: &RedisCluster) -> ((String, usize), (String, usi
 async fn scripts_route_by_first_key_and_fall_back_on_the_owning_node() {
     let cluster = RedisCluster::start(3, 0);
     let ((a, master_a), (b, master_b)) = keys_on_two_masters(&cluster);
-    flush_and_reset_everywhere(&cluster);
+    cluster.flush_scripts_and_reset_stats();
 
     let mut conn = cluster.async_connection().await;
     assert_eq!(bump(&a, 1).invoke_async(&mut conn).await.unwrap(), 1);
@@ -75,7 +64,7 @@ async fn scripts_route_by_first_key_and_fall_back_on_the_owning_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_scripts_loads_on_every_primary() {
     let cluster = RedisCluster::start(3, 0);
-    flush_and_reset_everywhere(&cluster);
+    cluster.flush_scripts_and_reset_stats();
     let mut conn = cluster.async_connection().await;
     let loaded = lock_runtime::load_scripts_async(&mut conn).await.unwrap();
     assert_eq!(loaded, lock_runtime::scripts().len());
@@ -202,7 +191,7 @@ fn cluster_pipeline_on_cold_caches_never_fails_with_noscript() {
     use lock_runtime::PipelineExt;
     let cluster = RedisCluster::start(3, 0);
     let ((a, _), (b, _)) = keys_on_two_masters(&cluster);
-    flush_and_reset_everywhere(&cluster);
+    cluster.flush_scripts_and_reset_stats();
     let mut conn = cluster.connection();
     let mut pipe = redis::cluster::cluster_pipe();
     for key in [&a, &b, &a, &b] {

@@ -217,10 +217,7 @@ async fn wait_for_replicas_confirms_or_releases_the_grant() {
     let base = connect(&cluster).await.wait_timeout(Duration::from_secs(5));
     let names = one_name_per_master(&cluster, "replicated");
     for node in cluster.nodes() {
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query(&mut node.connection())
-            .unwrap();
+        lockscript_tests::reset_stats(&mut node.connection());
     }
 
     // Every master has one replica: asking for one succeeds, and the replica has the key.
@@ -364,14 +361,7 @@ fn anomalies(grants: &[Grant]) -> (usize, usize) {
 #[allow(clippy::too_many_lines)]
 async fn contention_resumes_after_a_master_failover() {
     let mut cluster = RedisCluster::start(3, 1);
-    for node in cluster.nodes() {
-        let mut conn = node.connection();
-        let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query(&mut conn)
-            .unwrap();
-    }
+    cluster.flush_scripts_and_reset_stats();
     let all = one_name_per_master(&cluster, "failover");
     let (victim_name, victim) = all[0].clone();
     let (steady_name, steady) = all[1].clone();

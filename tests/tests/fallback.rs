@@ -8,11 +8,6 @@ use lockscript_tests::fixtures::{del_all, fail, peek, put};
 use lockscript_tests::server::RedisServer;
 use redis::Commands;
 
-fn flush_and_reset(conn: &mut redis::Connection) {
-    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(conn).unwrap();
-    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(conn).unwrap();
-}
-
 fn cached(conn: &mut redis::Connection, sha1: &str) -> bool {
     let exists: Vec<bool> = redis::cmd("SCRIPT")
         .arg("EXISTS")
@@ -27,7 +22,7 @@ fn sync_cold_cache_falls_back_to_eval_once_then_uses_evalsha() {
     let server = RedisServer::start();
     let mut conn = server.connection();
     let mut stats = server.connection();
-    flush_and_reset(&mut stats);
+    lockscript_tests::flush_scripts_and_reset_stats(&mut stats);
 
     assert_eq!(renew("lock:{a}", "t", 1_000).invoke(&mut conn).unwrap(), 0);
     assert_eq!(command_calls(&mut stats, "evalsha"), 1);
@@ -44,7 +39,7 @@ async fn async_cold_cache_falls_back_to_eval_once_then_uses_evalsha() {
     let server = RedisServer::start();
     let mut conn = server.multiplexed().await;
     let mut stats = server.connection();
-    flush_and_reset(&mut stats);
+    lockscript_tests::flush_scripts_and_reset_stats(&mut stats);
 
     assert_eq!(
         renew("lock:{a}", "t", 1_000)
@@ -73,7 +68,7 @@ fn read_only_script_goes_as_evalsha_ro_and_eval_ro() {
     let mut conn = server.connection();
     let mut stats = server.connection();
     let _: () = conn.set("k", "v").unwrap();
-    flush_and_reset(&mut stats);
+    lockscript_tests::flush_scripts_and_reset_stats(&mut stats);
 
     assert!(peek("k").script().read_only());
     assert_eq!(peek("k").invoke(&mut conn).unwrap().as_deref(), Some("v"));
@@ -89,7 +84,7 @@ async fn read_only_script_goes_as_evalsha_ro_async() {
     let server = RedisServer::start();
     let mut conn = server.multiplexed().await;
     let mut stats = server.connection();
-    flush_and_reset(&mut stats);
+    lockscript_tests::flush_scripts_and_reset_stats(&mut stats);
 
     assert_eq!(peek("missing").invoke_async(&mut conn).await.unwrap(), None);
     assert_eq!(command_calls(&mut stats, "evalsha_ro"), 1);
@@ -102,10 +97,7 @@ fn script_error_is_returned_with_script_name_and_never_resent() {
     let mut conn = server.connection();
     let mut stats = server.connection();
     lock_runtime::load_scripts(&mut conn).unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut stats)
-        .unwrap();
+    lockscript_tests::reset_stats(&mut stats);
 
     let err = fail("k", "reply").invoke(&mut conn).unwrap_err();
     match &err {
@@ -179,10 +171,7 @@ fn argument_that_expands_to_two_slots_is_refused_before_sending() {
     let server = RedisServer::start();
     let mut conn = server.connection();
     let mut stats = server.connection();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut stats)
-        .unwrap();
+    lockscript_tests::reset_stats(&mut stats);
 
     let err = put("k", ("a", "b")).invoke(&mut conn).unwrap_err();
     assert!(

@@ -257,10 +257,7 @@ async fn no_renewal_is_sent_after_release() {
     let renewals = command_calls(&mut stats, "evalsha");
     assert!(renewals >= 3, "the watchdog renewed ({renewals} EVALSHA)");
     guard.release().await.unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut stats)
-        .unwrap();
+    lockscript_tests::reset_stats(&mut stats);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         command_calls(&mut stats, "evalsha"),
@@ -283,10 +280,7 @@ async fn dropping_a_guard_releases_in_the_background_and_stops_the_watchdog() {
     })
     .await;
     let mut stats = server.connection();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut stats)
-        .unwrap();
+    lockscript_tests::reset_stats(&mut stats);
     tokio::time::sleep(Duration::from_millis(1_200)).await;
     assert_eq!(
         command_calls(&mut stats, "evalsha"),
@@ -322,10 +316,7 @@ async fn cancelling_lock_at_random_points_leaves_no_orphan_key_or_watchdog() {
     }
     assert!(acquired > 0, "some attempts completed");
     let mut stats = server.connection();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut stats)
-        .unwrap();
+    lockscript_tests::reset_stats(&mut stats);
     tokio::time::sleep(Duration::from_millis(1_300)).await;
     assert_eq!(
         command_calls(&mut stats, "evalsha"),
@@ -340,10 +331,7 @@ async fn bad_input_is_a_typed_error_and_sends_nothing() {
     let server = RedisServer::start();
     let locks = locks(&server).await;
     let mut stats = server.connection();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut stats)
-        .unwrap();
+    lockscript_tests::reset_stats(&mut stats);
 
     let zero = locks.clone().ttl(Duration::ZERO);
     assert!(matches!(
@@ -520,10 +508,7 @@ async fn a_release_wakes_one_local_waiter_not_all() {
         .collect();
     tokio::time::sleep(Duration::from_millis(300)).await; // all subscribed and asleep
     let mut stats = server.connection();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut stats)
-        .unwrap();
+    lockscript_tests::reset_stats(&mut stats);
 
     holder.release().await.unwrap();
     let mut conn = server.multiplexed().await;
