@@ -44,7 +44,7 @@ const CONNECT_RETRY: Duration = Duration::from_secs(5);
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// How many fresh ports to try when another process grabs ours before redis binds it.
 const PORT_ATTEMPTS: usize = 5;
-/// How many candidate ports [`free_port_where`] draws before giving up on its filter.
+/// How many candidate ports [`free_port`] and [`free_port_where`] draw before giving up.
 const PORT_FILTER_ATTEMPTS: usize = 1000;
 /// Lines of log printed when a test panics with the server alive, or put in panic messages.
 const LOG_TAIL_LINES: usize = 100;
@@ -355,20 +355,68 @@ impl Drop for RedisServer {
     }
 }
 
-/// A free loopback port (never 6379): bind `127.0.0.1:0`, read the port, drop the listener.
+/// Lowest port [`free_port`] hands out (below it sit well-known services).
+const LOWEST_PORT: u16 = 10_000;
+/// Room kept between a port and the kernel's ephemeral range, so that a cluster node's bus port
+/// (`port + 10000`) stays out of that range too.
+const BUS_PORT_ROOM: u16 = 10_000;
+/// The start of the kernel's ephemeral port range when `/proc` cannot tell (Linux's default).
+const DEFAULT_EPHEMERAL_LOW: u16 = 32_768;
+
+/// A free loopback port (never 6379) that no other [`free_port`] call of this process has
+/// handed out, drawn at random from below the kernel's ephemeral port range.
 ///
-/// Another process may take the port before redis binds it; [`launch`] detects that.
-fn free_port() -> u16 {
-    loop {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .unwrap_or_else(|e| panic!("cannot bind a loopback port: {e}"));
-        let port = listener
-            .local_addr()
-            .unwrap_or_else(|e| panic!("cannot read the bound port: {e}"))
-            .port();
-        if port != DEFAULT_REDIS_PORT {
+/// Why not `bind(0)`: the kernel hands ports of its ephemeral range to outgoing connections too.
+/// A test that stops a server and restarts it on the same port (to simulate a crash) then loses
+/// the race to any client connection that happened to get that port as its local port, and
+/// redis-server exits with "Address already in use" (seen in CI). Ports below the range are only
+/// ever taken by an explicit `bind`, and this process never hands one out twice.
+///
+/// Another process may still take the port before redis binds it; [`launch`] detects that.
+///
+/// # Panics
+///
+/// If no free port is found after many draws.
+#[must_use]
+pub fn free_port() -> u16 {
+    use std::collections::HashSet;
+    use std::hash::{BuildHasher, RandomState};
+    use std::sync::Mutex;
+
+    static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+    let (low, high) = port_range();
+    let span = u64::from(high - low) + 1;
+    let seed = RandomState::new();
+    for draw in 0..PORT_FILTER_ATTEMPTS {
+        let offset = u16::try_from(seed.hash_one(draw) % span).expect("span fits in u16");
+        let port = low + offset;
+        if port == DEFAULT_REDIS_PORT || TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_err() {
+            continue;
+        }
+        let mut handed_out = HANDED_OUT
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if handed_out.get_or_insert_with(HashSet::new).insert(port) {
             return port;
         }
+    }
+    panic!("no free loopback port in {low}..={high} after {PORT_FILTER_ATTEMPTS} draws");
+}
+
+/// The ports [`free_port`] draws from: from [`LOWEST_PORT`] up to [`BUS_PORT_ROOM`] below the
+/// ephemeral range (or, when the range starts too low for that, every port up to
+/// `65535 - BUS_PORT_ROOM`).
+fn port_range() -> (u16, u16) {
+    let eph_low = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(DEFAULT_EPHEMERAL_LOW);
+    let below = eph_low.saturating_sub(BUS_PORT_ROOM).saturating_sub(1);
+    if below >= LOWEST_PORT + 1000 {
+        (LOWEST_PORT, below)
+    } else {
+        // The ephemeral range covers nearly everything: nothing to avoid.
+        (LOWEST_PORT, u16::MAX - BUS_PORT_ROOM)
     }
 }
 
@@ -558,12 +606,28 @@ mod tests {
     }
 
     #[test]
-    fn free_port_is_bindable_and_not_6379() {
-        for _ in 0..20 {
+    fn free_port_is_bindable_unique_and_below_the_ephemeral_range() {
+        let (low, high) = port_range();
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..200 {
             let port = free_port();
             assert_ne!(port, DEFAULT_REDIS_PORT);
+            assert!((low..=high).contains(&port), "{port} not in {low}..={high}");
+            assert!(seen.insert(port), "{port} handed out twice");
             drop(TcpListener::bind((Ipv4Addr::LOCALHOST, port)).unwrap());
         }
+    }
+
+    #[test]
+    fn the_port_range_leaves_the_ephemeral_range_to_outgoing_connections() {
+        let (_, high) = port_range();
+        let outgoing = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let client = TcpStream::connect(outgoing.local_addr().unwrap()).unwrap();
+        let local = client.local_addr().unwrap().port();
+        assert!(
+            local > high + BUS_PORT_ROOM,
+            "an outgoing connection got port {local}, inside the test range ..={high}"
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use lock_runtime::Locks;
-use lockscript_tests::server::RedisServer;
+use lockscript_tests::server::{RedisServer, free_port};
 use redis::TlsCertificates;
 
 fn openssl(dir: &Path, args: &[&str]) {
@@ -104,14 +104,6 @@ fn make_certificates(dir: &Path) {
         ]
         .concat(),
     );
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn tls_client(port: u16, ca: &Path) -> redis::Client {
