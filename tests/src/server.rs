@@ -372,7 +372,8 @@ const DEFAULT_EPHEMERAL_LOW: u16 = 32_768;
 /// redis-server exits with "Address already in use" (seen in CI). Ports below the range are only
 /// ever taken by an explicit `bind`, and this process never hands one out twice.
 ///
-/// Another process may still take the port before redis binds it; [`launch`] detects that.
+/// Another process may still take the port before redis binds it; [`ServerBuilder::start`] then
+/// retries with another port.
 ///
 /// # Panics
 ///
