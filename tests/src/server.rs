@@ -364,7 +364,8 @@ const BUS_PORT_ROOM: u16 = 10_000;
 const DEFAULT_EPHEMERAL_LOW: u16 = 32_768;
 
 /// A free loopback port (never 6379) that no other [`free_port`] call of this process has
-/// handed out, drawn at random from below the kernel's ephemeral port range.
+/// handed out (as a port or as a cluster bus port, `port + 10000`), drawn at random from below
+/// the kernel's ephemeral port range.
 ///
 /// Why not `bind(0)`: the kernel hands ports of its ephemeral range to outgoing connections too.
 /// A test that stops a server and restarts it on the same port (to simulate a crash) then loses
@@ -391,13 +392,17 @@ pub fn free_port() -> u16 {
     for draw in 0..PORT_FILTER_ATTEMPTS {
         let offset = u16::try_from(seed.hash_one(draw) % span).expect("span fits in u16");
         let port = low + offset;
+        let bus = port.saturating_add(BUS_PORT_ROOM);
         if port == DEFAULT_REDIS_PORT || TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_err() {
             continue;
         }
+        // A cluster node also binds `port + 10000`: reserve that one along with the port.
         let mut handed_out = HANDED_OUT
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if handed_out.get_or_insert_with(HashSet::new).insert(port) {
+        let handed_out = handed_out.get_or_insert_with(HashSet::new);
+        if !handed_out.contains(&port) && !handed_out.contains(&bus) {
+            handed_out.extend([port, bus]);
             return port;
         }
     }
@@ -607,7 +612,7 @@ mod tests {
     }
 
     #[test]
-    fn free_port_is_bindable_unique_and_below_the_ephemeral_range() {
+    fn free_port_hands_out_each_port_and_bus_port_once_below_the_ephemeral_range() {
         let (low, high) = port_range();
         let mut seen = std::collections::HashSet::new();
         for _ in 0..200 {
@@ -615,7 +620,10 @@ mod tests {
             assert_ne!(port, DEFAULT_REDIS_PORT);
             assert!((low..=high).contains(&port), "{port} not in {low}..={high}");
             assert!(seen.insert(port), "{port} handed out twice");
-            drop(TcpListener::bind((Ipv4Addr::LOCALHOST, port)).unwrap());
+            assert!(
+                seen.insert(port + BUS_PORT_ROOM),
+                "{port} is the bus port of an earlier one, or the reverse"
+            );
         }
     }
 
