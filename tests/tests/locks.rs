@@ -206,6 +206,24 @@ async fn watchdog_keeps_the_lock_across_three_ttls() {
     guard.release().await.unwrap();
 }
 
+/// The watchdog task sleeps until its earliest lease needs it and is only woken for a
+/// lease due sooner: a short lease granted while a long one is queued must still be
+/// renewed on time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_renews_a_short_lease_granted_after_a_long_one() {
+    let server = RedisServer::start();
+    let long = locks(&server).await.ttl(Duration::from_secs(30));
+    let short = long.clone().ttl(Duration::from_millis(150));
+    let first = long.lock("long").await.unwrap();
+    // Let the task go to sleep until the long lease's renewal, ten seconds away.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let second = short.lock("short").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!second.is_lost(), "the short lease was not renewed");
+    assert!(second.is_held().await.unwrap());
+    second.release().await.unwrap();
+    first.release().await.unwrap();
+}
 #[tokio::test]
 async fn without_watchdog_the_lease_runs_out_and_lost_fires() {
     let server = RedisServer::start();
