@@ -36,8 +36,8 @@ fn audit_of_the_shipped_scripts_passes_with_a_table() {
     for name in ["acquire-with-retry", "compare-del", "renew"] {
         assert!(text.contains(name), "{text}");
     }
-    assert!(text.contains("SHA1SUMS ok (5 files)"), "{text}");
-    assert!(text.contains("5 scripts, 0 problems"), "{text}");
+    assert!(text.contains("SHA1SUMS ok (6 files)"), "{text}");
+    assert!(text.contains("6 scripts, 0 problems"), "{text}");
 }
 
 #[test]
@@ -47,7 +47,7 @@ fn audit_json_describes_every_script() {
     let v = json(&out);
     assert_eq!(v["problems"], 0);
     let scripts = v["dirs"][0]["scripts"].as_array().unwrap();
-    assert_eq!(scripts.len(), 5);
+    assert_eq!(scripts.len(), 6);
     let acquire = &scripts[0];
     assert_eq!(acquire["name"], "acquire-with-retry");
     assert_eq!(acquire["keys"]["highest"], 2);
@@ -60,7 +60,7 @@ fn audit_json_describes_every_script() {
     let bytes = std::fs::read(workspace().join("scripts/acquire-with-retry.lua")).unwrap();
     assert_eq!(acquire["sha1"], lock_audit::sha1_hex(&bytes));
     assert_eq!(v["dirs"][0]["sha1sums"]["present"], true);
-    assert_eq!(v["dirs"][0]["sha1sums"]["listed"], 5);
+    assert_eq!(v["dirs"][0]["sha1sums"]["listed"], 6);
 }
 
 #[test]
@@ -118,7 +118,7 @@ fn verify_reports_missing_scripts_and_load_fills_the_cache() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(
         stdout(&out).matches("cached").count(),
-        5,
+        6,
         "{}",
         stdout(&out)
     );

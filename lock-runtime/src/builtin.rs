@@ -1,4 +1,4 @@
-//! The three scripts the lock runtime runs, declared here so every binary that links
+//! The scripts the lock runtime runs, declared here so every binary that links
 //! `lock_runtime` has them in [`scripts()`](crate::scripts) and can audit them.
 //!
 //! Each is a plain file under `scripts/` with a header that explains it to a reviewer
@@ -44,6 +44,26 @@ pub fn acquire(#[key] lock: &str, #[key] fence: &str, token: &str, ttl_ms: u64) 
 /// ```
 #[lock_script("../scripts/compare-del.lua")]
 pub fn compare_del(#[key] lock: &str, token: &str) -> i64;
+
+/// Passes the lock from the holder of `token` to the holder of `next`, with a lease of
+/// `ttl_ms`, in one step: the release and the next grant at once. Returns the next
+/// holder's fencing token, or 0 (and changes nothing) when `token` does not hold the
+/// lock. Nothing is published: the lock is held again at once.
+///
+/// ```no_run
+/// # fn main() -> Result<(), lock_runtime::LockError> {
+/// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+/// let mut conn = client.get_connection()?;
+/// let fence = lock_runtime::builtin::handover(
+///     "lock:{orders}", "lock:{orders}:fence", "my-token", "next-token", 30_000,
+/// ).invoke(&mut conn)?;
+/// if fence > 0 { println!("handed over with fence {fence}") }
+/// # Ok(())
+/// # }
+/// ```
+#[lock_script("../scripts/handover.lua")]
+pub fn handover(#[key] lock: &str, #[key] fence: &str, token: &str, next: &str, ttl_ms: u64)
+-> i64;
 
 /// Sets a new lease on the lock only while it holds `token`. Returns 1 when renewed,
 /// 0 otherwise.

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::notify::{Notifications, Subscription};
-use crate::queue::LocalQueue;
+use crate::queue::{HANDOVER_STREAK, Handed, LocalQueue, Offer};
 use crate::settings::{Keys, ReplicaWait, Settings, check_ttl, millis, validity};
 use crate::token::Token;
 use crate::watchdog::{Lease, LeaseState, Watchdog};
@@ -253,8 +253,13 @@ where
         let started = Instant::now();
         match self.attempt(&keys, &token).await? {
             Attempt::Acquired { fence, sent } => {
-                let guard =
-                    self.guard(keys, token, fence, sent, started, 1, self.settings.watchdog);
+                let grant = Grant {
+                    fence,
+                    sent,
+                    attempts: 1,
+                    handovers: 0,
+                };
+                let guard = self.guard(keys, token, grant, started, self.settings.watchdog);
                 self.replicated(guard).await.map(Some)
             }
             Attempt::Held { .. } => Ok(None),
@@ -310,15 +315,17 @@ where
             let mut attempts = 0u32;
             let mut waits = 0u32;
             let mut remaining = None;
-            loop {
+            let grant = loop {
                 if !skip_attempt {
                     attempts += 1;
                     match self.attempt(&keys, &token).await? {
                         Attempt::Acquired { fence, sent } => {
-                            turn.granted();
-                            let guard =
-                                self.guard(keys, token, fence, sent, started, attempts, watchdog);
-                            return self.replicated(guard).await;
+                            break Grant {
+                                fence,
+                                sent,
+                                attempts,
+                                handovers: 0,
+                            };
                         }
                         Attempt::Held { remaining: left } => remaining = left,
                     }
@@ -345,19 +352,58 @@ where
                 let nap = self.settings.retry.nap(waits, remaining, deadline - now);
                 waits += 1;
                 tracing::trace!(?nap, attempts, "lock held; waiting");
-                match &subscription {
-                    Some(sub) => {
-                        tokio::select! {
-                            () = sub.released() => {}
-                            () = tokio::time::sleep(nap) => {}
-                        }
-                    }
-                    None => tokio::time::sleep(nap).await,
+                if let Some(handed) = self.wait(&keys, &token, subscription.as_ref(), nap).await {
+                    break Grant {
+                        fence: handed.fence,
+                        sent: handed.sent,
+                        attempts,
+                        handovers: handed.streak,
+                    };
                 }
-            }
+            };
+            turn.granted();
+            let guard = self.guard(keys, token, grant, started, watchdog);
+            self.replicated(guard).await
         }
         .instrument(span)
         .await
+    }
+
+    /// Sleeps until the release notification, `nap`, or a handover from a guard of this
+    /// handle releasing the lock, whichever comes first; the handover if there was one.
+    /// A handover that arrives after its validity is released and does not count.
+    async fn wait(
+        &self,
+        keys: &Keys,
+        token: &Token,
+        subscription: Option<&Subscription>,
+        nap: Duration,
+    ) -> Option<Handed> {
+        let mut offer = self
+            .queue
+            .offer(&keys.name, &keys.lock, token, self.settings.ttl);
+        let released = async {
+            match subscription {
+                Some(sub) => sub.released().await,
+                None => std::future::pending().await,
+            }
+        };
+        let handed = tokio::select! {
+            () = released => None,
+            () = tokio::time::sleep(nap) => None,
+            handed = offer.handed() => Some(handed),
+        };
+        let handed = match handed {
+            Some(handed) => handed,
+            None => offer.settle().await,
+        }?;
+        if Instant::now() >= handed.sent + validity(self.settings.ttl) {
+            // Dropped unclaimed, it is released in the background.
+            tracing::debug!(lock = %keys.name, "handover arrived after its validity; released");
+            return None;
+        }
+        tracing::debug!(lock = %keys.name, fence = handed.fence, "lock handed over");
+        Some(handed.claim())
     }
 
     /// Runs `work` while holding the lock, with the watchdog on. If the lease is lost
@@ -470,23 +516,20 @@ where
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn guard(
         &self,
         keys: Keys,
         token: Token,
-        fence: u64,
-        sent: Instant,
+        grant: Grant,
         started: Instant,
-        attempts: u32,
         watchdog: bool,
     ) -> LockGuard<C> {
         let state = Arc::new(LeaseState::new(
             keys,
-            fence,
+            grant.fence,
             token.as_str(),
             &self.settings,
-            sent,
+            grant.sent,
             watchdog,
         ));
         self.leases.watch(&state);
@@ -495,11 +538,25 @@ where
             token,
             conn: self.conn.clone(),
             leases: Arc::clone(&self.leases),
+            queue: Arc::clone(&self.queue),
             released: false,
-            waited: sent.saturating_duration_since(started),
-            attempts,
+            waited: grant.sent.saturating_duration_since(started),
+            attempts: grant.attempts,
+            handovers: grant.handovers,
         }
     }
+}
+
+/// How a guard's grant came about.
+#[derive(Clone, Copy)]
+struct Grant {
+    fence: u64,
+    /// When the granting command (acquire or handover) was sent.
+    sent: Instant,
+    /// This caller's acquire attempts.
+    attempts: u32,
+    /// Handovers in a row that led to this grant (0: acquired by an attempt).
+    handovers: u32,
 }
 
 /// The outcome of one run of acquire-with-retry.lua.
@@ -626,9 +683,11 @@ where
     token: Token,
     conn: C,
     leases: Arc<Watchdog<C>>,
+    queue: Arc<LocalQueue>,
     released: bool,
     waited: Duration,
     attempts: u32,
+    handovers: u32,
 }
 
 impl<C> LockGuard<C>
@@ -709,6 +768,14 @@ where
         // Once the loss was signalled the guard stays lost, but the key may still be ours
         // (validity ends before the server's expiry): delete it all the same.
         let lost_before = self.state.is_lost();
+        if !lost_before
+            && self.handovers < HANDOVER_STREAK
+            && let Some(offer) = self
+                .queue
+                .take_offer(&self.state.keys.name, &self.state.keys.lock)
+        {
+            return self.hand_over(offer).await;
+        }
         let mut conn = self.conn.clone();
         let released = builtin::compare_del(&self.state.keys.lock, self.token.as_str())
             .invoke_async(&mut conn)
@@ -723,6 +790,58 @@ where
                 .mark_lost("released after the key changed owner or vanished");
             Err(self.not_held())
         }
+    }
+
+    /// Release by handover.lua: the lock passes to the local waiter of `offer` in the
+    /// same step. If the waiter has gone by the time it is told, or this future is
+    /// dropped with the command in flight, its grant is released in the background.
+    async fn hand_over(mut self, offer: Offer) -> Result<(), LockError> {
+        let state = Arc::clone(&self.state);
+        let next = offer.token.clone();
+        let mut conn = self.conn.clone();
+        let sent = Instant::now();
+        let mut pending = PendingGrant {
+            conn: Some(self.conn.clone()),
+            lock: &state.keys.lock,
+            token: &next,
+            ttl: offer.ttl,
+        };
+        let reply = builtin::handover(
+            &state.keys.lock,
+            &state.keys.fence,
+            self.token.as_str(),
+            next.as_str(),
+            millis(offer.ttl),
+        )
+        .invoke_async(&mut conn)
+        .await;
+        let fence = match reply {
+            // The handover may have happened: the pending grant is released, and
+            // dropping this guard releases ours (whichever of the two holds the key).
+            Err(e @ LockError::Redis(_)) => return Err(e),
+            Err(e) => {
+                pending.conn = None;
+                return Err(e);
+            }
+            Ok(fence) => fence,
+        };
+        self.released = true;
+        let Ok(fence @ 1..) = u64::try_from(fence) else {
+            // Not ours any more; nothing changed, and the waiter, told nothing, tries.
+            pending.conn = None;
+            self.state
+                .mark_lost("released after the key changed owner or vanished");
+            return Err(self.not_held());
+        };
+        // From here the grant belongs to the message: it releases it unless claimed.
+        pending.conn = None;
+        drop(pending);
+        let (conn, lock, ttl) = (self.conn.clone(), state.keys.lock.clone(), offer.ttl);
+        let release = move || release_in_background(conn, lock, next, ttl, None);
+        let streak = self.handovers + 1;
+        offer.hand(Handed::new(fence, sent, streak, Box::new(release)));
+        tracing::debug!(lock = %self.name(), fence = self.state.fence, "lock released by handover");
+        Ok(())
     }
 
     fn not_held(&self) -> LockError {

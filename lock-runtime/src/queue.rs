@@ -5,11 +5,28 @@
 //! Only the task at the head of a name's queue talks to Redis (attempts, and waits for
 //! the release notification); the others wait on a fair tokio mutex. Across processes
 //! each process has one contender per lock name. Entries are removed when nobody queues.
+//!
+//! While the head waits it stands an [`Offer`]: a guard of this process that releases
+//! the same lock takes it and hands the lock over with handover.lua (release and grant
+//! in one round trip) instead of deleting it and letting the head try again. After
+//! [`HANDOVER_STREAK`] handovers in a row the next release is a plain one, which
+//! publishes, so waiters in other processes get their turn.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
-use tokio::sync::OwnedMutexGuard;
+use tokio::sync::{OwnedMutexGuard, oneshot};
+use tokio::time::Instant;
+
+use crate::token::Token;
+
+/// How many times in a row a lock may be handed over within one process before a
+/// release goes through compare-del.lua again. Each handover skips the release
+/// notification, so without a cap a busy process could keep a lock from the waiters
+/// of other processes forever; with it they get a fair race at least every ninth grant.
+pub(crate) const HANDOVER_STREAK: u32 = 8;
 
 /// One name's queue. The mutex's value says whether the last head got the lock.
 type Gate = Arc<tokio::sync::Mutex<bool>>;
@@ -18,6 +35,116 @@ type Gate = Arc<tokio::sync::Mutex<bool>>;
 #[derive(Default)]
 pub(crate) struct LocalQueue {
     gates: Mutex<HashMap<String, Gate>>,
+    /// The standing offer of each name's waiting head.
+    offers: Mutex<HashMap<String, Offer>>,
+    next_offer: AtomicU64,
+}
+
+/// A waiting head's readiness to be handed the lock by a local releaser.
+pub(crate) struct Offer {
+    id: u64,
+    /// The lock key: clones of a `Locks` handle with other key prefixes share the queue.
+    lock: String,
+    /// The waiter's owner token and lease, for handover.lua.
+    pub(crate) token: Token,
+    pub(crate) ttl: Duration,
+    handed: oneshot::Sender<Handed>,
+}
+
+impl Offer {
+    /// Tells the waiter it holds the lock now. If the waiter has gone meanwhile (its
+    /// `lock()` future was dropped), or goes before claiming it, the grant is released.
+    pub(crate) fn hand(self, handed: Handed) {
+        // An error gives `handed` back; dropping it releases the grant.
+        let _ = self.handed.send(handed);
+    }
+}
+
+/// What a releaser tells the waiter it handed the lock to. Until the waiter
+/// [claims](Self::claim) it, it owns the grant: dropped unclaimed (the waiter's future was
+/// dropped first), it releases the grant in the background.
+pub(crate) struct Handed {
+    /// The waiter's fencing token.
+    pub(crate) fence: u64,
+    /// When handover.lua was sent: the new lease is counted from here.
+    pub(crate) sent: Instant,
+    /// Handovers in a row this grant ends, counting itself.
+    pub(crate) streak: u32,
+    /// Releases the grant; run on drop unless claimed.
+    unclaimed: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl Handed {
+    /// A grant made by handover.lua, released by `release` unless claimed.
+    pub(crate) fn new(
+        fence: u64,
+        sent: Instant,
+        streak: u32,
+        release: Box<dyn FnOnce() + Send>,
+    ) -> Self {
+        Self {
+            fence,
+            sent,
+            streak,
+            unclaimed: Some(release),
+        }
+    }
+
+    /// The waiter takes the grant over: nothing is released on drop any more.
+    pub(crate) fn claim(mut self) -> Self {
+        self.unclaimed = None;
+        self
+    }
+}
+
+impl Drop for Handed {
+    fn drop(&mut self) {
+        if let Some(release) = self.unclaimed.take() {
+            release();
+        }
+    }
+}
+
+/// The head's side of an [`Offer`]; dropping it withdraws the offer.
+pub(crate) struct Standing {
+    queue: Arc<LocalQueue>,
+    name: String,
+    id: u64,
+    handed: oneshot::Receiver<Handed>,
+}
+
+impl Standing {
+    /// Resolves when a releaser took the offer and finished: `Some` if the lock was
+    /// handed over, `None` if the handover did not happen.
+    pub(crate) async fn handed(&mut self) -> Option<Handed> {
+        (&mut self.handed).await.ok()
+    }
+
+    /// Withdraws the offer; if a releaser took it first, waits for that handover's
+    /// outcome (one round trip at most) instead.
+    pub(crate) async fn settle(mut self) -> Option<Handed> {
+        if self.withdraw() {
+            return None;
+        }
+        self.handed().await
+    }
+
+    /// Removes the offer if it still stands; whether it did.
+    fn withdraw(&self) -> bool {
+        let mut offers = self.queue.offers();
+        if offers.get(&self.name).is_some_and(|o| o.id == self.id) {
+            offers.remove(&self.name);
+            true
+        } else {
+            false
+        }
+    }
+}
+
+impl Drop for Standing {
+    fn drop(&mut self) {
+        self.withdraw();
+    }
 }
 
 impl LocalQueue {
@@ -36,6 +163,49 @@ impl LocalQueue {
         };
         turn.held = Some(gate.lock_owned().await);
         turn
+    }
+
+    fn offers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Offer>> {
+        self.offers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stands the offer of `name`'s waiting head (the caller must hold the turn) to be
+    /// handed lock key `lock` with owner `token` and lease `ttl`.
+    pub(crate) fn offer(
+        self: &Arc<Self>,
+        name: &str,
+        lock: &str,
+        token: &Token,
+        ttl: Duration,
+    ) -> Standing {
+        let id = self.next_offer.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.offers().insert(
+            name.to_owned(),
+            Offer {
+                id,
+                lock: lock.to_owned(),
+                token: token.clone(),
+                ttl,
+                handed: tx,
+            },
+        );
+        Standing {
+            queue: Arc::clone(self),
+            name: name.to_owned(),
+            id,
+            handed: rx,
+        }
+    }
+
+    /// Takes the offer standing for lock key `lock` of `name`, if a waiter still wants it.
+    pub(crate) fn take_offer(&self, name: &str, lock: &str) -> Option<Offer> {
+        let mut offers = self.offers();
+        let offer = offers.get(name)?;
+        if offer.lock != lock || offer.handed.is_closed() {
+            return None;
+        }
+        offers.remove(name)
     }
 }
 

@@ -50,28 +50,41 @@ fn create_user(server: &RedisServer, name: &str, rules: &[&str]) -> redis::Clien
 async fn the_documented_rules_are_enough_for_the_whole_lock_cycle() {
     let server = RedisServer::start();
     let client = create_user(&server, "locker", LOCK_USER_RULES);
-    let locks = Locks::connect(&client)
-        .await
-        .unwrap()
-        .ttl(Duration::from_millis(300))
-        .wait_timeout(Duration::from_secs(5))
-        .retry(RetryPolicy::new(
-            Duration::from_secs(30),
-            Duration::from_secs(30),
-        ));
+    let connect = || async {
+        Locks::connect(&client)
+            .await
+            .unwrap()
+            .ttl(Duration::from_millis(300))
+            .wait_timeout(Duration::from_secs(5))
+            .retry(RetryPolicy::new(
+                Duration::from_secs(30),
+                Duration::from_secs(30),
+            ))
+    };
+    let locks = connect().await;
     let holder = locks.lock("orders").await.unwrap();
-    let waiter = {
+    // A waiter of the same handle (handed the lock by handover.lua) and one of another
+    // handle (woken by compare-del's release notification).
+    let local = {
         let locks = locks.clone();
         tokio::spawn(async move { locks.lock("orders").await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let remote = {
+        let other = connect().await;
+        tokio::spawn(async move { other.lock("orders").await })
     };
     tokio::time::sleep(Duration::from_millis(500)).await; // watchdog renewals happen
     assert!(holder.is_held().await.unwrap());
     holder.extend(Duration::from_secs(1)).await.unwrap();
     holder.release().await.unwrap();
-    // Only the release notification (subscribe + publish) can wake the waiter in time.
-    let next = waiter.await.unwrap().unwrap();
+    let next = local.await.unwrap().unwrap();
     assert_eq!(next.fencing_token(), 2);
     next.release().await.unwrap();
+    // Only the release notification (subscribe + publish) can wake it in time.
+    let last = remote.await.unwrap().unwrap();
+    assert_eq!(last.fencing_token(), 3);
+    last.release().await.unwrap();
 }
 
 #[tokio::test]

@@ -36,7 +36,7 @@ fn crate_outside_the_workspace_declares_and_runs_its_own_script() {
         stdout.contains(&format!("name=bump sha1={sha1}")),
         "{stdout}"
     );
-    assert!(stdout.contains("registered=true builtin=5"), "{stdout}");
+    assert!(stdout.contains("registered=true builtin=6"), "{stdout}");
 
     // The server has it cached under the compiled digest (the first call fell back to EVAL).
     let mut conn = server.connection();

@@ -517,7 +517,14 @@ async fn a_release_wakes_one_local_waiter_not_all() {
             Duration::from_secs(30),
             Duration::from_secs(30),
         ));
-    let holder = locks.lock("herd").await.unwrap();
+    // The holder is another handle (another process, in effect): a release by a guard
+    // of the waiters' own handle would hand the lock over instead of notifying.
+    let holder = Locks::connect(&server.client())
+        .await
+        .unwrap()
+        .lock("herd")
+        .await
+        .unwrap();
     let waiters: Vec<_> = (0..8)
         .map(|_| {
             let locks = locks.clone();
@@ -540,7 +547,169 @@ async fn a_release_wakes_one_local_waiter_not_all() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     // One compare-del, then one acquire attempt: the other seven stayed asleep.
     assert_eq!(command_calls(&mut stats, "evalsha"), 2);
+    assert_eq!(
+        command_calls(&mut stats, "publish"),
+        1,
+        "compare-del published"
+    );
     for w in waiters {
         w.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_hands_the_lock_to_a_local_waiter_in_one_call() {
+    let server = RedisServer::start();
+    // A 60 s lease and a 30 s backoff: nothing but the release makes the waiter move.
+    let locks = locks(&server)
+        .await
+        .ttl(Duration::from_secs(60))
+        .retry(RetryPolicy::new(
+            Duration::from_secs(30),
+            Duration::from_secs(30),
+        ));
+    let holder = locks.lock("baton").await.unwrap();
+    let waiter = {
+        let locks = locks.clone();
+        tokio::spawn(async move { locks.lock("baton").await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await; // tried once, now waiting
+    let mut stats = server.connection();
+    lockscript_tests::reset_stats(&mut stats);
+
+    let fence = holder.fencing_token();
+    holder.release().await.unwrap();
+    let next = within("the handover", waiter).await.unwrap().unwrap();
+    assert_eq!(next.fencing_token(), fence + 1);
+    // Its attempt before subscribing and the one right after; none once handed the lock.
+    assert_eq!(next.attempts(), 2);
+    // handover.lua alone: no compare-del, no acquire attempt, and nothing published.
+    assert_eq!(command_calls(&mut stats, "evalsha"), 1);
+    assert_eq!(command_calls(&mut stats, "publish"), 0);
+    assert!(next.is_held().await.unwrap());
+    let mut conn = server.multiplexed().await;
+    let ttl: i64 = conn.pttl("lock:{baton}").await.unwrap();
+    assert!(
+        ttl > 50_000,
+        "the new holder got a full lease, not the old one's rest: {ttl}"
+    );
+    next.release().await.unwrap();
+    assert!(!conn.exists::<_, bool>("lock:{baton}").await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_cancelled_around_a_handover_leaves_no_orphan_grant() {
+    let server = RedisServer::start();
+    // A 60 s lease: a grant handed to a waiter that is gone would outlive every check
+    // below unless it is released.
+    let locks = locks(&server).await.ttl(Duration::from_secs(60));
+    let mut conn = server.multiplexed().await;
+    let mut handed = 0;
+    for _ in 0..150 {
+        let holder = locks.lock("h").await.unwrap();
+        let waiter = {
+            let locks = locks.clone();
+            tokio::spawn(async move { locks.lock("h").await })
+        };
+        tokio::time::sleep(Duration::from_millis(3)).await; // waiting, its offer standing
+        // Abort the waiter a random number of scheduler turns into the release: before
+        // the handover, while it is in flight, or after it was sent to the waiter.
+        let turns = getrandom::u64().unwrap() % 40;
+        let abort = waiter.abort_handle();
+        let aborter = tokio::spawn(async move {
+            for _ in 0..turns {
+                tokio::task::yield_now().await;
+            }
+            abort.abort();
+        });
+        holder.release().await.unwrap();
+        aborter.await.unwrap();
+        if let Ok(Ok(guard)) = waiter.await {
+            handed += 1;
+            guard.release().await.unwrap();
+        }
+        within("the key to be freed", async {
+            while conn.exists::<_, bool>("lock:{h}").await.unwrap() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await;
+    }
+    assert!(handed > 0, "some waiters got the lock before being aborted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_holder_hands_nothing_over_and_the_waiter_still_gets_the_lock() {
+    let server = RedisServer::start();
+    let locks = locks(&server)
+        .await
+        .ttl(Duration::from_secs(60))
+        .retry(RetryPolicy::new(
+            Duration::from_secs(30),
+            Duration::from_secs(30),
+        ));
+    let holder = locks.lock("s").await.unwrap();
+    let waiter = {
+        let locks = locks.clone();
+        tokio::spawn(async move { locks.lock("s").await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Someone else takes the key over behind the holder's back.
+    let mut conn = server.multiplexed().await;
+    let _: () = conn.set("lock:{s}", "intruder").await.unwrap();
+    assert!(matches!(
+        holder.release().await,
+        Err(LockError::NotHeld { .. })
+    ));
+    let value: String = conn.get("lock:{s}").await.unwrap();
+    assert_eq!(value, "intruder", "a stale holder changed nothing");
+    // The waiter, told nothing was handed over, tries again and waits for the key.
+    let _: () = conn.del("lock:{s}").await.unwrap();
+    let next = within("the waiter's grant", waiter).await.unwrap().unwrap();
+    assert!(next.is_held().await.unwrap());
+    next.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handovers_in_a_row_are_capped_so_other_handles_get_a_turn() {
+    let server = RedisServer::start();
+    // A lease-length backoff everywhere: waiters move only when a release hands them
+    // the lock or notifies them, never on a timer.
+    let backoff = RetryPolicy::new(Duration::from_secs(30), Duration::from_secs(30));
+    let busy = locks(&server)
+        .await
+        .wait_timeout(Duration::from_secs(20))
+        .retry(backoff);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Three tasks of one handle that always have a waiter queued at each release.
+    let workers: Vec<_> = (0..3)
+        .map(|_| {
+            let (busy, stop) = (busy.clone(), std::sync::Arc::clone(&stop));
+            tokio::spawn(async move {
+                let mut grants = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let guard = busy.lock("popular").await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    guard.release().await.unwrap();
+                    grants += 1;
+                }
+                grants
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Another handle (another process, in effect): it gets the lock only from a release
+    // that is not a handover, and races the busy handle's next waiter for it.
+    let other = locks(&server)
+        .await
+        .wait_timeout(Duration::from_secs(10))
+        .retry(backoff);
+    let guard = within("the other handle's grant", other.lock("popular"))
+        .await
+        .expect("the other handle got a turn");
+    guard.release().await.unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for w in workers {
+        assert!(w.await.unwrap() > 0);
     }
 }

@@ -24,6 +24,7 @@ fn registry_lists_builtin_and_test_scripts_sorted() {
         "acquire-with-retry",
         "compare-del",
         "renew",
+        "handover",
         "peek",
         "fail",
         "del-all",
