@@ -552,6 +552,9 @@ fn polling_contender(
 /// A CDF of latency samples on a log axis, as a standalone SVG.
 fn cdf_svg(series: &[(&str, &str, &[f64])]) -> String {
     let (width, height, left, bottom, top, right) = (720.0, 360.0, 60.0, 40.0, 30.0, 20.0);
+    // The legend goes under the plot, one row per series, clear of the curves.
+    #[allow(clippy::cast_precision_loss)]
+    let total_height = height + 16.0 * series.len() as f64 + 8.0;
     let all = series.iter().flat_map(|(_, _, s)| s.iter().copied());
     let lo = all
         .clone()
@@ -563,9 +566,9 @@ fn cdf_svg(series: &[(&str, &str, &[f64])]) -> String {
     let x_of = |us: f64| left + (us.max(1.0).log10() - lo) / (hi - lo) * (width - left - right);
     let y_of = |q: f64| top + (1.0 - q) * (height - top - bottom);
     let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{total_height}\" font-family=\"sans-serif\" font-size=\"12\">\n\
          <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
-         <text x=\"{left}\" y=\"18\" font-size=\"14\">Handoff: release call to next holder (CDF; 4 contenders, floor 1 waiter)</text>\n"
+         <text x=\"{left}\" y=\"18\" font-size=\"14\">Handoff: release call to next holder (CDF; 4 contenders, the raw floor 1 waiter)</text>\n"
     );
     #[allow(clippy::cast_possible_truncation)]
     for decade in (lo as i32)..=(hi as i32) {
@@ -604,14 +607,14 @@ fn cdf_svg(series: &[(&str, &str, &[f64])]) -> String {
             let _ = write!(points, "{:.1},{:.1} ", x_of(*us), y_of(q));
         }
         #[allow(clippy::cast_precision_loss)]
-        let ly = top + 16.0 + 16.0 * i as f64;
+        let ly = height + 6.0 + 16.0 * i as f64;
         let _ = writeln!(
             svg,
             "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{points}\"/>\n\
              <rect x=\"{0}\" y=\"{1:.1}\" width=\"12\" height=\"3\" fill=\"{colour}\"/><text x=\"{2}\" y=\"{3:.1}\">{name} (p50 {4:.0} µs)</text>",
-            width - 260.0,
+            left,
             ly - 4.0,
-            width - 242.0,
+            left + 18.0,
             ly,
             percentile(samples, 0.5)
         );
