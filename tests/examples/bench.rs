@@ -75,9 +75,20 @@ fn per_op_us(elapsed: Duration, n: usize) -> f64 {
     elapsed.as_secs_f64() * 1e6 / n
 }
 
-async fn rtt_p50_us(conn: &mut MultiplexedConnection, n: usize) -> Result<f64, BoxError> {
+/// The median `PING` round trip over `n` pings, each sent `idle` after the last reply
+/// (zero: back to back). After an idle millisecond the machine has to wake up (on this VM
+/// that costs more than the round trip itself), which is what a handoff after 1 ms of
+/// held work pays.
+async fn rtt_p50_us(
+    conn: &mut MultiplexedConnection,
+    n: usize,
+    idle: Duration,
+) -> Result<f64, BoxError> {
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
+        if !idle.is_zero() {
+            tokio::time::sleep(idle).await;
+        }
         let t = Instant::now();
         let _: String = redis::cmd("PING").query_async(conn).await?;
         samples.push(t.elapsed().as_secs_f64() * 1e6);
@@ -705,7 +716,12 @@ async fn main() -> Result<(), BoxError> {
         samples
             .entry("rtt_p50_us")
             .or_default()
-            .push(rtt_p50_us(&mut conn, n).await?);
+            .push(rtt_p50_us(&mut conn, n, Duration::ZERO).await?);
+        let idle = Duration::from_millis(1);
+        samples
+            .entry("rtt_after_idle_p50_us")
+            .or_default()
+            .push(rtt_p50_us(&mut conn, n / 10, idle).await?);
         samples
             .entry("floor_cycle_us")
             .or_default()
@@ -861,6 +877,10 @@ fn report(figures: &BTreeMap<&str, f64>, quick: bool, samples: [usize; 4]) {
         (
             "floor_script's throughput / floor's",
             get("floor_script_throughput_cycles_per_s") / get("floor_throughput_cycles_per_s"),
+        ),
+        (
+            "handoff_p50_us / rtt_after_idle_p50_us",
+            get("handoff_p50_us") / get("rtt_after_idle_p50_us"),
         ),
         (
             "handoff_separate_p50_us / floor's",
