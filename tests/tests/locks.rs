@@ -3,17 +3,42 @@
 
 use std::time::Duration;
 
-use lock_runtime::{LockError, Locks, RetryPolicy};
+use lock_runtime::{LockError, LockGuard, Locks, RetryPolicy};
 use lockscript_tests::command_calls;
 use lockscript_tests::server::RedisServer;
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
+use tokio::task::JoinHandle;
 
 /// A liveness bound for waits that must end; never a speed assertion.
 const PATIENCE: Duration = Duration::from_secs(10);
 
 async fn locks(server: &RedisServer) -> Locks<ConnectionManager> {
     Locks::connect(&server.client()).await.expect("connect")
+}
+
+/// A handle whose waiters move only when a release notifies them or hands the lock over:
+/// a 60 s lease and a 30 s backoff.
+async fn patient(server: &RedisServer) -> Locks<ConnectionManager> {
+    locks(server)
+        .await
+        .ttl(Duration::from_secs(60))
+        .retry(RetryPolicy::new(
+            Duration::from_secs(30),
+            Duration::from_secs(30),
+        ))
+}
+
+/// `locks.lock(name)` in a task of its own.
+fn spawn_lock<C>(
+    locks: &Locks<C>,
+    name: &'static str,
+) -> JoinHandle<Result<LockGuard<C>, LockError>>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let locks = locks.clone();
+    tokio::spawn(async move { locks.lock(name).await })
 }
 
 async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
@@ -53,20 +78,11 @@ async fn try_lock_on_a_held_lock_returns_none() {
 async fn waiter_is_woken_by_the_release_notification() {
     let server = RedisServer::start();
     // Backoff far beyond wait_timeout and a 60 s lease: only the release notification
-    // can get the waiter in before it times out.
-    let locks = locks(&server)
-        .await
-        .ttl(Duration::from_secs(60))
-        .wait_timeout(Duration::from_secs(5))
-        .retry(RetryPolicy::new(
-            Duration::from_secs(30),
-            Duration::from_secs(30),
-        ));
-    let holder = locks.lock("q").await.unwrap();
-    let waiter = {
-        let locks = locks.clone();
-        tokio::spawn(async move { locks.lock("q").await })
-    };
+    // can get the waiter in before it times out. The holder is another handle (a
+    // release by the waiter's own handle would hand the lock over instead).
+    let locks = patient(&server).await.wait_timeout(Duration::from_secs(5));
+    let holder = patient(&server).await.lock("q").await.unwrap();
+    let waiter = spawn_lock(&locks, "q");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!waiter.is_finished());
     holder.release().await.unwrap();
@@ -94,10 +110,7 @@ async fn waiter_without_notifications_polls_until_release() {
             Duration::from_millis(20),
         ));
     let holder = locks.lock("q").await.unwrap();
-    let waiter = {
-        let locks = locks.clone();
-        tokio::spawn(async move { locks.lock("q").await })
-    };
+    let waiter = spawn_lock(&locks, "q");
     tokio::time::sleep(Duration::from_millis(100)).await;
     holder.release().await.unwrap();
     let guard = within("the handoff", waiter).await.unwrap().unwrap();
@@ -507,30 +520,12 @@ async fn many_tasks_never_overlap_and_fences_rise() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_one_local_waiter_not_all() {
     let server = RedisServer::start();
-    // A 60 s lease and a 30 s backoff: nothing but the notification makes a waiter try.
-    let locks = Locks::connect(&server.client())
-        .await
-        .unwrap()
-        .ttl(Duration::from_secs(60))
-        .wait_timeout(Duration::from_secs(20))
-        .retry(RetryPolicy::new(
-            Duration::from_secs(30),
-            Duration::from_secs(30),
-        ));
+    // Nothing but the notification makes a waiter try.
+    let locks = patient(&server).await.wait_timeout(Duration::from_secs(20));
     // The holder is another handle (another process, in effect): a release by a guard
     // of the waiters' own handle would hand the lock over instead of notifying.
-    let holder = Locks::connect(&server.client())
-        .await
-        .unwrap()
-        .lock("herd")
-        .await
-        .unwrap();
-    let waiters: Vec<_> = (0..8)
-        .map(|_| {
-            let locks = locks.clone();
-            tokio::spawn(async move { locks.lock("herd").await })
-        })
-        .collect();
+    let holder = patient(&server).await.lock("herd").await.unwrap();
+    let waiters: Vec<_> = (0..8).map(|_| spawn_lock(&locks, "herd")).collect();
     tokio::time::sleep(Duration::from_millis(300)).await; // all subscribed and asleep
     let mut stats = server.connection();
     lockscript_tests::reset_stats(&mut stats);
@@ -560,19 +555,10 @@ async fn a_release_wakes_one_local_waiter_not_all() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_hands_the_lock_to_a_local_waiter_in_one_call() {
     let server = RedisServer::start();
-    // A 60 s lease and a 30 s backoff: nothing but the release makes the waiter move.
-    let locks = locks(&server)
-        .await
-        .ttl(Duration::from_secs(60))
-        .retry(RetryPolicy::new(
-            Duration::from_secs(30),
-            Duration::from_secs(30),
-        ));
+    // Nothing but the release makes the waiter move.
+    let locks = patient(&server).await;
     let holder = locks.lock("baton").await.unwrap();
-    let waiter = {
-        let locks = locks.clone();
-        tokio::spawn(async move { locks.lock("baton").await })
-    };
+    let waiter = spawn_lock(&locks, "baton");
     tokio::time::sleep(Duration::from_millis(300)).await; // tried once, now waiting
     let mut stats = server.connection();
     lockscript_tests::reset_stats(&mut stats);
@@ -607,10 +593,7 @@ async fn a_waiter_cancelled_around_a_handover_leaves_no_orphan_grant() {
     let mut handed = 0;
     for _ in 0..150 {
         let holder = locks.lock("h").await.unwrap();
-        let waiter = {
-            let locks = locks.clone();
-            tokio::spawn(async move { locks.lock("h").await })
-        };
+        let waiter = spawn_lock(&locks, "h");
         tokio::time::sleep(Duration::from_millis(3)).await; // waiting, its offer standing
         // Abort the waiter a random number of scheduler turns into the release: before
         // the handover, while it is in flight, or after it was sent to the waiter.
@@ -641,18 +624,9 @@ async fn a_waiter_cancelled_around_a_handover_leaves_no_orphan_grant() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_holder_hands_nothing_over_and_the_waiter_still_gets_the_lock() {
     let server = RedisServer::start();
-    let locks = locks(&server)
-        .await
-        .ttl(Duration::from_secs(60))
-        .retry(RetryPolicy::new(
-            Duration::from_secs(30),
-            Duration::from_secs(30),
-        ));
+    let locks = patient(&server).await;
     let holder = locks.lock("s").await.unwrap();
-    let waiter = {
-        let locks = locks.clone();
-        tokio::spawn(async move { locks.lock("s").await })
-    };
+    let waiter = spawn_lock(&locks, "s");
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Someone else takes the key over behind the holder's back.
     let mut conn = server.multiplexed().await;
