@@ -268,11 +268,13 @@ where
 
     /// Waits until the lock is acquired, or fails with [`LockError::Timeout`] after
     /// `wait_timeout`. A waiter sleeps until the release notification, the holder's
-    /// remaining lease, or its backoff, whichever comes first.
+    /// remaining lease, or its backoff, whichever comes first, or until a guard of this
+    /// handle hands the lock over on release (see [`LockGuard::release`]). Tasks of one
+    /// handle wait for a name first come first served; only the first talks to Redis.
     ///
     /// Cancel-safe: dropping the future at any point leaves no watchdog running, and a
-    /// grant whose reply never arrived is released in the background (its TTL bounds
-    /// it in every case).
+    /// grant whose reply never arrived, or that was handed over to it too late, is
+    /// released in the background (its TTL bounds it in every case).
     ///
     /// ```no_run
     /// # async fn demo(locks: lock_runtime::Locks) -> Result<(), lock_runtime::LockError> {
@@ -753,6 +755,12 @@ where
     /// still holds this guard's token and wakes a waiter. [`LockError::NotHeld`] if the
     /// lease had been lost (expired, taken, or the loss signal had fired): the work it
     /// protected may have overlapped another holder's.
+    ///
+    /// When a task of the same [`Locks`] handle (or a clone) is waiting for this lock,
+    /// the release hands it over instead (`handover.lua`): in the same round trip the
+    /// key takes that waiter's token, a full lease and the next fencing token, and the
+    /// waiter's `lock()` returns without another attempt. After 8 handovers in a row a
+    /// release deletes and publishes as usual, so waiters in other processes get a turn.
     ///
     /// ```no_run
     /// # async fn f(guard: lock_runtime::LockGuard) -> Result<(), lock_runtime::LockError> {
