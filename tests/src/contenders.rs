@@ -3,7 +3,7 @@
 //! them into one history for [`crate::history::assert_exclusive`].
 
 use std::process::{Command, Stdio};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Nanoseconds on the wall clock, which every process on the machine shares.
 pub fn now_ns() -> u128 {
@@ -19,6 +19,43 @@ pub fn now_ns() -> u128 {
 /// ```
 pub fn grant_line(fence: u64, start: u128, end: u128) -> String {
     format!("GRANT {fence} {start} {end}")
+}
+
+/// The body of a contender process: `tasks` tasks each take the lock `rounds` times
+/// through `grant`, hold it for `hold`, and release it; then every grant is printed as
+/// a [`grant_line`] for [`run`] to collect. `grant` acquires and returns the fencing
+/// token and the future that releases the grant.
+///
+/// # Panics
+///
+/// If a task panics (a failed acquire or release).
+pub async fn contend<G, Fut, R>(tasks: usize, rounds: usize, hold: Duration, grant: G)
+where
+    G: Fn() -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = (u64, R)> + Send,
+    R: Future<Output = ()> + Send,
+{
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            let grant = grant.clone();
+            tokio::spawn(async move {
+                let mut lines = Vec::new();
+                for _ in 0..rounds {
+                    let (fence, release) = grant().await;
+                    let start = now_ns();
+                    tokio::time::sleep(hold).await;
+                    lines.push(grant_line(fence, start, now_ns()));
+                    release.await;
+                }
+                lines
+            })
+        })
+        .collect();
+    for handle in handles {
+        for line in handle.await.expect("a contending task") {
+            println!("{line}");
+        }
+    }
 }
 
 /// Runs `count` copies of the current test binary, each running only the ignored test

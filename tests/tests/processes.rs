@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use lock_runtime::Locks;
-use lockscript_tests::contenders::{self, now_ns};
+use lockscript_tests::contenders;
 use lockscript_tests::server::RedisServer;
 
 const URL_VAR: &str = "LOCKSCRIPT_CONTENDER_URL";
@@ -26,27 +26,16 @@ async fn contender_process() {
         .await
         .unwrap()
         .wait_timeout(Duration::from_secs(30));
-    let mut tasks = Vec::new();
-    for _ in 0..TASKS {
+    contenders::contend(TASKS, ROUNDS, Duration::from_micros(200), move || {
         let locks = locks.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut lines = Vec::new();
-            for _ in 0..ROUNDS {
-                let guard = locks.lock("contended").await.unwrap();
-                let start = now_ns();
-                tokio::time::sleep(Duration::from_micros(200)).await;
-                let end = now_ns();
-                lines.push(contenders::grant_line(guard.fencing_token(), start, end));
+        async move {
+            let guard = locks.lock("contended").await.unwrap();
+            (guard.fencing_token(), async move {
                 guard.release().await.unwrap();
-            }
-            lines
-        }));
-    }
-    for task in tasks {
-        for line in task.await.unwrap() {
-            println!("{line}");
+            })
         }
-    }
+    })
+    .await;
 }
 
 #[test]

@@ -231,30 +231,16 @@ async fn redlock_contender_process() {
         .unwrap()
         .node_timeout(NODE_TIMEOUT)
         .wait_timeout(Duration::from_secs(30));
-    let mut tasks = Vec::new();
-    for _ in 0..2 {
+    contenders::contend(2, 8, Duration::from_micros(300), move || {
         let redlock = redlock.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut lines = Vec::new();
-            for _ in 0..8 {
-                let guard = redlock.lock("contended").await.unwrap();
-                let start = contenders::now_ns();
-                tokio::time::sleep(Duration::from_micros(300)).await;
-                lines.push(contenders::grant_line(
-                    guard.fencing_token(),
-                    start,
-                    contenders::now_ns(),
-                ));
+        async move {
+            let guard = redlock.lock("contended").await.unwrap();
+            (guard.fencing_token(), async move {
                 guard.release().await.unwrap();
-            }
-            lines
-        }));
-    }
-    for task in tasks {
-        for line in task.await.unwrap() {
-            println!("{line}");
+            })
         }
-    }
+    })
+    .await;
 }
 
 #[test]
