@@ -23,29 +23,28 @@ fn openssl(dir: &Path, args: &[&str]) {
     );
 }
 
-/// A CA, a server certificate it signs for 127.0.0.1, and an unrelated CA.
-fn make_certificates(dir: &Path) {
-    let days = ["-days", "2"];
+/// Certificates live two days: long enough for any test run.
+const DAYS: &str = "2";
+
+/// A self-signed CA: `<name>.key` and `<name>.crt` with subject `/CN=<cn>`.
+fn self_signed_ca(dir: &Path, name: &str, cn: &str) {
+    let (key, crt, subject) = (
+        format!("{name}.key"),
+        format!("{name}.crt"),
+        format!("/CN={cn}"),
+    );
     openssl(
         dir,
         &[
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.crt",
-                "-subj",
-                "/CN=lockscript test CA",
-            ][..],
-            &days,
-        ]
-        .concat(),
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &crt,
+            "-subj", &subject, "-days", DAYS,
+        ],
     );
+}
+
+/// A CA, a server certificate it signs for 127.0.0.1, and an unrelated CA.
+fn make_certificates(dir: &Path) {
+    self_signed_ca(dir, "ca", "lockscript test CA");
     openssl(
         dir,
         &[
@@ -65,45 +64,24 @@ fn make_certificates(dir: &Path) {
     openssl(
         dir,
         &[
-            &[
-                "x509",
-                "-req",
-                "-in",
-                "server.csr",
-                "-CA",
-                "ca.crt",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-out",
-                "server.crt",
-                "-extfile",
-                "san.cnf",
-            ][..],
-            &days,
-        ]
-        .concat(),
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-extfile",
+            "san.cnf",
+            "-days",
+            DAYS,
+        ],
     );
-    openssl(
-        dir,
-        &[
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-keyout",
-                "other.key",
-                "-out",
-                "other.crt",
-                "-subj",
-                "/CN=another CA",
-            ][..],
-            &days,
-        ]
-        .concat(),
-    );
+    self_signed_ca(dir, "other", "another CA");
 }
 
 fn tls_client(port: u16, ca: &Path) -> redis::Client {
