@@ -1,8 +1,9 @@
-//! Every branch of the three lock scripts, against a real redis-server.
+//! Every branch of the lock scripts (acquire, compare-del, renew, handover), against a
+//! real redis-server.
 
 use std::time::Duration;
 
-use lock_runtime::builtin::{acquire, compare_del, renew};
+use lock_runtime::builtin::{acquire, compare_del, handover, renew};
 use lockscript_tests::server::RedisServer;
 use redis::Commands;
 
@@ -73,12 +74,14 @@ fn acquire_on_key_without_expiry_returns_minus_one() {
     assert_eq!(reply, (0, -1));
 }
 
-/// Subscribes to the release channel, with a short read timeout.
-fn subscribe(pubsub: &mut redis::PubSub<'_>) {
+/// `conn` subscribed to the release channel, with a short read timeout.
+fn subscribed(conn: &mut redis::Connection) -> redis::PubSub<'_> {
+    let mut pubsub = conn.as_pubsub();
     pubsub
         .set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
     pubsub.subscribe(CHANNEL).unwrap();
+    pubsub
 }
 
 fn next_message(sub: &mut redis::PubSub<'_>) -> Option<(String, String)> {
@@ -97,8 +100,7 @@ fn compare_del_of_own_lock_deletes_and_publishes_release() {
     let server = RedisServer::start();
     let mut conn = server.connection();
     let mut sub_conn = server.connection();
-    let mut sub = sub_conn.as_pubsub();
-    subscribe(&mut sub);
+    let mut sub = subscribed(&mut sub_conn);
     acquire(LOCK, FENCE, "token-a", 30_000)
         .invoke(&mut conn)
         .unwrap();
@@ -117,8 +119,7 @@ fn compare_del_of_another_owners_lock_is_refused_silently() {
     let server = RedisServer::start();
     let mut conn = server.connection();
     let mut sub_conn = server.connection();
-    let mut sub = sub_conn.as_pubsub();
-    subscribe(&mut sub);
+    let mut sub = subscribed(&mut sub_conn);
     acquire(LOCK, FENCE, "token-a", 30_000)
         .invoke(&mut conn)
         .unwrap();
@@ -134,8 +135,7 @@ fn compare_del_of_missing_lock_returns_zero() {
     let server = RedisServer::start();
     let mut conn = server.connection();
     let mut sub_conn = server.connection();
-    let mut sub = sub_conn.as_pubsub();
-    subscribe(&mut sub);
+    let mut sub = subscribed(&mut sub_conn);
     assert_eq!(compare_del(LOCK, "token-a").invoke(&mut conn).unwrap(), 0);
     assert_eq!(next_message(&mut sub), None);
 }
@@ -174,4 +174,53 @@ fn renew_of_missing_lock_creates_nothing() {
     assert_eq!(renew(LOCK, "token-a", 60_000).invoke(&mut conn).unwrap(), 0);
     let exists: bool = conn.exists(LOCK).unwrap();
     assert!(!exists);
+}
+
+#[test]
+fn handover_of_own_lock_passes_it_with_a_new_lease_and_fence_and_publishes_nothing() {
+    let server = RedisServer::start();
+    let mut conn = server.connection();
+    let mut sub_conn = server.connection();
+    let mut sub = subscribed(&mut sub_conn);
+    acquire(LOCK, FENCE, "token-a", 2_000)
+        .invoke(&mut conn)
+        .unwrap();
+
+    let fence = handover(LOCK, FENCE, "token-a", "token-b", 60_000)
+        .invoke(&mut conn)
+        .unwrap();
+    assert_eq!(fence, 2, "the next holder gets the next fence");
+    let held: String = conn.get(LOCK).unwrap();
+    assert_eq!(held, "token-b");
+    let ttl = pttl(&mut conn, LOCK);
+    assert!(
+        ttl > 59_000 && ttl <= 60_000,
+        "the next holder's lease: {ttl}"
+    );
+    assert_eq!(next_message(&mut sub), None, "no release is announced");
+}
+
+#[test]
+fn handover_of_another_owners_or_a_missing_lock_changes_nothing() {
+    let server = RedisServer::start();
+    let mut conn = server.connection();
+    let reply = handover(LOCK, FENCE, "token-a", "token-b", 60_000)
+        .invoke(&mut conn)
+        .unwrap();
+    assert_eq!(reply, 0);
+    assert!(!conn.exists::<_, bool>(LOCK).unwrap(), "nothing created");
+    assert!(!conn.exists::<_, bool>(FENCE).unwrap(), "fence untouched");
+
+    acquire(LOCK, FENCE, "token-a", 2_000)
+        .invoke(&mut conn)
+        .unwrap();
+    let reply = handover(LOCK, FENCE, "token-x", "token-b", 60_000)
+        .invoke(&mut conn)
+        .unwrap();
+    assert_eq!(reply, 0);
+    let held: String = conn.get(LOCK).unwrap();
+    assert_eq!(held, "token-a");
+    let fence: i64 = conn.get(FENCE).unwrap();
+    assert_eq!(fence, 1);
+    assert!(pttl(&mut conn, LOCK) <= 2_000, "lease unchanged");
 }
