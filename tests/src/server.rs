@@ -630,6 +630,11 @@ mod tests {
     #[test]
     fn the_port_range_leaves_the_ephemeral_range_to_outgoing_connections() {
         let (_, high) = port_range();
+        if high == u16::MAX - BUS_PORT_ROOM {
+            // This kernel's ephemeral range starts too low to leave room below it.
+            eprintln!("ephemeral port range starts below {LOWEST_PORT}: nothing to avoid");
+            return;
+        }
         let outgoing = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         let client = TcpStream::connect(outgoing.local_addr().unwrap()).unwrap();
         let local = client.local_addr().unwrap().port();
