@@ -457,14 +457,7 @@ where
         // The marker stays armed, so the grant is released in the background, when the
         // reply was lost (an I/O error or a timeout: the grant may have happened all the
         // same) or came after the lease it granted had ended on our clock.
-        let attempt = match reply {
-            Err(e @ LockError::Redis(_)) => return Err(e),
-            Err(e) => {
-                pending.conn = None;
-                return Err(e);
-            }
-            Ok(reply) => Attempt::from_reply(keys, reply, sent),
-        };
+        let attempt = Attempt::from_reply(keys, pending.disarm_if_not_run(reply)?, sent);
         if matches!(attempt, Attempt::Acquired { .. })
             && Instant::now() >= sent + validity(self.settings.ttl)
         {
@@ -593,6 +586,24 @@ where
     lock: &'a str,
     token: &'a Token,
     ttl: Duration,
+}
+
+impl<C> PendingGrant<'_, C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// The reply of the granting command. An I/O error or a timeout (`LockError::Redis`)
+    /// leaves the marker armed: the script may have run all the same. Any other error
+    /// means it did not, so there is nothing to release. A success leaves the decision
+    /// to the caller.
+    fn disarm_if_not_run<T>(&mut self, reply: Result<T, LockError>) -> Result<T, LockError> {
+        if let Err(e) = &reply
+            && !matches!(e, LockError::Redis(_))
+        {
+            self.conn = None;
+        }
+        reply
+    }
 }
 
 impl<C> Drop for PendingGrant<'_, C>
@@ -794,9 +805,7 @@ where
             tracing::debug!(lock = %self.name(), fence = self.state.fence, "lock released");
             Ok(())
         } else {
-            self.state
-                .mark_lost("released after the key changed owner or vanished");
-            Err(self.not_held())
+            Err(self.lost_on_release())
         }
     }
 
@@ -823,23 +832,14 @@ where
         )
         .invoke_async(&mut conn)
         .await;
-        let fence = match reply {
-            // The handover may have happened: the pending grant is released, and
-            // dropping this guard releases ours (whichever of the two holds the key).
-            Err(e @ LockError::Redis(_)) => return Err(e),
-            Err(e) => {
-                pending.conn = None;
-                return Err(e);
-            }
-            Ok(fence) => fence,
-        };
+        // After an error the handover may have happened: the pending grant is released,
+        // and dropping this guard releases ours (whichever of the two holds the key).
+        let fence = pending.disarm_if_not_run(reply)?;
         self.released = true;
         let Ok(fence @ 1..) = u64::try_from(fence) else {
             // Not ours any more; nothing changed, and the waiter, told nothing, tries.
             pending.conn = None;
-            self.state
-                .mark_lost("released after the key changed owner or vanished");
-            return Err(self.not_held());
+            return Err(self.lost_on_release());
         };
         // From here the grant belongs to the message: it releases it unless claimed.
         pending.conn = None;
@@ -850,6 +850,14 @@ where
         offer.hand(Handed::new(fence, sent, streak, Box::new(release)));
         tracing::debug!(lock = %self.name(), fence = self.state.fence, "lock released by handover");
         Ok(())
+    }
+
+    /// A release found the key gone or owned by another: the loss is signalled, and the
+    /// caller gets [`LockError::NotHeld`].
+    fn lost_on_release(&self) -> LockError {
+        self.state
+            .mark_lost("released after the key changed owner or vanished");
+        self.not_held()
     }
 
     fn not_held(&self) -> LockError {

@@ -349,10 +349,7 @@ where
             due.push(lease);
         };
         let armed = queue.armed.filter(|&armed| armed > now);
-        let next = match (first, armed) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let next = first.into_iter().chain(armed).min();
         queue.armed = next;
         (due, next)
     }
