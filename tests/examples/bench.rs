@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use lock_runtime::builtin::{acquire, compare_del};
@@ -97,6 +97,11 @@ async fn rtt_p50_us(
     Ok(percentile(&samples, 0.5))
 }
 
+/// The scripts' digests, read once: the floor's loop must not pay for building an
+/// `Invocation` per cycle just to learn them.
+static ACQUIRE_SHA: LazyLock<&str> = LazyLock::new(|| acquire("k", "f", "t", 1).script().sha1());
+static COMPARE_DEL_SHA: LazyLock<&str> = LazyLock::new(|| compare_del("k", "t").script().sha1());
+
 /// How a raw floor cycle takes its lock.
 #[derive(Clone, Copy)]
 enum Take {
@@ -130,7 +135,7 @@ async fn floor_cycle(
         }
         Take::Script => {
             let (acquired, _fence): (i64, i64) = redis::cmd("EVALSHA")
-                .arg(acquire("k", "f", "t", 1).script().sha1())
+                .arg(*ACQUIRE_SHA)
                 .arg(2)
                 .arg(key)
                 .arg(format!("{key}:fence"))
@@ -143,7 +148,7 @@ async fn floor_cycle(
     };
     assert!(got_it, "the floor's key was free");
     let deleted: i64 = redis::cmd("EVALSHA")
-        .arg(compare_del("k", "t").script().sha1())
+        .arg(*COMPARE_DEL_SHA)
         .arg(1)
         .arg(key)
         .arg(token)
