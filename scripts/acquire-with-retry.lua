@@ -1,11 +1,18 @@
 -- acquire-with-retry.lua: one atomic attempt to take a lock.
 --
--- The lock is free when its key does not exist. Taking it stores the caller's
--- owner token with a time-to-live, then raises the lock's fencing counter and
--- returns the new value: every grant of this lock gets a strictly larger number,
--- which a protected resource can use to refuse writes from an older holder.
--- When someone else holds the lock, nothing is changed and the holder's
--- remaining time-to-live is returned, so the caller knows how long to wait.
+-- The lock is free when its key does not exist. Taking it raises the lock's
+-- fencing counter and stores the caller's owner token with a time-to-live, and
+-- returns the counter's new value: every grant of this lock gets a strictly
+-- larger number, which a protected resource can use to refuse writes from an
+-- older holder. When someone else holds the lock, nothing is changed and the
+-- holder's remaining time-to-live is returned, so the caller knows how long to
+-- wait.
+--
+-- All or nothing: the counter is raised first, so if that fails (a counter that
+-- is not a number, memory refused) the script stops with an error before the
+-- lock key is written, and an error reply always means "not acquired". The SET
+-- after it writes a key that does not exist and does not fail (at worst, if the
+-- user may INCR but not SET, a fencing number is skipped).
 --
 -- The retrying happens in the client, between calls: a loop in here would block
 -- the whole server while it waits.
@@ -19,7 +26,9 @@
 --         {0, pttl}   held by another owner; pttl is its remaining lease in
 --                     milliseconds (-1 if that key has no expiry)
 
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, redis.call('INCR', KEYS[2])}
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return {0, redis.call('PTTL', KEYS[1])}
 end
-return {0, redis.call('PTTL', KEYS[1])}
+local fence = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {1, fence}

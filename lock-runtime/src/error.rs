@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use redis::RedisError;
+use redis::{ErrorKind, RedisError};
 
 /// Everything that can go wrong in `lock_runtime`.
 ///
@@ -212,4 +212,69 @@ pub enum LockError {
         "talking to Redis failed: {0}; check that the server is up and reachable at the configured address"
     )]
     Redis(#[from] RedisError),
+}
+
+impl LockError {
+    /// Whether the command that failed may have run on the server all the same: its
+    /// reply was lost to an I/O error or a timeout. A server's error reply proves it did
+    /// not (the lock scripts change nothing when they fail), and so does any error
+    /// raised before sending.
+    pub(crate) fn may_have_run(&self) -> bool {
+        matches!(self, LockError::Redis(e) if !matches!(e.kind(), ErrorKind::Server(_)))
+    }
+
+    /// Worth another attempt before a deadline: the server was unreachable, slow, or in
+    /// the middle of a failover. Everything else (a refused permission, a script error, a
+    /// bad setting) would fail the same way again.
+    pub(crate) fn is_transient(&self) -> bool {
+        match self {
+            LockError::Redis(e) => !matches!(e.kind(), ErrorKind::Server(_)) || is_retry_later(e),
+            _ => false,
+        }
+    }
+
+    /// The server refused to run the command for now, which proves it did not run: a
+    /// Cluster redirect or a failover in progress (`MOVED`, `ASK`, `TRYAGAIN`,
+    /// `CLUSTERDOWN`, `MASTERDOWN`, `READONLY`), or a server still loading its data.
+    pub(crate) fn is_retry_later(&self) -> bool {
+        matches!(self, LockError::Redis(e) if is_retry_later(e))
+    }
+
+    /// The error of a command that got no reply within the response timeout. The
+    /// command may have run.
+    pub(crate) fn no_reply(timeout: Duration) -> Self {
+        LockError::Redis(RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no reply within the response timeout ({timeout:?})"),
+        )))
+    }
+}
+
+/// See [`LockError::is_retry_later`].
+pub(crate) fn is_retry_later(e: &RedisError) -> bool {
+    use redis::ServerErrorKind::{
+        Ask, BusyLoading, ClusterDown, MasterDown, Moved, ReadOnly, TryAgain,
+    };
+    matches!(
+        e.kind(),
+        ErrorKind::Server(
+            Moved | Ask | TryAgain | ClusterDown | MasterDown | BusyLoading | ReadOnly
+        )
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_may_have_run_and_is_worth_retrying() {
+        let e = LockError::no_reply(Duration::from_millis(500));
+        assert!(e.may_have_run());
+        assert!(e.is_transient());
+        assert!(matches!(&e, LockError::Redis(r) if r.is_timeout()));
+        assert!(e.to_string().contains("check that the server is up"), "{e}");
+        let e = LockError::NotHeld { name: "x".into() };
+        assert!(!e.may_have_run() && !e.is_transient());
+    }
 }

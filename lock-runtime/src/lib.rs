@@ -25,29 +25,40 @@
 // The macro names `::lock_runtime::...`; this makes that path work inside the crate too.
 extern crate self as lock_runtime;
 
+mod backend;
 mod batch;
 pub mod blocking;
 pub mod builtin;
+mod engine;
 mod error;
-mod lock;
+mod grant;
+mod guard;
+mod lease;
+mod locks;
+mod node;
 mod notify;
 mod queue;
 mod redlock;
 mod registry;
+mod schedule;
 mod script;
 mod settings;
 mod token;
+mod wait;
 mod watchdog;
 
 pub use batch::PipelineExt;
 pub use error::LockError;
-pub use lock::{LockGuard, Locks};
+pub use lease::Lease;
 pub use lock_macros::lock_script;
+pub use locks::{LockGuard, Locks};
 pub use redlock::{DEFAULT_NODE_TIMEOUT, Redlock, RedlockGuard};
 pub use registry::{load_scripts, load_scripts_async, scripts};
 pub use script::{Arity, Invocation, Script};
-pub use settings::{MAX_NAME_LEN, MAX_TTL, MAX_WAIT, MIN_TTL, RetryPolicy};
-pub use watchdog::Lease;
+pub use settings::{
+    DEFAULT_RESPONSE_TIMEOUT, MAX_HOLD, MAX_NAME_LEN, MAX_RETRY_DELAY, MAX_TTL, MAX_WAIT, MIN_TTL,
+    RetryPolicy,
+};
 
 /// Not public API: what `#[lock_script]` expands to. May change in any release.
 #[doc(hidden)]

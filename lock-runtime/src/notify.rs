@@ -1,29 +1,33 @@
-//! Release notifications: one pub/sub connection per `Locks`, one subscription per
-//! lock that has local waiters, and one waiter woken per release.
+//! Release notifications: one pub/sub connection per handle, kept by one background
+//! task; one subscription per lock that has local waiters; one waiter woken per release.
 //!
 //! compare-del.lua publishes on `lock:{name}:released` when it deletes a lock. Waiters
-//! of this process for that name share one subscription; each message wakes one of
-//! them (`Notify::notify_one`, which keeps the wake-up as a permit if that waiter is
-//! between attempts), so a release costs one attempt here, not one per waiter. A
-//! channel is subscribed while it has waiters and unsubscribed half a second after the
-//! last one leaves, so subscriptions never pile up.
+//! of this handle for that name share one subscription; each message wakes one of them
+//! (`Notify::notify_one`, which keeps the wake-up as a permit if that waiter is between
+//! attempts), so a release costs one attempt here, not one per waiter.
 //!
-//! The connection is re-opened after it drops; every channel is then re-subscribed and
-//! every waiter woken once, because releases may have been missed meanwhile. While it
-//! is down, waiters fall back to their retry policy.
+//! **No waiter ever waits on the server here.** Connecting, subscribing and
+//! unsubscribing happen in the task, each bounded by a timeout; a waiter registers
+//! (no I/O) and, at most for its own nap, waits for the subscription to be confirmed.
+//! A node that accepts the connection and never answers only makes waiters poll with
+//! their retry policy; the task gives that connection up after the subscribe timeout
+//! and tries again (the next node, on a Cluster).
+//!
+//! A channel stays subscribed half a second after its last waiter left, so the next
+//! waiter of a busy lock finds it live. After the connection drops, every channel is
+//! re-subscribed and every waiter woken once, because releases may have been missed.
 //!
 //! On Redis Cluster, `PUBLISH` reaches every node, so the connection may go to any one
-//! of them: the notifier is given several nodes, starts at a random one (spreading the
-//! subscribers of many processes), and when its node is unreachable it moves on to the
-//! next.
+//! of them: the task is given several nodes, starts at a random one (spreading the
+//! subscribers of many processes), and when its node fails it moves on to the next.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use redis::aio::{PubSubSink, PubSubStream};
-use tokio::sync::{Notify, OnceCell};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 /// How long a channel stays subscribed after its last waiter left.
@@ -31,12 +35,15 @@ const LINGER: Duration = Duration::from_millis(500);
 
 /// How long opening the pub/sub connection to one node may take before the next is
 /// tried (redis-rs sets no connect timeout on pub/sub connections).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// The servers a notifier may subscribe on: one, or any node of a Redis Cluster.
-#[derive(Clone)]
+/// How long the server may take to confirm a SUBSCRIBE or UNSUBSCRIBE before the
+/// connection is given up as broken.
+const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The servers the task may subscribe on: one, or any node of a Redis Cluster.
 struct Nodes {
-    clients: Arc<[redis::Client]>,
+    clients: Vec<redis::Client>,
     /// The node to try first: the one last connected to.
     next: usize,
 }
@@ -46,7 +53,7 @@ impl Nodes {
         let len = u64::try_from(clients.len()).unwrap_or(1).max(1);
         let start = getrandom::u64().unwrap_or(0) % len;
         Self {
-            clients: clients.into(),
+            clients,
             next: usize::try_from(start).unwrap_or(0),
         }
     }
@@ -80,6 +87,8 @@ impl Nodes {
                 }
             }
         }
+        // The next round starts at the node after the last one tried.
+        self.next = (self.next + 1) % self.clients.len().max(1);
         Err(last)
     }
 }
@@ -91,81 +100,86 @@ struct Channel {
     /// The server confirmed the subscription on the current connection: a release
     /// published from now on reaches these waiters.
     live: bool,
+    /// When the last waiter left, while nobody waits.
+    idle_since: Option<Instant>,
 }
 
-/// What the dispatcher and the waiters share.
+/// What the task and the waiters share.
 struct Shared {
     channels: Mutex<HashMap<String, Channel>>,
-    /// The current connection's sink and what it is subscribed to. A tokio mutex:
-    /// (un)subscribing awaits the server while holding it, which keeps the two in step.
-    sink: tokio::sync::Mutex<SinkState>,
-}
-
-#[derive(Default)]
-struct SinkState {
-    sink: Option<PubSubSink>,
-    subscribed: HashSet<String>,
+    /// Wakes the task: a channel needs (un)subscribing.
+    kick: Notify,
+    /// Wakes waiters waiting for their channel to go live.
+    live_changed: Notify,
 }
 
 impl Shared {
-    fn channels(&self) -> std::sync::MutexGuard<'_, HashMap<String, Channel>> {
+    fn channels(&self) -> MutexGuard<'_, HashMap<String, Channel>> {
         self.channels.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn waiters(&self, channel: &str) -> usize {
-        self.channels().get(channel).map_or(0, |c| c.waiters)
+    /// What to subscribe and unsubscribe given what the connection has, and when the
+    /// next lingering channel is due to go.
+    fn plan(
+        &self,
+        subscribed: &HashSet<String>,
+        now: Instant,
+    ) -> (Vec<String>, Vec<String>, Option<Instant>) {
+        let mut channels = self.channels();
+        let (mut add, mut remove, mut next) = (Vec::new(), Vec::new(), None::<Instant>);
+        channels.retain(|name, channel| {
+            let lingering_until = channel.idle_since.map(|idle| idle + LINGER);
+            let wanted = channel.waiters > 0 || lingering_until.is_some_and(|until| now < until);
+            let has = subscribed.contains(name);
+            if wanted && !has {
+                add.push(name.clone());
+            } else if !wanted && has {
+                remove.push(name.clone());
+            }
+            if wanted && let Some(until) = lingering_until {
+                next = Some(next.map_or(until, |n| n.min(until)));
+            }
+            // A channel nobody wants and the connection does not have is forgotten.
+            wanted || has
+        });
+        (add, remove, next)
     }
 
-    /// Subscribes or unsubscribes `channel` so that it matches whether it has waiters,
-    /// and forgets a channel nobody waits on.
-    async fn sync_subscription(&self, channel: &str) {
-        let mut state = self.sink.lock().await;
-        let SinkState { sink, subscribed } = &mut *state;
-        let wanted = self.waiters(channel) > 0;
-        if let Some(sink) = sink.as_mut() {
-            if wanted && !subscribed.contains(channel) {
-                match sink.subscribe(channel).await {
-                    Ok(()) => {
-                        subscribed.insert(channel.to_owned());
-                        if let Some(c) = self.channels().get_mut(channel) {
-                            c.live = true;
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "release notifications: subscribe failed; waiters poll");
-                    }
-                }
-            } else if !wanted
-                && subscribed.remove(channel)
-                && let Err(e) = sink.unsubscribe(channel).await
-            {
-                tracing::debug!(error = %e, "release notifications: unsubscribe failed");
-            }
+    fn set_live(&self, channel: &str, live: bool) {
+        if let Some(c) = self.channels().get_mut(channel) {
+            c.live = live;
         }
-        if !wanted {
-            let mut channels = self.channels();
-            if channels.get(channel).is_some_and(|c| c.waiters == 0) {
-                channels.remove(channel);
-            }
-        }
+        self.live_changed.notify_waiters();
     }
 
-    /// The connection dropped: no subscription is live any more.
-    async fn disconnected(&self) {
-        let mut state = self.sink.lock().await;
-        state.sink = None;
-        state.subscribed.clear();
+    /// The connection dropped: no subscription is live, and releases may have been
+    /// missed, so every waiter is woken to try once.
+    fn disconnected(&self) {
         for channel in self.channels().values_mut() {
             channel.live = false;
+            channel.wake.notify_waiters();
         }
+        self.live_changed.notify_waiters();
     }
 }
 
-/// Release notifications for a `Locks` handle: connected on first contention, shared by
-/// every clone.
+/// The task and what it shares with waiters; dropping it stops the task.
+struct Started {
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Release notifications for a handle: the task starts on first contention, and is
+/// shared by every clone.
 pub(crate) struct Notifications {
-    nodes: Nodes,
-    notifier: OnceCell<Notifier>,
+    clients: Vec<redis::Client>,
+    started: OnceLock<Started>,
 }
 
 impl Notifications {
@@ -177,106 +191,82 @@ impl Notifications {
     /// Cluster, where every node hears every `PUBLISH`). `clients` must not be empty.
     pub(crate) fn any_of(clients: Vec<redis::Client>) -> Self {
         Self {
-            nodes: Nodes::new(clients),
-            notifier: OnceCell::new(),
+            clients,
+            started: OnceLock::new(),
         }
     }
 
-    /// The notifier if it is already connected.
-    pub(crate) fn started(&self) -> Option<&Notifier> {
-        self.notifier.get()
-    }
-
-    /// The notifier, connecting it if needed; `None` while it cannot connect (waiters
-    /// then poll, and the next contention tries again).
-    pub(crate) async fn get(&self) -> Option<&Notifier> {
-        match self
-            .notifier
-            .get_or_try_init(|| Notifier::start(self.nodes.clone()))
-            .await
-        {
-            Ok(notifier) => Some(notifier),
-            Err(e) => {
-                tracing::warn!(error = %e, "release notifications unavailable; waiters poll");
-                None
-            }
+    /// The task's shared state, starting the task on first use (on the current tokio
+    /// runtime, which the caller provides).
+    fn shared(&self) -> Option<&Arc<Shared>> {
+        if let Some(started) = self.started.get() {
+            return Some(&started.shared);
         }
-    }
-}
-
-/// Owns the pub/sub connection task; dropping it stops the task.
-pub(crate) struct Notifier {
-    shared: Arc<Shared>,
-    task: JoinHandle<()>,
-}
-
-impl Drop for Notifier {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Notifier {
-    /// Opens the pub/sub connection, then keeps it open in a task on the current tokio
-    /// runtime. Fails if the first connection cannot be made.
-    async fn start(mut nodes: Nodes) -> redis::RedisResult<Self> {
-        let (sink, stream) = nodes.connect().await?.split();
-        let shared = Arc::new(Shared {
-            channels: Mutex::new(HashMap::new()),
-            sink: tokio::sync::Mutex::new(SinkState {
-                sink: Some(sink),
-                subscribed: HashSet::new(),
-            }),
+        let handle = tokio::runtime::Handle::try_current().ok()?;
+        let started = self.started.get_or_init(|| {
+            let shared = Arc::new(Shared {
+                channels: Mutex::new(HashMap::new()),
+                kick: Notify::new(),
+                live_changed: Notify::new(),
+            });
+            let nodes = Nodes::new(self.clients.clone());
+            let task = handle.spawn(run(nodes, Arc::clone(&shared)));
+            Started { shared, task }
         });
-        let task = tokio::spawn(run(nodes, Arc::clone(&shared), stream));
-        Ok(Self { shared, task })
+        Some(&started.shared)
     }
 
-    /// Registers a waiter for `channel` if the channel is already subscribed (another
-    /// local waiter holds it): no round trip, and a release published after this
-    /// returns is not missed.
+    /// Registers a waiter for `channel` if the channel is live already (another local
+    /// waiter has it, or had it a moment ago): no round trip, and a release published
+    /// after this returns is not missed.
     pub(crate) fn join(&self, channel: &str) -> Option<Subscription> {
+        let shared = &self.started.get()?.shared;
         let wake = {
-            let mut channels = self.shared.channels();
+            let mut channels = shared.channels();
             let entry = channels.get_mut(channel).filter(|c| c.live)?;
             entry.waiters += 1;
+            entry.idle_since = None;
             Arc::clone(&entry.wake)
         };
         Some(Subscription {
-            shared: Arc::clone(&self.shared),
+            shared: Arc::clone(shared),
             channel: channel.to_owned(),
             wake,
         })
     }
 
-    /// Registers a waiter for `channel` and makes sure the channel is subscribed before
-    /// returning, so a release published after this returns is not missed.
-    pub(crate) async fn subscribe(&self, channel: &str) -> Subscription {
-        let wake = {
-            let mut channels = self.shared.channels();
+    /// Registers a waiter for `channel` and asks the task to subscribe it. Returns at
+    /// once; [`Subscription::live_within`] waits for the confirmation. `None` outside a
+    /// tokio runtime.
+    pub(crate) fn subscribe(&self, channel: &str) -> Option<Subscription> {
+        let shared = self.shared()?;
+        let (wake, live) = {
+            let mut channels = shared.channels();
             let entry = channels
                 .entry(channel.to_owned())
                 .or_insert_with(|| Channel {
                     waiters: 0,
                     wake: Arc::new(Notify::new()),
                     live: false,
+                    idle_since: None,
                 });
             entry.waiters += 1;
-            Arc::clone(&entry.wake)
+            entry.idle_since = None;
+            (Arc::clone(&entry.wake), entry.live)
         };
-        // Built before awaiting, so a cancelled subscribe still unregisters.
-        let subscription = Subscription {
-            shared: Arc::clone(&self.shared),
+        if !live {
+            shared.kick.notify_one();
+        }
+        Some(Subscription {
+            shared: Arc::clone(shared),
             channel: channel.to_owned(),
             wake,
-        };
-        self.shared.sync_subscription(channel).await;
-        subscription
+        })
     }
 }
 
-/// One waiter's registration; dropping it unregisters (and unsubscribes the channel
-/// when it was the last waiter).
+/// One waiter's registration; dropping it unregisters (and, after a linger, the task
+/// unsubscribes a channel nobody waits on).
 pub(crate) struct Subscription {
     shared: Arc<Shared>,
     channel: String,
@@ -284,6 +274,30 @@ pub(crate) struct Subscription {
 }
 
 impl Subscription {
+    fn is_live(&self) -> bool {
+        self.shared
+            .channels()
+            .get(&self.channel)
+            .is_some_and(|c| c.live)
+    }
+
+    /// Waits at most `within` for the server to confirm the subscription; whether it
+    /// is live. From then on, no release is missed.
+    pub(crate) async fn live_within(&self, within: Duration) -> bool {
+        let give_up = tokio::time::Instant::now() + within;
+        loop {
+            let changed = self.shared.live_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.is_live() {
+                return true;
+            }
+            if tokio::time::timeout_at(give_up, changed).await.is_err() {
+                return self.is_live();
+            }
+        }
+    }
+
     /// Resolves at the next release of this lock that no other local waiter took.
     pub(crate) async fn released(&self) {
         self.wake.notified().await;
@@ -292,73 +306,105 @@ impl Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        let last = {
+        let idle = {
             let mut channels = self.shared.channels();
             match channels.get_mut(&self.channel) {
                 Some(entry) => {
                     entry.waiters -= 1;
+                    if entry.waiters == 0 {
+                        entry.idle_since = Some(Instant::now());
+                    }
                     entry.waiters == 0
                 }
                 None => false,
             }
         };
         // A wake-up delivered to a waiter that is dropped before using it is passed on
-        // by tokio's `Notified` itself. Unsubscribing needs the server: it runs as a
-        // task, after a short linger, so the next waiter of a busy lock finds the
-        // channel still subscribed instead of paying a round trip and an extra attempt.
-        if last && let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let shared = Arc::clone(&self.shared);
-            let channel = std::mem::take(&mut self.channel);
-            handle.spawn(async move {
-                tokio::time::sleep(LINGER).await;
-                shared.sync_subscription(&channel).await;
-            });
+        // by tokio's `Notified` itself.
+        if idle {
+            self.shared.kick.notify_one();
         }
     }
 }
 
-/// Dispatches release messages from `stream`, and re-opens the connection whenever it
-/// drops (to the same node if it answers, else to another), forever.
-async fn run(mut nodes: Nodes, shared: Arc<Shared>, mut stream: PubSubStream) {
-    dispatch(&shared, &mut stream).await;
+/// Keeps a pub/sub connection to one of `nodes` and its subscriptions in step with
+/// the channels waiters want, forever (until the handle is dropped).
+async fn run(mut nodes: Nodes, shared: Arc<Shared>) {
     let mut delay = Duration::from_millis(50);
+    let mut reported = false;
     loop {
-        tracing::warn!("release notifications: connection lost; reconnecting");
-        shared.disconnected().await;
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(2));
         match nodes.connect().await {
             Ok(pubsub) => {
                 delay = Duration::from_millis(50);
-                let (sink, new_stream) = pubsub.split();
-                stream = new_stream;
-                let channels: Vec<String> = {
-                    let mut state = shared.sink.lock().await;
-                    state.sink = Some(sink);
-                    state.subscribed.clear();
-                    shared.channels().keys().cloned().collect()
-                };
-                for channel in &channels {
-                    shared.sync_subscription(channel).await;
-                }
-                // Releases may have been missed while disconnected.
-                for channel in shared.channels().values() {
-                    channel.wake.notify_waiters();
-                }
-                dispatch(&shared, &mut stream).await;
+                reported = false;
+                let (mut sink, mut stream) = pubsub.split();
+                session(&shared, &mut sink, &mut stream).await;
+                tracing::warn!(
+                    "release notifications: connection lost; reconnecting (waiters poll meanwhile)"
+                );
+                shared.disconnected();
             }
             Err(e) => {
-                tracing::warn!(error = %e, "release notifications: cannot connect; waiters poll meanwhile");
+                if !reported {
+                    tracing::warn!(error = %e, "release notifications: cannot connect; waiters poll meanwhile");
+                    reported = true;
+                }
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
             }
         }
     }
 }
 
-/// Wakes one local waiter per release message, until the connection drops.
-async fn dispatch(shared: &Shared, stream: &mut PubSubStream) {
-    while let Some(msg) = stream.next().await {
-        if let Some(channel) = shared.channels().get(msg.get_channel_name()) {
-            channel.wake.notify_one();
+/// One connection's life: (un)subscribes as waiters come and go and dispatches release
+/// messages, until the connection drops or stops answering.
+async fn session(shared: &Shared, sink: &mut PubSubSink, stream: &mut PubSubStream) {
+    let mut subscribed = HashSet::new();
+    // Channels the server refused (an ACL without them): not asked again on this
+    // connection; their waiters poll.
+    let mut refused = HashSet::new();
+    loop {
+        let (add, remove, linger) = shared.plan(&subscribed, Instant::now());
+        let add: Vec<String> = add.into_iter().filter(|c| !refused.contains(c)).collect();
+        for channel in add {
+            match tokio::time::timeout(SUBSCRIBE_TIMEOUT, sink.subscribe(&channel)).await {
+                Ok(Ok(())) => {
+                    subscribed.insert(channel.clone());
+                    shared.set_live(&channel, true);
+                }
+                Ok(Err(e)) if !e.is_io_error() => {
+                    tracing::warn!(error = %e, "release notifications: subscribe refused; waiters poll");
+                    refused.insert(channel);
+                }
+                _ => return,
+            }
+        }
+        for channel in remove {
+            let unsubscribed =
+                tokio::time::timeout(SUBSCRIBE_TIMEOUT, sink.unsubscribe(&channel)).await;
+            if !matches!(unsubscribed, Ok(Ok(()))) {
+                return;
+            }
+            subscribed.remove(&channel);
+            shared.set_live(&channel, false);
+        }
+        let linger = async {
+            match linger {
+                Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            msg = stream.next() => match msg {
+                Some(msg) => {
+                    if let Some(channel) = shared.channels().get(msg.get_channel_name()) {
+                        channel.wake.notify_one();
+                    }
+                }
+                None => return,
+            },
+            () = shared.kick.notified() => {}
+            () = linger => {}
         }
     }
 }

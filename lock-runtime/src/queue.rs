@@ -15,10 +15,10 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::task::Poll;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedMutexGuard, oneshot};
-use tokio::time::Instant;
 
 use crate::token::Token;
 
@@ -115,9 +115,20 @@ pub(crate) struct Standing {
 
 impl Standing {
     /// Resolves when a releaser took the offer and finished: `Some` if the lock was
-    /// handed over, `None` if the handover did not happen.
+    /// handed over, `None` if the handover did not happen. Not to be polled again after
+    /// it resolved.
     pub(crate) async fn handed(&mut self) -> Option<Handed> {
         (&mut self.handed).await.ok()
+    }
+
+    /// Without waiting: `Pending` while the offer stands (or a releaser is still at
+    /// it), `Ready(outcome)` once a releaser finished, as [`handed`](Self::handed) says.
+    pub(crate) fn try_handed(&mut self) -> Poll<Option<Handed>> {
+        match self.handed.try_recv() {
+            Ok(handed) => Poll::Ready(Some(handed)),
+            Err(oneshot::error::TryRecvError::Empty) => Poll::Pending,
+            Err(oneshot::error::TryRecvError::Closed) => Poll::Ready(None),
+        }
     }
 
     /// Withdraws the offer; if a releaser took it first, waits for that handover's

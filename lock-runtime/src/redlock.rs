@@ -1,4 +1,5 @@
-//! Redlock: the lock surface over N independent Redis masters.
+//! Redlock: the lock surface over N independent Redis masters, a thin face over the
+//! engine with a quorum [`Backend`].
 //!
 //! The algorithm of the Redis "Distributed Locks with Redis" page. An attempt runs
 //! acquire-with-retry.lua on every master in parallel, each bounded by a per-node
@@ -9,7 +10,7 @@
 //! attempt is undone on every master (including the ones that seemed to fail: their
 //! reply may have been lost, not their write), and `lock()` retries after a random
 //! delay within `wait_timeout`. Extension needs a majority within the validity too,
-//! and the loss signal fires when the validity passes without one.
+//! and the lease is lost when the validity passes without one.
 //!
 //! Fencing tokens: each master keeps its own counter, so no single counter orders all
 //! grants. After a majority granted, the client takes the highest counter value it saw
@@ -25,22 +26,245 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use redis::aio::ConnectionManager;
-use tokio::sync::Notify;
-use tokio::time::Instant;
 
-use crate::queue::LocalQueue;
-use crate::settings::{Keys, Settings, check_ttl, millis, validity};
+use crate::backend::Backend;
+use crate::engine::Engine;
+use crate::grant::Outcome;
+use crate::guard::Guard;
+use crate::lease::{Held, Lease};
+use crate::settings::{Keys, Settings, millis, validity};
 use crate::token::Token;
-use crate::watchdog::{Lease, LeaseState, retry_delay};
 use crate::{LockError, builtin};
 
 /// The per-node timeout unless set: 50 ms, far below any useful TTL, as the Redlock
 /// description advises (5-50 ms for a 10 s TTL).
 pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// N independent masters, each through its own connection.
+pub(crate) struct Quorum<C> {
+    nodes: Arc<[C]>,
+}
+
+impl<C> Clone for Quorum<C> {
+    fn clone(&self) -> Self {
+        Self {
+            nodes: Arc::clone(&self.nodes),
+        }
+    }
+}
+
+/// What each master answered in one round (`None`: an error or no reply in time).
+struct Round<T> {
+    replies: Vec<Option<T>>,
+}
+
+impl<T> Round<T> {
+    fn count(&self, ok: impl Fn(&T) -> bool) -> usize {
+        self.replies.iter().flatten().filter(|r| ok(r)).count()
+    }
+
+    fn answered(&self) -> usize {
+        self.replies.iter().flatten().count()
+    }
+}
+
+/// The error of a round that too few masters answered in time. The scripts may have
+/// run on the others.
+fn too_few_answered(answered: usize, of: usize) -> LockError {
+    LockError::Redis(redis::RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::NotConnected,
+        format!("only {answered} of {of} Redlock masters answered within the node timeout"),
+    )))
+}
+
+impl<C> Quorum<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn quorum(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    /// Runs one call on every master in parallel, each bounded by the node timeout.
+    async fn round<T, F, Fut>(&self, settings: &Settings, call: F) -> Round<T>
+    where
+        F: Fn(C) -> Fut,
+        Fut: Future<Output = Result<T, LockError>>,
+    {
+        let replies = join_all(self.nodes.iter().map(|node| {
+            let fut = call(node.clone());
+            async move {
+                match tokio::time::timeout(settings.node_timeout, fut).await {
+                    Ok(Ok(reply)) => Some(reply),
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "redlock: a master failed");
+                        None
+                    }
+                    Err(_) => {
+                        tracing::debug!("redlock: a master timed out");
+                        None
+                    }
+                }
+            }
+        }))
+        .await;
+        Round { replies }
+    }
+
+    async fn release_round(&self, settings: &Settings, keys: &Keys, token: &Token) -> Round<i64> {
+        self.round(settings, |mut conn| async move {
+            builtin::compare_del(&keys.lock, token.as_str())
+                .invoke_async(&mut conn)
+                .await
+        })
+        .await
+    }
+}
+
+impl<C> Backend for Quorum<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    const HANDOVER: bool = false;
+
+    async fn acquire(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        token: &Token,
+    ) -> Result<Outcome, LockError> {
+        let ttl = settings.ttl;
+        let start = Instant::now();
+        let acquired = self
+            .round(settings, |mut conn| async move {
+                builtin::acquire(&keys.lock, &keys.fence, token.as_str(), millis(ttl))
+                    .invoke_async(&mut conn)
+                    .await
+            })
+            .await;
+        let granted: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| matches!(acquired.replies[i], Some((1, _))))
+            .collect();
+        let fence = acquired
+            .replies
+            .iter()
+            .flatten()
+            .filter(|(ok, _)| *ok == 1)
+            .map(|(_, f)| u64::try_from(*f).unwrap_or_default())
+            .max()
+            .unwrap_or_default();
+        let mut confirmed = 0;
+        if granted.len() >= self.quorum() {
+            // Raise the counters of the granting masters to the token (see the module
+            // docs for why this makes tokens rise across different majorities).
+            let raised = join_all(granted.iter().map(|&i| {
+                let mut conn = self.nodes[i].clone();
+                let fence_key = &keys.fence;
+                async move {
+                    tokio::time::timeout(
+                        settings.node_timeout,
+                        builtin::raise_fence(fence_key, fence).invoke_async(&mut conn),
+                    )
+                    .await
+                }
+            }))
+            .await;
+            confirmed = raised
+                .iter()
+                .filter(|r| matches!(r, Ok(Ok(v)) if u64::try_from(*v).is_ok_and(|v| v >= fence)))
+                .count();
+        }
+        if confirmed >= self.quorum() && Instant::now() < start + validity(ttl) {
+            tracing::debug!(lock = %keys.name, fence, granted = granted.len(), "redlock acquired");
+            return Ok(Outcome::Granted { fence, sent: start });
+        }
+        // Undo everywhere: a master that seemed to fail may have granted all the same.
+        // A master that does not answer the undo either keeps the grant pending: the
+        // engine releases it in the background.
+        let undone = self.release_round(settings, keys, token).await;
+        let answered = acquired.answered();
+        if answered < self.quorum() {
+            return Err(too_few_answered(answered, self.nodes.len()));
+        }
+        if undone.answered() < self.nodes.len() {
+            return Err(too_few_answered(undone.answered(), self.nodes.len()));
+        }
+        Ok(Outcome::Held { remaining: None })
+    }
+
+    async fn renew(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        token: &Token,
+        ttl: Duration,
+    ) -> Result<Option<Instant>, LockError> {
+        let start = Instant::now();
+        let round = self
+            .round(settings, |mut conn| async move {
+                builtin::renew(&keys.lock, token.as_str(), millis(ttl))
+                    .invoke_async(&mut conn)
+                    .await
+            })
+            .await;
+        let renewed = round.count(|r| *r == 1);
+        let refused = round.count(|r| *r != 1);
+        if renewed >= self.quorum() && Instant::now() < start + validity(ttl) {
+            Ok(Some(start))
+        } else if refused > self.nodes.len() - self.quorum() {
+            // A majority no longer holds our token: it cannot come back.
+            Ok(None)
+        } else {
+            Err(too_few_answered(renewed, self.nodes.len()))
+        }
+    }
+
+    async fn release(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        token: &Token,
+    ) -> Result<bool, LockError> {
+        let round = self.release_round(settings, keys, token).await;
+        let deleted = round.count(|d| *d == 1);
+        if deleted >= self.quorum() {
+            Ok(true)
+        } else if round.answered() == self.nodes.len() {
+            Ok(false)
+        } else {
+            Err(too_few_answered(round.answered(), self.nodes.len()))
+        }
+    }
+
+    async fn holds(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        token: &Token,
+    ) -> Result<bool, LockError> {
+        let (lock, token) = (&keys.lock, token.as_str());
+        let round = self
+            .round(settings, |mut conn| async move {
+                let value: Option<String> =
+                    redis::cmd("GET").arg(lock).query_async(&mut conn).await?;
+                Ok(value.as_deref() == Some(token))
+            })
+            .await;
+        let holding = round.count(|ours| *ours);
+        let not = round.count(|ours| !*ours);
+        if holding >= self.quorum() {
+            Ok(true)
+        } else if not > self.nodes.len() - self.quorum() {
+            Ok(false)
+        } else {
+            Err(too_few_answered(round.answered(), self.nodes.len()))
+        }
+    }
+}
 
 /// The lock surface over N independent Redis masters (use an odd N, 3 or 5).
 ///
@@ -58,19 +282,13 @@ pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
 /// # }
 /// ```
 pub struct Redlock<C = ConnectionManager> {
-    nodes: Arc<[C]>,
-    settings: Arc<Settings>,
-    node_timeout: Duration,
-    queue: Arc<LocalQueue>,
+    engine: Engine<Quorum<C>>,
 }
 
 impl<C> Clone for Redlock<C> {
     fn clone(&self) -> Self {
         Self {
-            nodes: Arc::clone(&self.nodes),
-            settings: Arc::clone(&self.settings),
-            node_timeout: self.node_timeout,
-            queue: Arc::clone(&self.queue),
+            engine: self.engine.clone(),
         }
     }
 }
@@ -78,9 +296,8 @@ impl<C> Clone for Redlock<C> {
 impl<C> fmt::Debug for Redlock<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Redlock")
-            .field("nodes", &self.nodes.len())
-            .field("settings", &self.settings)
-            .field("node_timeout", &self.node_timeout)
+            .field("nodes", &self.engine.backend.nodes.len())
+            .field("settings", &self.engine.settings)
             .finish_non_exhaustive()
     }
 }
@@ -101,23 +318,16 @@ impl Redlock<ConnectionManager> {
     pub async fn connect(clients: &[redis::Client]) -> Result<Self, LockError> {
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(DEFAULT_NODE_TIMEOUT * 4))
-            .set_number_of_retries(1);
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(20))
+            .set_max_delay(Duration::from_millis(200))
+            // Every round bounds each master with the node timeout.
+            .set_response_timeout(None);
         let nodes = clients
             .iter()
             .map(|client| ConnectionManager::new_lazy_with_config(client.clone(), config.clone()))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self::new(nodes))
-    }
-}
-
-/// What each master answered in one round.
-struct Round<T> {
-    replies: Vec<Option<T>>,
-}
-
-impl<T> Round<T> {
-    fn count(&self, ok: impl Fn(&T) -> bool) -> usize {
-        self.replies.iter().flatten().filter(|r| ok(r)).count()
     }
 }
 
@@ -138,18 +348,24 @@ where
     /// # }
     /// ```
     pub fn new(nodes: Vec<C>) -> Self {
-        Self {
+        let backend = Quorum {
             nodes: nodes.into(),
-            settings: Arc::new(Settings::default()),
-            node_timeout: DEFAULT_NODE_TIMEOUT,
-            queue: Arc::default(),
+        };
+        Self {
+            engine: Engine::new(backend, Settings::default()),
         }
+    }
+
+    fn settings_mut(&mut self) -> &mut Settings {
+        Arc::make_mut(&mut self.engine.settings)
     }
 
     crate::settings::settings_builder!("lock_runtime::Redlock");
 
     /// How long one master may take to answer before it counts as failed for that
-    /// round. Default [`DEFAULT_NODE_TIMEOUT`]; must be well below the ttl.
+    /// round. Default [`DEFAULT_NODE_TIMEOUT`]; must be above zero and at most a third
+    /// of the ttl. An attempt takes at most three rounds (acquire, raise the fencing
+    /// counters, undo), so `try_lock` returns within three node timeouts.
     ///
     /// ```no_run
     /// # fn f(r: lock_runtime::Redlock) -> lock_runtime::Redlock {
@@ -158,7 +374,7 @@ where
     /// ```
     #[must_use]
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
-        self.node_timeout = timeout;
+        self.settings_mut().node_timeout = timeout;
         self
     }
 
@@ -168,121 +384,24 @@ where
     /// # fn f(r: lock_runtime::Redlock) { assert_eq!(r.quorum(), 3); } // with 5 masters
     /// ```
     pub fn quorum(&self) -> usize {
-        self.nodes.len() / 2 + 1
+        self.engine.backend.quorum()
     }
 
     fn validate(&self) -> Result<(), LockError> {
-        self.settings.validate()?;
-        if self.nodes.is_empty() {
+        let settings = &self.engine.settings;
+        if self.engine.backend.nodes.is_empty() {
             return Err(LockError::InvalidSettings(
                 "Redlock needs at least one master (use 3 or 5)".to_owned(),
             ));
         }
-        if self.node_timeout.is_zero() || self.node_timeout * 3 > self.settings.ttl {
+        let timeout = settings.node_timeout;
+        if timeout.is_zero() || timeout > settings.ttl / 3 {
             return Err(LockError::InvalidSettings(format!(
-                "node_timeout {:?} must be above zero and well below the ttl {:?} (at most a third)",
-                self.node_timeout, self.settings.ttl
+                "node_timeout {timeout:?} must be above zero and at most a third of the ttl {:?}",
+                settings.ttl
             )));
         }
         Ok(())
-    }
-
-    /// Runs one script on every master in parallel, each bounded by the node timeout.
-    async fn round<T, F, Fut>(&self, call: F) -> Round<T>
-    where
-        F: Fn(C) -> Fut,
-        Fut: Future<Output = Result<T, LockError>>,
-    {
-        let replies = join_all(self.nodes.iter().map(|node| {
-            let fut = call(node.clone());
-            async move {
-                match tokio::time::timeout(self.node_timeout, fut).await {
-                    Ok(Ok(reply)) => Some(reply),
-                    Ok(Err(e)) => {
-                        tracing::debug!(error = %e, "redlock: a master failed");
-                        None
-                    }
-                    Err(_) => {
-                        tracing::debug!("redlock: a master timed out");
-                        None
-                    }
-                }
-            }
-        }))
-        .await;
-        Round { replies }
-    }
-
-    /// compare-del on every master; returns how many deleted.
-    async fn release_everywhere(&self, keys: &Keys, token: &Token) -> usize {
-        self.round(|mut conn| async move {
-            builtin::compare_del(&keys.lock, token.as_str())
-                .invoke_async(&mut conn)
-                .await
-        })
-        .await
-        .count(|deleted| *deleted == 1)
-    }
-
-    /// One Redlock attempt: a grant with its token and validity start, or `None`.
-    async fn attempt(
-        &self,
-        keys: &Keys,
-        token: &Token,
-    ) -> Result<Option<(u64, Instant)>, LockError> {
-        let ttl = self.settings.ttl;
-        let start = Instant::now();
-        let acquired = self
-            .round(|mut conn| async move {
-                builtin::acquire(&keys.lock, &keys.fence, token.as_str(), millis(ttl))
-                    .invoke_async(&mut conn)
-                    .await
-            })
-            .await;
-        let granted: Vec<usize> = acquired
-            .replies
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| matches!(r, Some((1, _))))
-            .map(|(i, _)| i)
-            .collect();
-        let fence = acquired
-            .replies
-            .iter()
-            .flatten()
-            .filter(|(ok, _)| *ok == 1)
-            .map(|(_, f)| u64::try_from(*f).unwrap_or_default())
-            .max()
-            .unwrap_or_default();
-        let mut confirmed = 0;
-        if granted.len() >= self.quorum() {
-            // Raise the counters of the granting masters to the token (see the module
-            // docs for why this makes tokens rise across different majorities).
-            let raised = join_all(granted.iter().map(|&i| {
-                let mut conn = self.nodes[i].clone();
-                let fence_key = &keys.fence;
-                async move {
-                    tokio::time::timeout(
-                        self.node_timeout,
-                        builtin::raise_fence(fence_key, fence).invoke_async(&mut conn),
-                    )
-                    .await
-                }
-            }))
-            .await;
-            confirmed = raised
-                .iter()
-                .filter(|r| matches!(r, Ok(Ok(v)) if u64::try_from(*v).is_ok_and(|v| v >= fence)))
-                .count();
-        }
-        let still_valid = Instant::now() < start + validity(ttl);
-        if confirmed >= self.quorum() && still_valid {
-            tracing::debug!(lock = %keys.name, fence, granted = granted.len(), "redlock acquired");
-            return Ok(Some((fence, start)));
-        }
-        // Undo everywhere: a master that seemed to fail may have granted all the same.
-        self.release_everywhere(keys, token).await;
-        Ok(None)
     }
 
     /// One attempt: `Ok(Some(guard))` when a majority granted in time, `Ok(None)`
@@ -296,24 +415,17 @@ where
     /// ```
     pub async fn try_lock(&self, name: &str) -> Result<Option<RedlockGuard<C>>, LockError> {
         self.validate()?;
-        let keys = self.settings.keys(name)?;
-        let token = Token::new()?;
-        let started = Instant::now();
-        Ok(self.attempt(&keys, &token).await?.map(|(fence, start)| {
-            self.guard(
-                keys,
-                token,
-                fence,
-                start,
-                started,
-                1,
-                self.settings.watchdog,
-            )
-        }))
+        Ok(self
+            .engine
+            .try_lock(name)
+            .await?
+            .map(|inner| RedlockGuard { inner }))
     }
 
     /// Retries attempts, with a random delay between them, until one succeeds or
-    /// `wait_timeout` passes ([`LockError::Timeout`]).
+    /// `wait_timeout` passes ([`LockError::Timeout`], or the last error when too few
+    /// masters answered). Returns within `wait_timeout` plus one attempt (three node
+    /// timeouts).
     ///
     /// ```no_run
     /// # async fn demo(r: lock_runtime::Redlock) -> Result<(), lock_runtime::LockError> {
@@ -323,37 +435,10 @@ where
     /// # }
     /// ```
     pub async fn lock(&self, name: &str) -> Result<RedlockGuard<C>, LockError> {
-        self.lock_with(name, self.settings.watchdog).await
-    }
-
-    async fn lock_with(&self, name: &str, watchdog: bool) -> Result<RedlockGuard<C>, LockError> {
         self.validate()?;
-        self.settings.validate_wait()?;
-        let keys = self.settings.keys(name)?;
-        let token = Token::new()?;
-        let started = Instant::now();
-        let deadline = started + self.settings.wait_timeout;
-        let timeout = |attempts| LockError::Timeout {
-            name: name.to_owned(),
-            waited: started.elapsed(),
-            attempts,
-        };
-        let Ok(_turn) = tokio::time::timeout_at(deadline, self.queue.turn(&keys.name)).await else {
-            return Err(timeout(0));
-        };
-        let mut attempts = 0u32;
-        loop {
-            attempts += 1;
-            if let Some((fence, start)) = self.attempt(&keys, &token).await? {
-                return Ok(self.guard(keys, token, fence, start, started, attempts, watchdog));
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(timeout(attempts));
-            }
-            let nap = self.settings.retry.nap(attempts - 1, None, deadline - now);
-            tokio::time::sleep(nap).await;
-        }
+        let watchdog = self.engine.settings.watchdog;
+        let inner = self.engine.lock(name, watchdog).await?;
+        Ok(RedlockGuard { inner })
     }
 
     /// Runs `work` while holding the lock (watchdog on); see [`crate::Locks::with_lock`].
@@ -369,101 +454,8 @@ where
         F: FnOnce(Lease) -> Fut,
         Fut: Future<Output = T>,
     {
-        let guard = self.lock_with(name, true).await?;
-        let lease = guard.lease();
-        crate::watchdog::guarded(guard.lease(), work(lease), move || guard.release()).await
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn guard(
-        &self,
-        keys: Keys,
-        token: Token,
-        fence: u64,
-        start: Instant,
-        started: Instant,
-        attempts: u32,
-        watchdog: bool,
-    ) -> RedlockGuard<C> {
-        let state = Arc::new(LeaseState::new(
-            keys,
-            fence,
-            token.as_str(),
-            &self.settings,
-            start,
-            watchdog,
-        ));
-        let stop = Arc::new(Notify::new());
-        tokio::spawn(watch(
-            self.clone(),
-            Arc::clone(&state),
-            token.clone(),
-            Arc::clone(&stop),
-        ));
-        RedlockGuard {
-            redlock: self.clone(),
-            state,
-            token,
-            stop,
-            released: false,
-            waited: start.saturating_duration_since(started),
-            attempts,
-        }
-    }
-
-    /// renew.lua on every master; the new validity start when a majority renewed in
-    /// time.
-    async fn extend_everywhere(
-        &self,
-        keys: &Keys,
-        token: &Token,
-        ttl: Duration,
-    ) -> Option<Instant> {
-        let start = Instant::now();
-        let renewed = self
-            .round(|mut conn| async move {
-                builtin::renew(&keys.lock, token.as_str(), millis(ttl))
-                    .invoke_async(&mut conn)
-                    .await
-            })
-            .await
-            .count(|r| *r == 1);
-        (renewed >= self.quorum() && Instant::now() < start + validity(ttl)).then_some(start)
-    }
-}
-
-/// The lease monitor of one Redlock grant: quorum renewals at ttl/3, and the loss
-/// signal when the validity passes without one.
-async fn watch<C>(redlock: Redlock<C>, lease: Arc<LeaseState>, token: Token, stop: Arc<Notify>)
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
-    loop {
-        tokio::select! {
-            () = tokio::time::sleep_until(lease.next_action()) => {}
-            () = stop.notified() => {}
-        }
-        if lease.stopping() || lease.is_lost() {
-            return;
-        }
-        let now = Instant::now();
-        if lease.expired(now) {
-            lease.mark_lost("the lease ran out before a majority renewed it");
-            return;
-        }
-        if !lease.renewal_due(now) || !lease.begin_renewal() {
-            continue;
-        }
-        let ttl = lease.ttl();
-        let renewed = redlock.extend_everywhere(&lease.keys, &token, ttl).await;
-        lease.end_renewal();
-        if let Some(start) = renewed {
-            lease.renewed(start, ttl);
-        } else {
-            let retry = retry_delay(ttl);
-            lease.retry_renewal_at(Instant::now() + retry);
-            tracing::warn!(lock = %lease.keys.name, retry_in = ?retry, "redlock renewal missed a majority");
-        }
+        self.validate()?;
+        self.engine.with_lock(name, work).await
     }
 }
 
@@ -481,23 +473,32 @@ pub struct RedlockGuard<C = ConnectionManager>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    redlock: Redlock<C>,
-    state: Arc<LeaseState>,
-    token: Token,
-    stop: Arc<Notify>,
-    released: bool,
-    waited: Duration,
-    attempts: u32,
+    inner: Guard<Quorum<C>>,
 }
 
 impl<C> RedlockGuard<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    crate::watchdog::lease_accessors!("lock_runtime::RedlockGuard");
+    fn held(&self) -> &Held {
+        &self.inner.held
+    }
+
+    crate::lease::lease_accessors!("lock_runtime::RedlockGuard");
+
+    /// Resolves when the lease is known lost: at its validity end at the latest if no
+    /// majority renewal was confirmed by then, or earlier when a majority no longer holds
+    /// the key. Never resolves for a released lease.
+    ///
+    /// ```no_run
+    /// # async fn f(g: lock_runtime::RedlockGuard) { g.lost().await; eprintln!("stop"); }
+    /// ```
+    pub async fn lost(&self) {
+        self.held().lease.lost().await;
+    }
 
     /// Asks every master whether it still holds this guard's token: `true` while a
-    /// majority does and the loss signal has not fired. A `false` fires it.
+    /// majority does and the lease is not lost. A `false` fires the loss signal.
     ///
     /// ```no_run
     /// # async fn f(g: lock_runtime::RedlockGuard) -> Result<(), lock_runtime::LockError> {
@@ -506,25 +507,12 @@ where
     /// # }
     /// ```
     pub async fn is_held(&self) -> Result<bool, LockError> {
-        let (lock, token) = (&self.state.keys.lock, self.token.as_str());
-        let holding = self
-            .redlock
-            .round(|mut conn| async move {
-                let value: Option<String> =
-                    redis::cmd("GET").arg(lock).query_async(&mut conn).await?;
-                Ok(value.as_deref() == Some(token))
-            })
-            .await
-            .count(|ours| *ours);
-        if holding < self.redlock.quorum() {
-            self.state
-                .mark_lost("fewer than a majority still hold the key");
-        }
-        Ok(holding >= self.redlock.quorum() && !self.state.is_lost())
+        self.inner.is_held().await
     }
 
     /// Extends the lease to `ttl` on a majority within the validity; otherwise
-    /// [`LockError::NotHeld`] (and the loss signal fires).
+    /// [`LockError::NotHeld`] when a majority no longer holds it (and the loss signal
+    /// fires), or an error when too few masters answered.
     ///
     /// ```no_run
     /// # async fn f(g: lock_runtime::RedlockGuard) -> Result<(), lock_runtime::LockError> {
@@ -533,26 +521,11 @@ where
     /// # }
     /// ```
     pub async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
-        check_ttl(ttl)?;
-        if self.state.is_lost() {
-            return Err(self.not_held());
-        }
-        let renewed = self
-            .redlock
-            .extend_everywhere(&self.state.keys, &self.token, ttl);
-        if let Some(start) = renewed.await {
-            self.state.renewed(start, ttl);
-            self.stop.notify_one();
-            Ok(())
-        } else {
-            self.state.mark_lost("an extension missed a majority");
-            Err(self.not_held())
-        }
+        self.inner.extend(ttl).await
     }
 
-    /// Stops renewals (waiting for one in flight), then deletes the lock on every
-    /// master. [`LockError::NotHeld`] if fewer than a majority still held it or the loss
-    /// signal had fired.
+    /// Stops renewals, then deletes the lock on every master. [`LockError::NotHeld`]
+    /// if fewer than a majority still held it or the lease had been lost.
     ///
     /// ```no_run
     /// # async fn f(g: lock_runtime::RedlockGuard) -> Result<(), lock_runtime::LockError> {
@@ -560,56 +533,8 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn release(mut self) -> Result<(), LockError> {
-        if self.state.stop() {
-            self.state.renewal_finished().await;
-        }
-        self.stop.notify_one();
-        let lost_before = self.state.is_lost();
-        let deleted = self
-            .redlock
-            .release_everywhere(&self.state.keys, &self.token)
-            .await;
-        self.released = true;
-        if deleted >= self.redlock.quorum() && !lost_before {
-            Ok(())
-        } else {
-            self.state.mark_lost("released after the lease was lost");
-            Err(self.not_held())
-        }
-    }
-
-    fn not_held(&self) -> LockError {
-        LockError::NotHeld {
-            name: self.state.keys.name.clone(),
-        }
-    }
-}
-
-impl<C> Drop for RedlockGuard<C>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
-    fn drop(&mut self) {
-        if self.released {
-            return;
-        }
-        let in_flight = self.state.stop();
-        self.stop.notify_one();
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let (redlock, state, token) = (
-            self.redlock.clone(),
-            Arc::clone(&self.state),
-            self.token.clone(),
-        );
-        runtime.spawn(async move {
-            if in_flight {
-                state.renewal_finished().await;
-            }
-            redlock.release_everywhere(&state.keys, &token).await;
-        });
+    pub async fn release(self) -> Result<(), LockError> {
+        self.inner.release().await
     }
 }
 
@@ -618,11 +543,6 @@ where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedlockGuard")
-            .field("name", &self.state.keys.name)
-            .field("fencing_token", &self.state.fence)
-            .field("lost", &self.state.is_lost())
-            .field("token", &self.token)
-            .finish_non_exhaustive()
+        self.held().lease.debug(f, "RedlockGuard")
     }
 }

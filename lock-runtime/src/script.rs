@@ -361,6 +361,8 @@ impl<R: FromRedisValue> Invocation<R> {
                 expected: std::any::type_name::<R>(),
                 source: e.into(),
             }),
+            // The server did not run it and says to try again later: not the script's fault.
+            Err(err) if crate::error::is_retry_later(&err) => Err(LockError::Redis(err)),
             Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::CrossSlot) => {
                 Err(LockError::CrossSlot {
                     script: self.script.name,
@@ -396,17 +398,30 @@ fn server_message(err: &RedisError) -> String {
     }
 }
 
-/// `NOPERM` (keys, channels, the script command itself), or Redis 7.0's reply for a
-/// command the user may not run from inside a script.
+/// `NOPERM` (keys, channels, the script command itself), or a server's reply for a
+/// command, key or channel the user may not use from inside a script. Servers word the
+/// latter differently: Redis 7.0 "The user executing the script can't run this
+/// command...", Redis 7.2+, 8.x and Valkey "ACL failure in script: ...".
 fn is_permission_error(err: &RedisError, message: &str) -> bool {
     err.kind() == ErrorKind::Server(ServerErrorKind::NoPerm)
         || message.starts_with("NOPERM")
-        || message.contains("can't run this command")
+        || message.contains("ACL failure in script")
+        || message.contains("The user executing the script can't")
 }
 
-/// The command a permission error refers to, read from the script's source at the
-/// line the server names (`... on @user_script:17.`).
+/// The command a permission error refers to: named in the message by newer servers
+/// ("no permissions to run the 'publish' command"), else read from the script's source
+/// at the line the server names (`... on @user_script:17.`).
 fn refused_command(source: &str, message: &str) -> Option<String> {
+    if let Some((_, rest)) = message.split_once("to run the '")
+        && let Some((name, _)) = rest.split_once('\'')
+    {
+        return Some(name.to_ascii_uppercase());
+    }
+    if !message.contains("run this command") {
+        // A key or a channel was refused, not a command.
+        return None;
+    }
     let line: usize = message
         .split("@user_script:")
         .nth(1)?
@@ -453,5 +468,15 @@ mod tests {
             None
         );
         assert_eq!(refused_command(source, "on @user_script:99."), None);
+    }
+
+    #[test]
+    fn newer_servers_name_the_refused_command_themselves() {
+        // Redis 8.2 and Valkey 9.1, as they reply.
+        let message = "ERR ACL failure in script: User u has no permissions to run the 'incr' command script: da1f0beec269d2613800f28978af642ab6536067, on @user_script:1.";
+        assert_eq!(refused_command("", message).as_deref(), Some("INCR"));
+        let key =
+            "ERR ACL failure in script: No permissions to access a key script: on @user_script:1.";
+        assert_eq!(refused_command("redis.call('SET', KEYS[1])", key), None);
     }
 }

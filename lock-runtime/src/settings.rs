@@ -21,6 +21,22 @@ pub const MAX_NAME_LEN: usize = 512;
 /// How long `lock()` may wait at most: one day, like [`MAX_TTL`].
 pub const MAX_WAIT: Duration = MAX_TTL;
 
+/// The longest `max_hold` cap: 365 days. Anything longer is no cap at all; leave
+/// `max_hold` unset instead.
+pub const MAX_HOLD: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
+/// The longest retry backoff: one hour.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(60 * 60);
+
+/// The response timeout unless set: 500 ms, as redis-rs's own. No lock command does
+/// more than a few key reads and writes; a server that takes longer is paused,
+/// unreachable or overloaded.
+pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The accepted response timeouts: 1 ms ..= 60 s.
+pub const RESPONSE_TIMEOUT_RANGE: std::ops::RangeInclusive<Duration> =
+    Duration::from_millis(1)..=Duration::from_secs(60);
+
 /// How a waiter paces its attempts while a lock is held.
 ///
 /// A waiter sleeps until the release notification arrives, or until the holder's
@@ -104,8 +120,8 @@ impl Default for RetryPolicy {
     }
 }
 
-/// The builder methods shared by [`crate::Locks`] and [`crate::blocking::Locks`]; each
-/// type has a `settings: Arc<Settings>` field. `$ty` is the type's path for the doc
+/// The builder methods shared by every handle; each handle type has a method
+/// `fn settings_mut(&mut self) -> &mut Settings`. `$ty` is the type's path for the doc
 /// examples.
 macro_rules! settings_builder {
     ($ty:literal) => {
@@ -118,7 +134,7 @@ macro_rules! settings_builder {
         /// ```
         #[must_use]
         pub fn ttl(mut self, ttl: std::time::Duration) -> Self {
-            std::sync::Arc::make_mut(&mut self.settings).ttl = ttl;
+            self.settings_mut().ttl = ttl;
             self
         }
 
@@ -131,7 +147,7 @@ macro_rules! settings_builder {
         /// ```
         #[must_use]
         pub fn wait_timeout(mut self, wait: std::time::Duration) -> Self {
-            std::sync::Arc::make_mut(&mut self.settings).wait_timeout = wait;
+            self.settings_mut().wait_timeout = wait;
             self
         }
 
@@ -145,13 +161,13 @@ macro_rules! settings_builder {
         /// ```
         #[must_use]
         pub fn watchdog(mut self, on: bool) -> Self {
-            std::sync::Arc::make_mut(&mut self.settings).watchdog = on;
+            self.settings_mut().watchdog = on;
             self
         }
 
         /// Caps how long the watchdog keeps a lock: after `cap`, renewals stop and the
         /// lease runs out (then its loss is signalled). Default: no cap. Must be at
-        /// least the ttl.
+        /// least the ttl and at most [`MAX_HOLD`](crate::MAX_HOLD).
         ///
         /// ```no_run
         #[doc = concat!("# fn f(locks: ", $ty, ") -> ", $ty, " {")]
@@ -160,7 +176,7 @@ macro_rules! settings_builder {
         /// ```
         #[must_use]
         pub fn max_hold(mut self, cap: std::time::Duration) -> Self {
-            std::sync::Arc::make_mut(&mut self.settings).max_hold = Some(cap);
+            self.settings_mut().max_hold = Some(cap);
             self
         }
 
@@ -174,7 +190,24 @@ macro_rules! settings_builder {
         /// ```
         #[must_use]
         pub fn prefix(mut self, prefix: &str) -> Self {
-            std::sync::Arc::make_mut(&mut self.settings).prefix = std::sync::Arc::from(prefix);
+            self.settings_mut().prefix = std::sync::Arc::from(prefix);
+            self
+        }
+
+        /// How long one command may wait for the server's reply before the call fails
+        /// with a timeout (a [`LockError::Redis`](crate::LockError::Redis) whose
+        /// `is_timeout()` is true). Default 500 ms; accepted 1 ms ..= 60 s. It bounds
+        /// every call: `try_lock`, `extend`, `is_held` and `release` return within it,
+        /// and `lock()` within `wait_timeout` plus it.
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(locks: ", $ty, ") -> ", $ty, " {")]
+        /// locks.response_timeout(std::time::Duration::from_millis(200))
+        /// # }
+        /// ```
+        #[must_use]
+        pub fn response_timeout(mut self, timeout: std::time::Duration) -> Self {
+            self.settings_mut().response_timeout = timeout;
             self
         }
 
@@ -188,7 +221,7 @@ macro_rules! settings_builder {
         /// ```
         #[must_use]
         pub fn retry(mut self, policy: crate::RetryPolicy) -> Self {
-            std::sync::Arc::make_mut(&mut self.settings).retry = policy;
+            self.settings_mut().retry = policy;
             self
         }
     };
@@ -206,6 +239,10 @@ pub(crate) struct Settings {
     pub(crate) retry: RetryPolicy,
     /// `WAIT` after each grant (async `Locks` only; `Locks::wait_for_replicas`).
     pub(crate) wait_for_replicas: Option<ReplicaWait>,
+    /// How long one command may wait for its reply.
+    pub(crate) response_timeout: Duration,
+    /// Redlock: how long one master may take per round.
+    pub(crate) node_timeout: Duration,
 }
 
 /// How many replicas must acknowledge a grant, and how long to wait for them.
@@ -223,7 +260,9 @@ pub(crate) struct ReplicaWait {
 ///   that runs long does not silently lose its lock; loss is signalled by `lost()`;
 /// - no cap on the total hold time (`max_hold`);
 /// - key prefix `lock:`;
-/// - no `WAIT` for replicas after a grant (`wait_for_replicas`).
+/// - no `WAIT` for replicas after a grant (`wait_for_replicas`);
+/// - response timeout 500 ms: no call hangs on a paused or unreachable server;
+/// - Redlock node timeout 50 ms.
 impl Default for Settings {
     fn default() -> Self {
         Self {
@@ -234,6 +273,8 @@ impl Default for Settings {
             prefix: Arc::from("lock:"),
             retry: RetryPolicy::default(),
             wait_for_replicas: None,
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            node_timeout: crate::DEFAULT_NODE_TIMEOUT,
         }
     }
 }
@@ -253,18 +294,27 @@ impl Settings {
             min_delay,
             max_delay,
         } = self.retry;
-        if min_delay.is_zero() || min_delay > max_delay {
+        if min_delay.is_zero() || min_delay > max_delay || max_delay > MAX_RETRY_DELAY {
             return Err(LockError::InvalidSettings(format!(
                 "retry policy {min_delay:?}..{max_delay:?}: the minimum must be above zero and \
-                 not above the maximum"
+                 not above the maximum, and the maximum at most {MAX_RETRY_DELAY:?}"
             )));
         }
         if let Some(cap) = self.max_hold
-            && cap < self.ttl
+            && (cap < self.ttl || cap > MAX_HOLD)
         {
             return Err(LockError::InvalidSettings(format!(
-                "max_hold {cap:?} is shorter than the ttl {:?}: raise it or lower the ttl",
+                "max_hold {cap:?} is outside ttl ({:?}) ..= {MAX_HOLD:?}: a cap below the \
+                 lease cannot be kept; for no cap, do not call max_hold",
                 self.ttl
+            )));
+        }
+        if !RESPONSE_TIMEOUT_RANGE.contains(&self.response_timeout) {
+            return Err(LockError::InvalidSettings(format!(
+                "response_timeout {:?} is outside {:?}..={:?}",
+                self.response_timeout,
+                RESPONSE_TIMEOUT_RANGE.start(),
+                RESPONSE_TIMEOUT_RANGE.end()
             )));
         }
         if let Some(ReplicaWait { replicas, timeout }) = self.wait_for_replicas {

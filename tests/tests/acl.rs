@@ -24,6 +24,7 @@ const LOCK_USER_RULES: &[&str] = &[
     "+unsubscribe",
     "+ping",
     // What the scripts call.
+    "+exists",
     "+set",
     "+incr",
     "+pttl",
@@ -126,7 +127,7 @@ async fn a_missing_permission_is_an_error_that_names_it() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, LockError::Permission { command: None, message, .. } if message.contains("keys")),
+        matches!(&err, LockError::Permission { command: None, message, .. } if message.contains("key")),
         "names the missing key permission: {err:?}"
     );
 }

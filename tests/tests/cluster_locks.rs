@@ -16,7 +16,7 @@ use redis::cluster_async::ClusterConnection;
 const PATIENCE: Duration = Duration::from_secs(30);
 
 async fn connect(cluster: &RedisCluster) -> Locks<ClusterConnection> {
-    Locks::connect_cluster(&cluster.client(), cluster.urls())
+    Locks::connect_cluster(cluster.urls())
         .await
         .expect("connect_cluster")
 }
@@ -157,7 +157,7 @@ async fn notifications_move_to_another_node_when_theirs_stops() {
     let replicas = cluster.replicas();
     let pair = [replicas[0], replicas[1]];
     let urls: Vec<String> = pair.iter().map(|&i| cluster.node(i).url()).collect();
-    let locks = Locks::connect_cluster(&cluster.client(), urls)
+    let locks = Locks::connect_cluster(urls)
         .await
         .unwrap()
         .ttl(Duration::from_secs(60))
@@ -204,8 +204,7 @@ async fn notifications_move_to_another_node_when_theirs_stops() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_cluster_refuses_an_empty_node_list() {
-    let cluster = RedisCluster::start(3, 0);
-    let err = Locks::connect_cluster(&cluster.client(), Vec::<String>::new())
+    let err = Locks::connect_cluster(Vec::<String>::new())
         .await
         .unwrap_err();
     assert!(matches!(err, LockError::InvalidSettings(_)), "{err:?}");

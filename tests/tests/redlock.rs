@@ -77,10 +77,15 @@ async fn every_failure_mask_of_five_masters() {
             let guard = outcome.unwrap_or_else(|e| panic!("mask {dead:?} should grant: {e}"));
             guard.release().await.unwrap();
         } else {
-            assert!(
-                matches!(outcome, Err(LockError::Timeout { .. })),
-                "mask {dead:?} should refuse: {outcome:?}"
-            );
+            // Too few masters answer: the error says so (not a timeout, as if the lock
+            // were merely held).
+            match &outcome {
+                Err(e @ LockError::Redis(_)) => assert!(
+                    e.to_string().contains("Redlock masters answered"),
+                    "mask {dead:?}: {e}"
+                ),
+                other => panic!("mask {dead:?} should refuse: {other:?}"),
+            }
             assert!(
                 took < wait + Duration::from_secs(1),
                 "mask {dead:?} took {took:?}"

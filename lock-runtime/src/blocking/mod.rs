@@ -1,10 +1,12 @@
 //! The lock API for code without async: the same surface as [`crate::Locks`], on a
-//! sync connection, with a watchdog thread per held lock.
+//! sync connection, over the same lease, grant and wait rules.
 //!
 //! Commands go through one sync connection (any `redis::ConnectionLike + Send`) that
-//! the handle's clones and watchdog threads share behind a mutex. Release
-//! notifications, when enabled, come from a pub/sub connection driven by one
-//! background thread; waiters block on them with a timeout.
+//! the handle's clones and its watchdog thread share behind a mutex; each is bounded
+//! by the response timeout (set on the socket by [`Locks::connect`]). One background
+//! thread per handle renews leases and releases abandoned grants: no thread is started
+//! per lock. Release notifications, when enabled, come from a pub/sub connection kept
+//! by a small private runtime thread; waiters block on them with a timeout.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -22,32 +24,95 @@
 //! ```
 
 mod guard;
+mod worker;
 
 use std::fmt;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 pub use guard::LockGuard;
 
-use crate::lock::Attempt;
+use self::worker::Worker;
+use crate::grant::{Abandoned, Grant, Outcome, Pending};
+use crate::lease::LeaseState;
 use crate::notify::{Notifications, Subscription};
-use crate::settings::{Keys, Settings, millis, validity};
+use crate::settings::{Keys, Settings, millis};
 use crate::token::Token;
+use crate::wait::{Step, Wait};
 use crate::{LockError, builtin};
 
-/// How long a sync connection made by [`Locks::connect`] waits for a reply before
-/// failing with an I/O error: a paused or unreachable server cannot hang a caller.
-pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
+/// Re-opens a connection that broke.
+type Reopen<C> = Box<dyn Fn() -> redis::RedisResult<C> + Send + Sync>;
+/// Applies a response timeout to a connection.
+type Tune<C> = Box<dyn Fn(&C, Duration) -> redis::RedisResult<()> + Send + Sync>;
 
-/// The shared sync connection.
-pub(crate) struct Shared<C> {
-    conn: Mutex<C>,
+/// The handle's sync connection, re-opened after it breaks when the handle made it.
+pub(crate) struct Conn<C> {
+    /// The connection, and the response timeout last applied to it.
+    current: Mutex<(C, Option<Duration>)>,
+    reopen: Option<Reopen<C>>,
+    tune: Option<Tune<C>>,
 }
 
-impl<C: redis::ConnectionLike> Shared<C> {
-    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut C) -> T) -> T {
-        let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        f(&mut conn)
+impl<C: redis::ConnectionLike + Send> Conn<C> {
+    fn lock(&self) -> MutexGuard<'_, (C, Option<Duration>)> {
+        self.current.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` on the connection, with `timeout` as its response timeout when given
+    /// (and when the handle can set it), after re-opening a broken connection.
+    pub(crate) fn with<T>(
+        &self,
+        timeout: Option<Duration>,
+        f: impl FnOnce(&mut C) -> Result<T, LockError>,
+    ) -> Result<T, LockError> {
+        let mut guard = self.lock();
+        let (conn, applied) = &mut *guard;
+        if !conn.is_open()
+            && let Some(reopen) = &self.reopen
+        {
+            *conn = reopen()?;
+            *applied = None;
+        }
+        if let (Some(tune), Some(timeout)) = (&self.tune, timeout)
+            && *applied != Some(timeout)
+        {
+            tune(conn, timeout)?;
+            *applied = Some(timeout);
+        }
+        f(conn)
+    }
+}
+
+/// What the clones of a handle and its guards share: the connection and the thread.
+pub(crate) struct Shared<C> {
+    conn: Arc<Conn<C>>,
+    worker: OnceLock<Option<Arc<Worker>>>,
+}
+
+impl<C: redis::ConnectionLike + Send + 'static> Shared<C> {
+    /// The background thread, started on first use.
+    fn worker(&self) -> Option<&Arc<Worker>> {
+        self.worker
+            .get_or_init(|| Worker::start(Arc::clone(&self.conn)))
+            .as_ref()
+    }
+
+    /// Releases a grant nobody owns in the background; its TTL frees it if that fails.
+    pub(crate) fn release_in_background(&self, abandoned: Abandoned) {
+        if let Some(worker) = self.worker() {
+            worker.release(abandoned);
+        } else {
+            tracing::debug!("no background thread; the ttl frees the lock");
+        }
+    }
+}
+
+impl<C> Drop for Shared<C> {
+    fn drop(&mut self) {
+        if let Some(Some(worker)) = self.worker.get() {
+            worker.close();
+        }
     }
 }
 
@@ -78,12 +143,15 @@ impl BlockingNotifications {
             .as_ref()
     }
 
-    fn subscribe(&self, channel: &str) -> Option<Subscription> {
+    /// Subscribes to `channel`, waiting at most `within` for the confirmation.
+    fn subscribe(&self, channel: &str, within: Duration) -> Option<Subscription> {
         let (runtime, notifications) = self.started()?;
-        runtime.block_on(async {
-            let notifier = notifications.get().await?;
-            Some(notifier.subscribe(channel).await)
-        })
+        let subscription = {
+            let _entered = runtime.enter();
+            notifications.subscribe(channel)?
+        };
+        runtime.block_on(subscription.live_within(within));
+        Some(subscription)
     }
 
     /// Waits up to `nap` for a release; returns early when one arrives.
@@ -96,12 +164,6 @@ impl BlockingNotifications {
             }
             None => std::thread::sleep(nap),
         }
-    }
-
-    /// Drops `subscription` inside the runtime, which unsubscribes in a task there.
-    fn unsubscribe(&self, subscription: Subscription) {
-        let _runtime = self.started().map(|(runtime, _)| runtime.enter());
-        drop(subscription);
     }
 }
 
@@ -145,9 +207,22 @@ impl<C> fmt::Debug for Locks<C> {
     }
 }
 
+/// One attempt's result, with the grant's token when granted.
+enum Attempted {
+    Granted {
+        token: Token,
+        fence: u64,
+        sent: Instant,
+    },
+    Held {
+        remaining: Option<Duration>,
+    },
+}
+
 impl Locks<redis::Connection> {
-    /// Opens a sync connection (with [`RESPONSE_TIMEOUT`] on reads and writes) and
-    /// enables release notifications.
+    /// Opens a sync connection and enables release notifications. The connection's
+    /// reads and writes are bounded by the response timeout (500 ms unless set), and it
+    /// is re-opened when it breaks (a server restart, a reset).
     ///
     /// ```no_run
     /// # fn main() -> Result<(), lock_runtime::LockError> {
@@ -157,10 +232,21 @@ impl Locks<redis::Connection> {
     /// # }
     /// ```
     pub fn connect(client: &redis::Client) -> Result<Self, LockError> {
-        let conn = client.get_connection_with_timeout(RESPONSE_TIMEOUT)?;
-        conn.set_read_timeout(Some(RESPONSE_TIMEOUT))?;
-        conn.set_write_timeout(Some(RESPONSE_TIMEOUT))?;
-        Ok(Self::new(conn).notifications(client.clone()))
+        let open = {
+            let client = client.clone();
+            move || client.get_connection_with_timeout(Duration::from_secs(1))
+        };
+        let conn = open()?;
+        let tune: Tune<redis::Connection> = Box::new(|conn, timeout| {
+            conn.set_read_timeout(Some(timeout))?;
+            conn.set_write_timeout(Some(timeout))
+        });
+        Ok(Self::with_conn(Conn {
+            current: Mutex::new((conn, None)),
+            reopen: Some(Box::new(open)),
+            tune: Some(tune),
+        })
+        .notifications(client.clone()))
     }
 }
 
@@ -169,7 +255,9 @@ where
     C: redis::ConnectionLike + Send + 'static,
 {
     /// Uses an existing sync connection. Without
-    /// [`notifications`](Self::notifications), waiters poll with the retry policy.
+    /// [`notifications`](Self::notifications), waiters poll with the retry policy. The
+    /// connection's own timeouts bound each call (set a read timeout on it), and a
+    /// broken connection is not re-opened: [`connect`](Locks::connect) does both.
     ///
     /// ```no_run
     /// # fn main() -> Result<(), lock_runtime::LockError> {
@@ -179,19 +267,32 @@ where
     /// # }
     /// ```
     pub fn new(conn: C) -> Self {
+        Self::with_conn(Conn {
+            current: Mutex::new((conn, None)),
+            reopen: None,
+            tune: None,
+        })
+    }
+
+    fn with_conn(conn: Conn<C>) -> Self {
         Self {
             shared: Arc::new(Shared {
-                conn: Mutex::new(conn),
+                conn: Arc::new(conn),
+                worker: OnceLock::new(),
             }),
             settings: Arc::new(Settings::default()),
             notifications: None,
         }
     }
 
+    fn settings_mut(&mut self) -> &mut Settings {
+        Arc::make_mut(&mut self.settings)
+    }
+
     crate::settings::settings_builder!("lock_runtime::blocking::Locks");
 
     /// Wakes waiters when a lock is released, through a pub/sub connection opened from
-    /// `client` on first contention and driven by one background thread.
+    /// `client` on first contention and kept by one background thread.
     ///
     /// ```no_run
     /// # fn main() -> Result<(), lock_runtime::LockError> {
@@ -210,7 +311,8 @@ where
         self
     }
 
-    /// One attempt: `Ok(Some(guard))` when acquired, `Ok(None)` when held.
+    /// One attempt: `Ok(Some(guard))` when acquired, `Ok(None)` when held. Returns
+    /// within the response timeout.
     ///
     /// ```no_run
     /// # fn f(locks: lock_runtime::blocking::Locks) -> Result<(), lock_runtime::LockError> {
@@ -223,24 +325,30 @@ where
     pub fn try_lock(&self, name: &str) -> Result<Option<LockGuard<C>>, LockError> {
         self.settings.validate()?;
         let keys = self.settings.keys(name)?;
-        let token = Token::new()?;
         let started = Instant::now();
-        match self.attempt(&keys, &token)? {
-            Attempt::Acquired { fence, sent } => Ok(Some(self.guard(
-                keys,
-                token,
-                fence,
-                sent,
-                started,
-                1,
-                self.settings.watchdog,
-            ))),
-            Attempt::Held { .. } => Ok(None),
+        match self.attempt(&keys)? {
+            Attempted::Granted { token, fence, sent } => {
+                let grant = Grant {
+                    fence,
+                    sent,
+                    attempts: 1,
+                    handovers: 0,
+                };
+                Ok(Some(self.guard(
+                    keys,
+                    token,
+                    grant,
+                    started,
+                    self.settings.watchdog,
+                )))
+            }
+            Attempted::Held { .. } => Ok(None),
         }
     }
 
-    /// Blocks until the lock is acquired, or [`LockError::Timeout`] after
-    /// `wait_timeout`.
+    /// Blocks until the lock is acquired, or fails after `wait_timeout` with
+    /// [`LockError::Timeout`] (or the last error, when the server could not be
+    /// reached). Returns within `wait_timeout` plus the response timeout.
     ///
     /// ```no_run
     /// # fn f(locks: lock_runtime::blocking::Locks) -> Result<(), lock_runtime::LockError> {
@@ -256,55 +364,61 @@ where
     fn lock_with(&self, name: &str, watchdog: bool) -> Result<LockGuard<C>, LockError> {
         self.settings.validate_wait()?;
         let keys = self.settings.keys(name)?;
-        let token = Token::new()?;
         let _span = tracing::debug_span!("lock.acquire", lock = %keys.name).entered();
         let started = Instant::now();
-        let deadline = started + self.settings.wait_timeout;
+        let settings = &self.settings;
+        let mut wait = Wait::new(
+            &keys.name,
+            started,
+            settings.wait_timeout,
+            settings.retry,
+            self.notifications.is_some(),
+        );
         let mut subscription: Option<Subscription> = None;
-        let mut attempts = 0u32;
-        let mut waits = 0u32;
-        let outcome = loop {
-            attempts += 1;
-            let remaining = match self.attempt(&keys, &token) {
-                Ok(Attempt::Acquired { fence, sent }) => {
-                    break Ok(self.guard(keys, token, fence, sent, started, attempts, watchdog));
+        let mut step = wait.start(started, false);
+        let (token, grant) = loop {
+            step = match step {
+                Step::Attempt => match self.attempt(&keys) {
+                    Ok(Attempted::Granted { token, fence, sent }) => {
+                        let attempts = wait.attempts();
+                        break (
+                            token,
+                            Grant {
+                                fence,
+                                sent,
+                                attempts,
+                                handovers: 0,
+                            },
+                        );
+                    }
+                    Ok(Attempted::Held { remaining }) => wait.refused(remaining, Instant::now()),
+                    Err(e) if e.is_transient() => wait.failed(e, Instant::now()),
+                    Err(e) => return Err(e),
+                },
+                Step::Subscribe { within } => {
+                    if let Some(notifications) = &self.notifications {
+                        subscription = notifications.subscribe(&keys.channel, within);
+                    }
+                    wait.attempt()
                 }
-                Ok(Attempt::Held { remaining }) => remaining,
-                Err(e) => break Err(e),
+                Step::Sleep { nap } => {
+                    match (&subscription, &self.notifications) {
+                        (Some(sub), Some(notifications)) => notifications.wait(sub, nap),
+                        _ => std::thread::sleep(nap),
+                    }
+                    wait.attempt()
+                }
+                Step::GiveUp(e) => return Err(e),
             };
-            if subscription.is_none()
-                && let Some(notifications) = &self.notifications
-                && let Some(sub) = notifications.subscribe(&keys.channel)
-            {
-                // Subscribed: try once more at once, so a release in between is seen.
-                subscription = Some(sub);
-                continue;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                break Err(LockError::Timeout {
-                    name: keys.name.clone(),
-                    waited: now - started,
-                    attempts,
-                });
-            }
-            let nap = self.settings.retry.nap(waits, remaining, deadline - now);
-            waits += 1;
-            match (&subscription, &self.notifications) {
-                (Some(sub), Some(notifications)) => notifications.wait(sub, nap),
-                _ => std::thread::sleep(nap),
-            }
         };
-        if let (Some(sub), Some(notifications)) = (subscription, &self.notifications) {
-            notifications.unsubscribe(sub);
-        }
-        outcome
+        Ok(self.guard(keys, token, grant, started, watchdog))
     }
 
     /// Runs `work` while holding the lock, with the watchdog on, then releases it.
     /// Sync code cannot be interrupted: if the lease was lost while `work` ran, its
-    /// result is discarded and [`LockError::Lost`] is returned. Long work should check
-    /// [`LockGuard::is_lost`] as it goes.
+    /// result is discarded and [`LockError::Lost`] is returned; if the release finds it
+    /// lost, [`LockError::NotHeld`]. Long work should check [`LockGuard::is_lost`] as it
+    /// goes.
     ///
     /// ```no_run
     /// # fn f(locks: lock_runtime::blocking::Locks) -> Result<(), lock_runtime::LockError> {
@@ -324,59 +438,70 @@ where
                 name: guard.name().to_owned(),
             });
         }
-        if let Err(e) = guard.release() {
-            tracing::warn!(lock = name, error = %e, "release after with_lock failed");
+        match guard.release() {
+            Ok(()) => Ok(value),
+            Err(e @ LockError::NotHeld { .. }) => Err(e),
+            Err(e) => {
+                tracing::warn!(lock = name, error = %e, "release after with_lock failed; retried in the background");
+                Ok(value)
+            }
         }
-        Ok(value)
     }
 
-    fn attempt(&self, keys: &Keys, token: &Token) -> Result<Attempt<Instant>, LockError> {
+    /// One attempt with a fresh owner token; see the async engine's `attempt`.
+    fn attempt(&self, keys: &Keys) -> Result<Attempted, LockError> {
+        let settings = &self.settings;
+        let token = Token::new()?;
         let sent = Instant::now();
-        let reply = self.shared.with(|conn| {
-            builtin::acquire(
-                &keys.lock,
-                &keys.fence,
-                token.as_str(),
-                millis(self.settings.ttl),
-            )
-            .invoke(conn)
-        })?;
-        let attempt = Attempt::from_reply(keys, reply, sent);
-        if matches!(attempt, Attempt::Acquired { .. })
-            && Instant::now() >= sent + validity(self.settings.ttl)
-        {
-            // The reply came after the lease it granted had ended: worth nothing.
-            let _ = self
-                .shared
-                .with(|conn| builtin::compare_del(&keys.lock, token.as_str()).invoke(conn));
-            return Ok(Attempt::Held { remaining: None });
-        }
-        Ok(attempt)
+        let outcome = {
+            let mut pending = Pending::new(keys, &token, sent, settings.ttl, |a| {
+                self.shared.release_in_background(a);
+            });
+            let reply = self.shared.conn.with(Some(settings.response_timeout), |c| {
+                builtin::acquire(
+                    &keys.lock,
+                    &keys.fence,
+                    token.as_str(),
+                    millis(settings.ttl),
+                )
+                .invoke(c)
+            });
+            let outcome = Outcome::from_reply(pending.settle(reply)?, sent);
+            if outcome.is_late(settings.ttl, Instant::now()) {
+                tracing::debug!(lock = %keys.name, "grant arrived after its validity; released");
+                return Ok(Attempted::Held { remaining: None });
+            }
+            pending.disarm();
+            outcome
+        };
+        Ok(match outcome {
+            Outcome::Granted { fence, sent } => {
+                tracing::debug!(lock = %keys.name, fence, "lock acquired");
+                Attempted::Granted { token, fence, sent }
+            }
+            Outcome::Held { remaining } => Attempted::Held { remaining },
+        })
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn guard(
         &self,
         keys: Keys,
         token: Token,
-        fence: u64,
-        sent: Instant,
+        grant: Grant,
         started: Instant,
-        attempts: u32,
         watchdog: bool,
     ) -> LockGuard<C> {
-        LockGuard::start(
-            Arc::clone(&self.shared),
-            &self.settings,
-            guard::Grant {
-                keys,
-                token,
-                fence,
-                sent,
-                waited: sent.saturating_duration_since(started),
-                attempts,
-                watchdog,
-            },
-        )
+        let lease = Arc::new(LeaseState::new(
+            keys,
+            grant.fence,
+            token,
+            Arc::clone(&self.settings),
+            grant.sent,
+            watchdog,
+        ));
+        if watchdog && let Some(worker) = self.shared.worker() {
+            worker.watch(&lease);
+        }
+        LockGuard::new(Arc::clone(&self.shared), lease, grant, started)
     }
 }

@@ -1,0 +1,79 @@
+//! What the async engine asks of the servers that hold its locks: one server (or a
+//! Cluster), or N independent masters (Redlock). Each call is bounded: by the handle's
+//! response timeout on one server, by the node timeout per round for Redlock.
+
+use std::time::{Duration, Instant};
+
+use crate::LockError;
+use crate::grant::Outcome;
+use crate::settings::{Keys, Settings};
+use crate::token::Token;
+
+/// The server side of the lock protocol, for the async engine.
+pub(crate) trait Backend: Clone + Send + Sync + 'static {
+    /// Whether a release can hand the lock to a waiter of the same handle in one step
+    /// (handover.lua).
+    const HANDOVER: bool;
+
+    /// One attempt to take `keys` for `token` with the settings' ttl. An error that
+    /// [may have run](LockError::may_have_run) the script may have granted it.
+    fn acquire(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        token: &Token,
+    ) -> impl Future<Output = Result<Outcome, LockError>> + Send;
+
+    /// What a fresh grant must pass before it is handed to the caller (e.g. `WAIT` for
+    /// replicas). On an error the grant is released again.
+    fn confirm(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        token: &Token,
+    ) -> impl Future<Output = Result<(), LockError>> + Send {
+        let _ = (settings, keys, token);
+        async { Ok(()) }
+    }
+
+    /// Sets the lease to `ttl` if `token` still holds the lock: `Some(from)` with the
+    /// instant the new lease counts from, `None` if the lock is not ours.
+    fn renew(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        token: &Token,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<Option<Instant>, LockError>> + Send;
+
+    /// Deletes the lock if `token` holds it (waking waiters); whether it did.
+    fn release(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        token: &Token,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    /// Whether `token` holds the lock.
+    fn holds(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        token: &Token,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    /// Passes the lock from `token` to `next` with lease `ttl`: the next holder's
+    /// fencing token, or `None` if `token` did not hold it. Only called when
+    /// [`HANDOVER`](Self::HANDOVER) is true.
+    fn hand_over(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        token: &Token,
+        next: &Token,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<Option<u64>, LockError>> + Send {
+        let _ = (settings, keys, token, next, ttl);
+        async { Ok(None) }
+    }
+}

@@ -1,0 +1,201 @@
+//! The blocking face's background thread: one per handle (shared by its clones and
+//! guards), started with the first grant, that renews the leases of held locks and
+//! releases grants nobody owns. No thread is started per lock.
+//!
+//! It runs the same [`Schedule`] as the async watchdog. Its commands go through the
+//! handle's connection, each bounded by the response timeout; the loss of a lease does
+//! not depend on this thread at all ([`LeaseState`] evaluates it on the clock).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use super::Conn;
+use crate::LockError;
+use crate::builtin;
+use crate::grant::Abandoned;
+use crate::lease::{LeaseState, retry_delay};
+use crate::schedule::Schedule;
+use crate::settings::millis;
+
+/// Something the thread does at a given time.
+enum Job {
+    /// Renew the lease if due; watch its validity end.
+    Lease(Arc<LeaseState>),
+    /// Release a grant nobody owns, after `failures` failed tries.
+    Release(Abandoned, u32),
+}
+
+/// Release jobs take ids from here; leases use their own (below 2^63).
+static RELEASE_IDS: AtomicU64 = AtomicU64::new(1 << 63);
+
+struct State {
+    schedule: Schedule<Job>,
+    /// Release jobs queued: the thread finishes them even after the handle is gone.
+    releases: usize,
+    /// The handle is gone.
+    closed: bool,
+}
+
+/// What the handle and the thread share.
+pub(crate) struct Worker {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+impl Worker {
+    /// Starts the thread for `conn`. `None` if the OS refuses a thread: leases are then
+    /// not renewed (their loss is still signalled on time) and abandoned grants are
+    /// freed by their TTL.
+    pub(crate) fn start<C>(conn: Arc<Conn<C>>) -> Option<Arc<Self>>
+    where
+        C: redis::ConnectionLike + Send + 'static,
+    {
+        let worker = Arc::new(Self {
+            state: Mutex::new(State {
+                schedule: Schedule::default(),
+                releases: 0,
+                closed: false,
+            }),
+            wake: Condvar::new(),
+        });
+        let thread = {
+            let worker = Arc::clone(&worker);
+            std::thread::Builder::new()
+                .name("lockscript-watchdog".to_owned())
+                .spawn(move || worker.run(&conn))
+        };
+        match thread {
+            Ok(_) => Some(worker),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start the watchdog thread; leases are not renewed");
+                None
+            }
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn queue(&self, id: u64, at: Instant, job: Job) {
+        let wake = self.state().schedule.insert(id, at, job);
+        if wake {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Watches `lease` from now on (renewals, and its validity end).
+    pub(crate) fn watch(&self, lease: &Arc<LeaseState>) {
+        if let Some(at) = lease.next_action(Instant::now()) {
+            self.queue(lease.id, at, Job::Lease(Arc::clone(lease)));
+        }
+    }
+
+    /// Stops watching `lease`.
+    pub(crate) fn forget(&self, lease: &LeaseState) {
+        self.state().schedule.remove(lease.id);
+    }
+
+    /// Releases `abandoned` as soon as possible, retrying until its TTL ends.
+    pub(crate) fn release(&self, abandoned: Abandoned) {
+        self.state().releases += 1;
+        let id = RELEASE_IDS.fetch_add(1, Ordering::Relaxed);
+        self.queue(id, Instant::now(), Job::Release(abandoned, 0));
+    }
+
+    /// The handle is gone: the thread ends once no release is left to do.
+    pub(crate) fn close(&self) {
+        self.state().closed = true;
+        self.wake.notify_one();
+    }
+
+    fn run<C: redis::ConnectionLike + Send>(&self, conn: &Conn<C>) {
+        let mut state = self.state();
+        loop {
+            if state.closed && state.releases == 0 {
+                return;
+            }
+            let now = Instant::now();
+            let (due, next) = state.schedule.take_due(now);
+            if due.is_empty() {
+                state = match next {
+                    Some(at) => {
+                        self.wake
+                            .wait_timeout(state, at.saturating_duration_since(now))
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0
+                    }
+                    None => self
+                        .wake
+                        .wait(state)
+                        .unwrap_or_else(PoisonError::into_inner),
+                };
+                continue;
+            }
+            drop(state);
+            for job in due {
+                self.act(conn, job);
+            }
+            state = self.state();
+        }
+    }
+
+    fn act<C: redis::ConnectionLike + Send>(&self, conn: &Conn<C>, job: Job) {
+        match job {
+            Job::Lease(lease) => {
+                if let Some(ttl) = lease.begin_renewal(Instant::now()) {
+                    renew(conn, &lease, ttl);
+                }
+                self.watch(&lease);
+            }
+            Job::Release(abandoned, failures) => {
+                let reply = conn.with(None, |c| {
+                    builtin::compare_del(&abandoned.keys.lock, abandoned.token.as_str()).invoke(c)
+                });
+                let retry = match &reply {
+                    Err(e) if e.is_transient() => abandoned.next_try(failures, Instant::now()),
+                    _ => None,
+                };
+                tracing::debug!(lock = %abandoned.keys.name, ok = reply.is_ok(), retry = retry.is_some(), "background release");
+                match retry {
+                    Some(at) => {
+                        let id = RELEASE_IDS.fetch_add(1, Ordering::Relaxed);
+                        self.queue(id, at, Job::Release(abandoned, failures + 1));
+                    }
+                    None => self.state().releases -= 1,
+                }
+            }
+        }
+    }
+}
+
+/// One renewal of `lease` for `ttl`.
+fn renew<C: redis::ConnectionLike + Send>(
+    conn: &Conn<C>,
+    lease: &LeaseState,
+    ttl: std::time::Duration,
+) {
+    let sent = Instant::now();
+    let reply: Result<i64, LockError> = conn.with(Some(lease.settings.response_timeout), |c| {
+        builtin::renew(&lease.keys.lock, lease.token.as_str(), millis(ttl)).invoke(c)
+    });
+    let now = Instant::now();
+    match reply {
+        Ok(1) => {
+            if lease.renewed(sent, ttl, now) {
+                tracing::trace!(lock = %lease.keys.name, fence = lease.fence, "lease renewed");
+            }
+            lease.end_renewal(None);
+        }
+        Ok(_) => {
+            lease.refused("the key changed owner or vanished");
+            lease.end_renewal(None);
+        }
+        Err(e) => {
+            let retry = retry_delay(ttl);
+            lease.end_renewal(Some(now + retry));
+            tracing::warn!(lock = %lease.keys.name, error = %e, retry_in = ?retry, "lease renewal failed");
+        }
+    }
+}

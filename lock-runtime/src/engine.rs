@@ -1,0 +1,404 @@
+//! The async lock engine: acquiring, waiting, handing over and releasing in the
+//! background, written once for every async face ([`crate::Locks`] on one server or a
+//! Cluster, [`crate::Redlock`] on N masters) over a [`Backend`].
+//!
+//! It carries out the plain rules of [`crate::grant`] (a fresh token per attempt,
+//! nothing orphaned, late grants refused) and [`crate::wait`] (the wait loop), with the
+//! local queue (first come first served within a handle, and handover), the release
+//! notifications and the watchdog.
+
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use tracing::Instrument;
+
+use crate::LockError;
+use crate::backend::Backend;
+use crate::grant::{Abandoned, Grant, Outcome, Pending};
+use crate::guard::Guard;
+use crate::lease::{Lease, LeaseState};
+use crate::notify::{Notifications, Subscription};
+use crate::queue::{Handed, LocalQueue, Standing};
+use crate::settings::{Keys, Settings, validity};
+use crate::token::Token;
+use crate::wait::{Step, Wait};
+use crate::watchdog::Watchdog;
+
+/// Everything an async handle is: its servers, settings, local queue, notifications
+/// and watchdog. Cheap to clone; clones share all of it.
+pub(crate) struct Engine<B> {
+    pub(crate) backend: B,
+    pub(crate) settings: Arc<Settings>,
+    pub(crate) notifications: Option<Arc<Notifications>>,
+    pub(crate) queue: Arc<LocalQueue>,
+    pub(crate) watchdog: Arc<Watchdog<B>>,
+}
+
+impl<B: Clone> Clone for Engine<B> {
+    fn clone(&self) -> Self {
+        Self {
+            backend: self.backend.clone(),
+            settings: Arc::clone(&self.settings),
+            notifications: self.notifications.clone(),
+            queue: Arc::clone(&self.queue),
+            watchdog: Arc::clone(&self.watchdog),
+        }
+    }
+}
+
+/// A waiter's standing offer, with the owner token a handed grant will have.
+struct Offer {
+    token: Token,
+    standing: Standing,
+}
+
+/// A grant handed over by a release, claimed by its waiter.
+struct HandedGrant {
+    token: Token,
+    handed: Handed,
+}
+
+impl HandedGrant {
+    fn into_grant(self, attempts: u32) -> (Token, Grant) {
+        let grant = Grant {
+            fence: self.handed.fence,
+            sent: self.handed.sent,
+            attempts,
+            handovers: self.handed.streak,
+        };
+        (self.token, grant)
+    }
+}
+
+/// One attempt's result, with the grant's token when granted.
+enum Attempted {
+    Granted {
+        token: Token,
+        fence: u64,
+        sent: Instant,
+    },
+    Held {
+        remaining: Option<Duration>,
+    },
+}
+
+impl<B: Backend> Engine<B> {
+    pub(crate) fn new(backend: B, settings: Settings) -> Self {
+        Self {
+            watchdog: Arc::new(Watchdog::new(backend.clone())),
+            backend,
+            settings: Arc::new(settings),
+            notifications: None,
+            queue: Arc::default(),
+        }
+    }
+
+    /// One attempt: a guard, or `None` when another owner holds the lock.
+    pub(crate) async fn try_lock(&self, name: &str) -> Result<Option<Guard<B>>, LockError> {
+        self.settings.validate()?;
+        let keys = self.settings.keys(name)?;
+        let started = Instant::now();
+        match self.attempt(&keys).await? {
+            Attempted::Granted { token, fence, sent } => {
+                let grant = Grant {
+                    fence,
+                    sent,
+                    attempts: 1,
+                    handovers: 0,
+                };
+                let watchdog = self.settings.watchdog;
+                Ok(Some(self.guard(keys, token, grant, started, watchdog)))
+            }
+            Attempted::Held { .. } => Ok(None),
+        }
+    }
+
+    /// Waits for the lock until `wait_timeout`; `watchdog` says whether the lease is
+    /// renewed.
+    pub(crate) async fn lock(&self, name: &str, watchdog: bool) -> Result<Guard<B>, LockError> {
+        self.settings.validate_wait()?;
+        let keys = self.settings.keys(name)?;
+        let span = tracing::debug_span!("lock.acquire", lock = %keys.name);
+        self.wait_for(keys, watchdog).instrument(span).await
+    }
+
+    async fn wait_for(&self, keys: Keys, watchdog: bool) -> Result<Guard<B>, LockError> {
+        let started = Instant::now();
+        let settings = &self.settings;
+        let mut wait = Wait::new(
+            &keys.name,
+            started,
+            settings.wait_timeout,
+            settings.retry,
+            self.notifications.is_some(),
+        );
+        let deadline = tokio::time::Instant::from_std(wait.deadline());
+        let Ok(mut turn) = tokio::time::timeout_at(deadline, self.queue.turn(&keys.name)).await
+        else {
+            return Err(wait.give_up(Instant::now()));
+        };
+        // Joining a channel that is still subscribed (the previous head of the queue just
+        // left it) costs nothing, and then no extra attempt is needed to cover the gap
+        // before subscribing.
+        let mut subscription: Option<Subscription> = self
+            .notifications
+            .as_ref()
+            .and_then(|n| n.join(&keys.channel));
+        let just_granted = subscription.is_some() && turn.follows_a_grant();
+        // From the first refusal on, the waiter stands an offer that a guard of this
+        // handle releasing the lock takes to hand it over (handover.lua). It stands
+        // through the waiter's own attempts too, so no release finds it missing.
+        let mut offer: Option<Offer> = None;
+        let mut step = wait.start(Instant::now(), just_granted);
+        let (token, grant) = loop {
+            step = match step {
+                Step::Attempt => match self.attempt(&keys).await {
+                    Ok(Attempted::Granted { token, fence, sent }) => {
+                        if let Some(offer) = offer.take() {
+                            // Nobody can have handed over a lock we just acquired; a
+                            // handed grant would be released when dropped.
+                            drop(offer.standing.settle().await);
+                        }
+                        let attempts = wait.attempts();
+                        break (
+                            token,
+                            Grant {
+                                fence,
+                                sent,
+                                attempts,
+                                handovers: 0,
+                            },
+                        );
+                    }
+                    Ok(Attempted::Held { remaining }) => {
+                        if B::HANDOVER && offer.is_none() {
+                            offer = self.stand_offer(&keys);
+                        }
+                        if let Some(handed) = self.handed_now(&keys, &mut offer) {
+                            break handed.into_grant(wait.attempts());
+                        }
+                        wait.refused(remaining, Instant::now())
+                    }
+                    Err(e) if e.is_transient() => {
+                        tracing::debug!(error = %e, "attempt failed; retrying within the wait");
+                        wait.failed(e, Instant::now())
+                    }
+                    Err(e) => return Err(e),
+                },
+                Step::Subscribe { within } => {
+                    if let Some(sub) = self
+                        .notifications
+                        .as_ref()
+                        .and_then(|n| n.subscribe(&keys.channel))
+                    {
+                        sub.live_within(within).await;
+                        subscription = Some(sub);
+                    }
+                    wait.attempt()
+                }
+                Step::Sleep { nap } => {
+                    tracing::trace!(?nap, attempts = wait.attempts(), "lock held; waiting");
+                    if let Some(handed) = self
+                        .nap(&keys, subscription.as_ref(), &mut offer, nap)
+                        .await
+                    {
+                        break handed.into_grant(wait.attempts());
+                    }
+                    wait.attempt()
+                }
+                Step::GiveUp(e) => {
+                    tracing::debug!(attempts = wait.attempts(), "lock wait ended: {e}");
+                    return Err(e);
+                }
+            };
+        };
+        if let Some(offer) = offer {
+            offer.standing.settle().await;
+        }
+        turn.granted();
+        Ok(self.guard(keys, token, grant, started, watchdog))
+    }
+
+    /// Stands the offer of this waiter (with a fresh owner token for the handed grant).
+    fn stand_offer(&self, keys: &Keys) -> Option<Offer> {
+        let token = Token::new().ok()?;
+        let standing = self
+            .queue
+            .offer(&keys.name, &keys.lock, &token, self.settings.ttl);
+        Some(Offer { token, standing })
+    }
+
+    /// A handover that already happened to the standing offer, if any. An offer whose
+    /// releaser finished is gone afterwards either way (the next refusal stands another).
+    fn handed_now(&self, keys: &Keys, offer: &mut Option<Offer>) -> Option<HandedGrant> {
+        let Poll::Ready(handed) = offer.as_mut()?.standing.try_handed() else {
+            return None;
+        };
+        let Offer { token, .. } = offer.take()?;
+        self.claim(keys, token, handed?)
+    }
+
+    /// Takes a handed grant over, unless it arrived after its validity: then it is
+    /// released in the background (dropped unclaimed) and does not count.
+    fn claim(&self, keys: &Keys, token: Token, handed: Handed) -> Option<HandedGrant> {
+        if Instant::now() >= handed.sent + validity(self.settings.ttl) {
+            tracing::debug!(lock = %keys.name, "handover arrived after its validity; released");
+            return None;
+        }
+        tracing::debug!(lock = %keys.name, fence = handed.fence, "lock handed over");
+        Some(HandedGrant {
+            token,
+            handed: handed.claim(),
+        })
+    }
+
+    /// Sleeps until the release notification, `nap`, or a handover from a guard of this
+    /// handle releasing the lock, whichever comes first; the handed grant if there was
+    /// one.
+    async fn nap(
+        &self,
+        keys: &Keys,
+        subscription: Option<&Subscription>,
+        offer: &mut Option<Offer>,
+        nap: Duration,
+    ) -> Option<HandedGrant> {
+        let released = async {
+            match subscription {
+                Some(sub) => sub.released().await,
+                None => std::future::pending().await,
+            }
+        };
+        let handed = async {
+            match offer.as_mut() {
+                Some(offer) => offer.standing.handed().await,
+                None => std::future::pending().await,
+            }
+        };
+        let handed = tokio::select! {
+            () = released => return None,
+            () = tokio::time::sleep(nap) => return None,
+            handed = handed => handed,
+        };
+        let Offer { token, .. } = offer.take()?;
+        self.claim(keys, token, handed?)
+    }
+
+    /// Runs `work` while holding the lock (watchdog on); see [`crate::Locks::with_lock`].
+    pub(crate) async fn with_lock<T, F, Fut>(&self, name: &str, work: F) -> Result<T, LockError>
+    where
+        F: FnOnce(Lease) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let guard = self.lock(name, true).await?;
+        let lease = Lease(Arc::clone(&guard.held.lease));
+        let outcome = tokio::select! {
+            biased;
+            () = guard.held.lease.lost() => None,
+            value = work(lease) => Some(value),
+        };
+        let Some(value) = outcome else {
+            return Err(LockError::Lost {
+                name: name.to_owned(),
+            });
+        };
+        match guard.release().await {
+            Ok(()) => Ok(value),
+            // The lease ended before the release: the work may have overlapped another
+            // holder's. That is exactly what the caller must hear.
+            Err(e @ LockError::NotHeld { .. }) => Err(e),
+            Err(e) => {
+                // The lease was still valid; the release is retried in the background.
+                tracing::warn!(lock = name, error = %e, "release after with_lock failed; retried in the background");
+                Ok(value)
+            }
+        }
+    }
+
+    /// One attempt with a fresh owner token. A grant that may exist without an owner
+    /// (the reply was lost, came too late, failed its confirmation, or this future was
+    /// dropped) is released in the background with that token.
+    async fn attempt(&self, keys: &Keys) -> Result<Attempted, LockError> {
+        let settings = &self.settings;
+        let token = Token::new()?;
+        let outcome = {
+            let mut pending = Pending::new(keys, &token, Instant::now(), settings.ttl, |a| {
+                self.release_in_background(a);
+            });
+            let outcome = pending.settle(self.backend.acquire(settings, keys, &token).await)?;
+            match outcome {
+                Outcome::Granted { .. } if outcome.is_late(settings.ttl, Instant::now()) => {
+                    tracing::debug!(lock = %keys.name, "grant arrived after its validity; released");
+                    return Ok(Attempted::Held { remaining: None });
+                }
+                Outcome::Granted { .. } => self.backend.confirm(settings, keys, &token).await?,
+                Outcome::Held { .. } => {}
+            }
+            pending.disarm();
+            outcome
+        };
+        Ok(match outcome {
+            Outcome::Granted { fence, sent } => {
+                tracing::debug!(lock = %keys.name, fence, "lock acquired");
+                Attempted::Granted { token, fence, sent }
+            }
+            Outcome::Held { remaining } => Attempted::Held { remaining },
+        })
+    }
+
+    /// Releases a grant nobody owns, retrying compare-and-delete with its own token until
+    /// its TTL would free it anyway. Without a runtime to run on, the TTL frees it.
+    pub(crate) fn release_in_background(&self, abandoned: Abandoned) {
+        let backend = self.backend.clone();
+        let settings = Arc::clone(&self.settings);
+        let spawned = self.watchdog.spawn(async move {
+            let mut failures = 0;
+            loop {
+                let reply = backend
+                    .release(&settings, &abandoned.keys, &abandoned.token)
+                    .await;
+                match reply {
+                    Ok(released) => {
+                        tracing::debug!(lock = %abandoned.keys.name, released, "released in the background");
+                        return;
+                    }
+                    Err(e) if e.is_transient() => {
+                        let Some(at) = abandoned.next_try(failures, Instant::now()) else {
+                            tracing::debug!(lock = %abandoned.keys.name, error = %e, "background release failed; the ttl frees it");
+                            return;
+                        };
+                        failures += 1;
+                        tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+                    }
+                    Err(e) => {
+                        tracing::debug!(lock = %abandoned.keys.name, error = %e, "background release refused; the ttl frees it");
+                        return;
+                    }
+                }
+            }
+        });
+        if !spawned {
+            tracing::debug!("no tokio runtime to release on; the ttl frees the lock");
+        }
+    }
+
+    fn guard(
+        &self,
+        keys: Keys,
+        token: Token,
+        grant: Grant,
+        started: Instant,
+        watchdog: bool,
+    ) -> Guard<B> {
+        let lease = Arc::new(LeaseState::new(
+            keys,
+            grant.fence,
+            token,
+            Arc::clone(&self.settings),
+            grant.sent,
+            watchdog,
+        ));
+        self.watchdog.watch(&lease);
+        Guard::new(self.clone(), lease, grant, started)
+    }
+}

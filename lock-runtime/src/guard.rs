@@ -1,0 +1,175 @@
+//! The async guard, written once for every async face: [`crate::LockGuard`] and
+//! [`crate::RedlockGuard`] are thin wrappers around [`Guard`].
+//!
+//! - `release` stops the lease (no renewal is sent after it; one already in flight
+//!   changes nothing once the key is gone), then deletes the lock if it is still ours,
+//!   or hands it to a waiting task of the same handle; it reports `NotHeld` when the
+//!   lease had been lost, whatever the delete found.
+//! - A guard dropped without release stops its lease at once and is released in the
+//!   background with its own token; its TTL frees it in every case.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::LockError;
+use crate::backend::Backend;
+use crate::engine::Engine;
+use crate::grant::{Abandoned, Grant, Pending};
+use crate::lease::{Held, LeaseState};
+use crate::queue::{HANDOVER_STREAK, Handed, Offer};
+use crate::settings::check_ttl;
+
+/// Ownership of one grant.
+pub(crate) struct Guard<B: Backend> {
+    engine: Engine<B>,
+    pub(crate) held: Held,
+    /// Handovers in a row that led to this grant.
+    handovers: u32,
+    /// The lock was released (or handed over): drop has nothing left to do.
+    released: bool,
+}
+
+impl<B: Backend> Guard<B> {
+    pub(crate) fn new(
+        engine: Engine<B>,
+        lease: Arc<LeaseState>,
+        grant: Grant,
+        started: Instant,
+    ) -> Self {
+        Self {
+            engine,
+            held: Held {
+                lease,
+                waited: grant.sent.saturating_duration_since(started),
+                attempts: grant.attempts,
+            },
+            handovers: grant.handovers,
+            released: false,
+        }
+    }
+
+    fn lease(&self) -> &LeaseState {
+        &self.held.lease
+    }
+
+    /// Asks the server(s) whether the lock still holds this guard's token; a `false`
+    /// fires the loss signal. Always `false` once the lease is lost.
+    pub(crate) async fn is_held(&self) -> Result<bool, LockError> {
+        let lease = self.lease();
+        let ours = self
+            .engine
+            .backend
+            .holds(&lease.settings, &lease.keys, &lease.token)
+            .await?;
+        Ok(lease.checked(ours))
+    }
+
+    /// Sets the lease to `ttl` from now if the lock is still ours.
+    pub(crate) async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
+        check_ttl(ttl)?;
+        let lease = self.lease();
+        if lease.is_lost() {
+            return Err(self.not_held());
+        }
+        let renewed = self
+            .engine
+            .backend
+            .renew(&lease.settings, &lease.keys, &lease.token, ttl)
+            .await?;
+        lease.extended(renewed, ttl, Instant::now())?;
+        self.engine.watchdog.schedule(&self.held.lease);
+        Ok(())
+    }
+
+    /// Stops the lease, then hands the lock to a local waiter or deletes it.
+    pub(crate) async fn release(mut self) -> Result<(), LockError> {
+        let lost_before = self.held.lease.stop();
+        self.engine.watchdog.forget(&self.held.lease);
+        if !lost_before
+            && B::HANDOVER
+            && self.handovers < HANDOVER_STREAK
+            && let Some(offer) = self
+                .engine
+                .queue
+                .take_offer(&self.lease().keys.name, &self.lease().keys.lock)
+        {
+            return self.hand_over(offer).await;
+        }
+        let lease = Arc::clone(&self.held.lease);
+        let deleted = self
+            .engine
+            .backend
+            .release(&lease.settings, &lease.keys, &lease.token)
+            .await;
+        // On an error the delete may or may not have happened: drop retries it.
+        let (done, outcome) = lease.released(lost_before, deleted);
+        self.released = done;
+        outcome
+    }
+
+    /// Release by handover.lua: the lock passes to the local waiter of `offer` in the
+    /// same step. If the waiter has gone by the time it is told, or this future is
+    /// dropped with the command in flight, its grant is released in the background.
+    async fn hand_over(mut self, offer: Offer) -> Result<(), LockError> {
+        let lease = Arc::clone(&self.held.lease);
+        let next = offer.token.clone();
+        let sent = Instant::now();
+        let fence = {
+            let mut pending = Pending::new(&lease.keys, &next, sent, offer.ttl, |a| {
+                self.engine.release_in_background(a);
+            });
+            let reply = self
+                .engine
+                .backend
+                .hand_over(&lease.settings, &lease.keys, &lease.token, &next, offer.ttl)
+                .await;
+            // After an error the handover may have happened: the waiter's grant is
+            // released by the pending marker, and ours by drop (whichever holds the key).
+            let fence = pending.settle(reply)?;
+            pending.disarm();
+            fence
+        };
+        self.released = true;
+        let Some(fence) = fence else {
+            // Not ours any more; nothing changed, and the waiter, told nothing, tries.
+            return Err(self.lost_on_release());
+        };
+        // From here the grant belongs to the message: it releases it unless claimed.
+        let engine = self.engine.clone();
+        let abandoned = Abandoned {
+            keys: lease.keys.clone(),
+            token: next,
+            until: sent + offer.ttl,
+        };
+        let release = move || engine.release_in_background(abandoned);
+        let streak = self.handovers + 1;
+        offer.hand(Handed::new(fence, sent, streak, Box::new(release)));
+        tracing::debug!(lock = %lease.keys.name, fence = lease.fence, "lock released by handover");
+        Ok(())
+    }
+
+    fn not_held(&self) -> LockError {
+        self.lease().not_held()
+    }
+
+    fn lost_on_release(&self) -> LockError {
+        self.lease().lost_on_release()
+    }
+}
+
+impl<B: Backend> Drop for Guard<B> {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        let lease = &self.held.lease;
+        lease.stop();
+        self.engine.watchdog.forget(lease);
+        tracing::debug!(lock = %lease.keys.name, "guard dropped without release; releasing in the background");
+        self.engine.release_in_background(Abandoned {
+            keys: lease.keys.clone(),
+            token: lease.token.clone(),
+            until: lease.expires(),
+        });
+    }
+}

@@ -1,0 +1,703 @@
+//! The lease of a held lock: its validity clock, its renewal plan and its loss signal.
+//!
+//! One type for every face (async, blocking, Redlock). It does no I/O: the watchdogs
+//! ask it when to renew and tell it what the server answered, guards tell it when they
+//! stop, and everyone asks it whether the lease still holds.
+//!
+//! **The loss rule is evaluated on the clock, not delivered by a task.** A lease is
+//! lost once its validity end passes without a confirmed renewal, or once the server
+//! answered that the key is gone or has another owner. [`LeaseState::is_lost`] and
+//! [`LeaseState::status`] compare the monotonic clock with the validity end on every
+//! call, and [`LeaseState::lost`] sleeps until exactly that end (re-arming when a
+//! renewal moves it), so no command in flight, reconnect or stalled watchdog can delay
+//! the signal. A renewal whose reply arrives after the validity end is refused: a lost
+//! lease never comes back.
+//!
+//! Validity is counted from *before* the granting or renewing command was sent, minus
+//! a drift allowance (see [`crate::settings::validity`]), so this process believes in
+//! its lease for no longer than the server keeps it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use crate::LockError;
+use crate::settings::{Keys, Settings, validity};
+use crate::token::Token;
+
+/// How often the watchdog renews: three times per lease, so two renewals in a row may
+/// fail before the lease runs out.
+pub(crate) fn renew_interval(ttl: Duration) -> Duration {
+    ttl / 3
+}
+
+/// How soon a failed renewal is retried: four tries per renewal interval, at most every
+/// half second (each try is bounded by the response timeout).
+pub(crate) fn retry_delay(ttl: Duration) -> Duration {
+    (renew_interval(ttl) / 4).min(Duration::from_millis(500))
+}
+
+/// What a lease is, as of one instant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// Valid until the given instant, unless renewed.
+    Held { valid_until: Instant },
+    /// Known lost: it ran out, or the server said it is not ours.
+    Lost,
+    /// Released (or dropped) before it was lost: nothing more happens to it.
+    Released,
+}
+
+/// The mutable part of a lease.
+#[derive(Debug)]
+struct Times {
+    /// Until when this process may rely on the lease.
+    valid_until: Instant,
+    /// When the command that set `valid_until` was sent: an older renewal that completes
+    /// later does not overwrite a newer one.
+    sent: Instant,
+    /// The lease length renewals ask for (`extend` changes it).
+    ttl: Duration,
+    /// When the watchdog renews next.
+    next_renewal: Instant,
+    /// A renewal has been sent and not answered yet.
+    renewing: bool,
+    /// Why the lease was lost, once it is.
+    lost: Option<&'static str>,
+    /// The guard released or dropped the lease.
+    stopped: bool,
+}
+
+/// A held lease, shared by its guard, the watchdog and [`Lease`] views.
+pub(crate) struct LeaseState {
+    pub(crate) keys: Keys,
+    pub(crate) fence: u64,
+    pub(crate) token: Token,
+    /// The settings of the handle that granted it (response timeout, node timeout).
+    pub(crate) settings: Arc<Settings>,
+    /// Renew while held (the watchdog setting at grant time).
+    renews: bool,
+    /// Stop renewing at this instant (the `max_hold` cap).
+    renew_until: Option<Instant>,
+    /// A number that orders leases with equal deadlines in a schedule.
+    pub(crate) id: u64,
+    times: Mutex<Times>,
+    /// Wakes async waiters ([`lost`](Self::lost)) when the lease changes.
+    changed: Notify,
+    /// Wakes blocking waiters ([`lost_within`](Self::lost_within)).
+    changed_sync: Condvar,
+}
+
+impl LeaseState {
+    /// The lease of a grant whose command was sent at `sent`; the watchdog renews it if
+    /// `renews`.
+    pub(crate) fn new(
+        keys: Keys,
+        fence: u64,
+        token: Token,
+        settings: Arc<Settings>,
+        sent: Instant,
+        renews: bool,
+    ) -> Self {
+        static IDS: AtomicU64 = AtomicU64::new(0);
+        let ttl = settings.ttl;
+        Self {
+            keys,
+            fence,
+            token,
+            renews,
+            renew_until: settings.max_hold.and_then(|cap| sent.checked_add(cap)),
+            settings,
+            id: IDS.fetch_add(1, Ordering::Relaxed),
+            times: Mutex::new(Times {
+                valid_until: sent + validity(ttl),
+                sent,
+                ttl,
+                next_renewal: sent + renew_interval(ttl),
+                renewing: false,
+                lost: None,
+                stopped: false,
+            }),
+            changed: Notify::new(),
+            changed_sync: Condvar::new(),
+        }
+    }
+
+    fn times(&self) -> MutexGuard<'_, Times> {
+        self.times.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The lease at `now`. A lease whose validity end has passed is marked lost here, by
+    /// whoever looks first.
+    pub(crate) fn status(&self, now: Instant) -> Status {
+        let mut times = self.times();
+        self.status_locked(&mut times, now)
+    }
+
+    fn status_locked(&self, times: &mut Times, now: Instant) -> Status {
+        if times.lost.is_some() {
+            Status::Lost
+        } else if times.stopped {
+            Status::Released
+        } else if now >= times.valid_until {
+            self.lose(times, "the lease ran out before a renewal was confirmed");
+            Status::Lost
+        } else {
+            Status::Held {
+                valid_until: times.valid_until,
+            }
+        }
+    }
+
+    /// Marks the lease lost (once), logs why, and wakes everyone waiting for it.
+    fn lose(&self, times: &mut Times, why: &'static str) {
+        if times.lost.is_none() {
+            times.lost = Some(why);
+            tracing::warn!(lock = %self.keys.name, fence = self.fence, reason = why, "lock lost");
+        }
+        self.changed.notify_waiters();
+        self.changed_sync.notify_all();
+    }
+
+    /// Whether the lease is lost now (or was). Released leases are not lost.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.status(Instant::now()) == Status::Lost
+    }
+
+    /// The server answered that the key is gone or has another owner.
+    pub(crate) fn refused(&self, why: &'static str) {
+        self.lose(&mut self.times(), why);
+    }
+
+    /// Stops the lease for good (release or drop): no more renewals, and `lost()` never
+    /// fires afterwards. Returns whether it was already lost, which the release reports.
+    pub(crate) fn stop(&self) -> bool {
+        let mut times = self.times();
+        let lost = self.status_locked(&mut times, Instant::now()) == Status::Lost;
+        times.stopped = true;
+        drop(times);
+        self.changed.notify_waiters();
+        self.changed_sync.notify_all();
+        lost
+    }
+
+    /// Whether the guard has released or dropped the lease.
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.times().stopped
+    }
+
+    /// Until when the lease may be relied on (frozen once lost).
+    pub(crate) fn valid_until(&self) -> Instant {
+        self.times().valid_until
+    }
+
+    /// When the server expires the key by itself, at the latest as far as this process
+    /// can tell: the last confirmed command's send time plus its ttl.
+    pub(crate) fn expires(&self) -> Instant {
+        let times = self.times();
+        times.sent + times.ttl
+    }
+
+    /// How long the lease can still be relied on.
+    pub(crate) fn remaining(&self) -> Duration {
+        self.valid_until().saturating_duration_since(Instant::now())
+    }
+
+    /// A renewal or extension for `ttl`, sent at `sent`, was confirmed at `now`. Returns
+    /// `false` if it came too late: the lease had run out meanwhile (or was stopped), and
+    /// a lost lease is never revived.
+    pub(crate) fn renewed(&self, sent: Instant, ttl: Duration, now: Instant) -> bool {
+        let mut times = self.times();
+        if !matches!(self.status_locked(&mut times, now), Status::Held { .. }) {
+            return false;
+        }
+        if sent >= times.sent {
+            times.valid_until = sent + validity(ttl);
+            times.sent = sent;
+            times.ttl = ttl;
+            times.next_renewal = sent + renew_interval(ttl);
+        }
+        drop(times);
+        self.changed.notify_waiters();
+        true
+    }
+
+    /// What an `extend` reports, from what the server answered (`Some(from)`: renewed,
+    /// the new lease counting from `from`; `None`: not ours).
+    pub(crate) fn extended(
+        &self,
+        renewed: Option<Instant>,
+        ttl: Duration,
+        now: Instant,
+    ) -> Result<(), LockError> {
+        let Some(from) = renewed else {
+            self.refused("the key changed owner or vanished");
+            return Err(self.not_held());
+        };
+        // Confirmed after the validity end, the lease had run out meanwhile.
+        if !self.renewed(from, ttl, now) {
+            return Err(self.not_held());
+        }
+        tracing::debug!(lock = %self.keys.name, ?ttl, "lease extended");
+        Ok(())
+    }
+
+    /// What a release reports, from whether the lease was lost before it (see
+    /// [`stop`](Self::stop)) and what the delete answered. `Ok(done)`: the release is
+    /// over (`done` false only when the delete failed and must be retried in the
+    /// background, which drop does).
+    pub(crate) fn released(
+        &self,
+        lost_before: bool,
+        deleted: Result<bool, LockError>,
+    ) -> (bool, Result<(), LockError>) {
+        match deleted {
+            Ok(true) if !lost_before => {
+                tracing::debug!(lock = %self.keys.name, fence = self.fence, "lock released");
+                (true, Ok(()))
+            }
+            Ok(_) => (true, Err(self.lost_on_release())),
+            // A lease lost before the release is reported as such in any case.
+            Err(_) if lost_before => (false, Err(self.lost_on_release())),
+            Err(e) => (false, Err(e)),
+        }
+    }
+
+    /// A release found the key gone or owned by another, or the lease was lost before:
+    /// the loss is signalled, and the caller hears [`LockError::NotHeld`].
+    pub(crate) fn lost_on_release(&self) -> LockError {
+        self.refused("released after the key changed owner or vanished");
+        self.not_held()
+    }
+
+    /// The guard's answer to `is_held`, from whether the server holds its token.
+    pub(crate) fn checked(&self, ours: bool) -> bool {
+        if !ours {
+            self.refused("the key changed owner or vanished");
+        }
+        ours && !self.is_lost()
+    }
+
+    pub(crate) fn not_held(&self) -> LockError {
+        LockError::NotHeld {
+            name: self.keys.name.clone(),
+        }
+    }
+
+    /// A guard's `Debug`: name, fencing token and whether it is lost; the token redacted.
+    pub(crate) fn debug(&self, f: &mut std::fmt::Formatter<'_>, guard: &str) -> std::fmt::Result {
+        f.debug_struct(guard)
+            .field("name", &self.keys.name)
+            .field("fencing_token", &self.fence)
+            .field("lost", &self.is_lost())
+            .field("token", &self.token)
+            .finish_non_exhaustive()
+    }
+
+    /// The watchdog's question: if a renewal is due at `now`, it is marked in flight and
+    /// its lease length returned; `None` if nothing is to be sent.
+    pub(crate) fn begin_renewal(&self, now: Instant) -> Option<Duration> {
+        let mut times = self.times();
+        let held = matches!(self.status_locked(&mut times, now), Status::Held { .. });
+        if !held || times.renewing || !self.renews_at(now) || now < times.next_renewal {
+            return None;
+        }
+        times.renewing = true;
+        Some(times.ttl)
+    }
+
+    /// The renewal in flight ended; if it failed, the next try is at `retry_at`.
+    pub(crate) fn end_renewal(&self, retry_at: Option<Instant>) {
+        let mut times = self.times();
+        times.renewing = false;
+        if let Some(at) = retry_at {
+            times.next_renewal = at;
+        }
+    }
+
+    fn renews_at(&self, now: Instant) -> bool {
+        self.renews && self.renew_until.is_none_or(|until| now < until)
+    }
+
+    /// When the watchdog should look at this lease next: the next renewal (unless one is
+    /// in flight), and in any case the validity end, when the loss is logged. `None` once
+    /// there is nothing left to watch.
+    pub(crate) fn next_action(&self, now: Instant) -> Option<Instant> {
+        let mut times = self.times();
+        let Status::Held { valid_until } = self.status_locked(&mut times, now) else {
+            return None;
+        };
+        if self.renews_at(now) && !times.renewing {
+            Some(times.next_renewal.min(valid_until))
+        } else {
+            Some(valid_until)
+        }
+    }
+
+    /// Resolves once the lease is lost: at its validity end at the latest, whatever any
+    /// command in flight does. Never resolves for a released lease.
+    pub(crate) async fn lost(&self) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            match self.status(Instant::now()) {
+                Status::Lost => return,
+                Status::Released => std::future::pending::<()>().await,
+                Status::Held { valid_until } => {
+                    let end = tokio::time::Instant::from_std(valid_until);
+                    tokio::select! {
+                        () = changed => {}
+                        () = tokio::time::sleep_until(end) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Blocks until the lease is lost or `timeout` passes; whether it was lost.
+    pub(crate) fn lost_within(&self, timeout: Duration) -> bool {
+        let give_up = Instant::now().checked_add(timeout);
+        let mut times = self.times();
+        loop {
+            let now = Instant::now();
+            let wake = match self.status_locked(&mut times, now) {
+                Status::Lost => return true,
+                Status::Released => give_up,
+                Status::Held { valid_until } => {
+                    Some(give_up.map_or(valid_until, |g| g.min(valid_until)))
+                }
+            };
+            match wake {
+                Some(at) if at <= now => return false,
+                Some(at) => {
+                    times = self
+                        .changed_sync
+                        .wait_timeout(times, at - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+                None => {
+                    times = self
+                        .changed_sync
+                        .wait(times)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            }
+            if give_up.is_some_and(|g| Instant::now() >= g) {
+                return self.status_locked(&mut times, Instant::now()) == Status::Lost;
+            }
+        }
+    }
+}
+
+/// A cheap, cloneable view of a held lease: its name, fencing token and loss signal.
+/// It cannot release or extend; the guard does that.
+///
+/// ```no_run
+/// # async fn demo(locks: lock_runtime::Locks) -> Result<(), lock_runtime::LockError> {
+/// let done = locks
+///     .with_lock("orders:42", |lease| async move {
+///         println!("writing with fencing token {}", lease.fencing_token());
+///     })
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Lease(pub(crate) Arc<LeaseState>);
+
+impl Lease {
+    /// The lock's name.
+    ///
+    /// ```no_run
+    /// # fn f(lease: lock_runtime::Lease) { println!("{}", lease.name()); }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.0.keys.name
+    }
+
+    /// The fencing token of this grant: strictly larger than every earlier grant's.
+    ///
+    /// ```no_run
+    /// # fn f(lease: lock_runtime::Lease) { println!("{}", lease.fencing_token()); }
+    /// ```
+    pub fn fencing_token(&self) -> u64 {
+        self.0.fence
+    }
+
+    /// Resolves when the lease is known lost (see [`LockGuard::lost`](crate::LockGuard::lost)).
+    ///
+    /// ```no_run
+    /// # async fn f(lease: lock_runtime::Lease) { lease.lost().await; eprintln!("lost"); }
+    /// ```
+    pub async fn lost(&self) {
+        self.0.lost().await;
+    }
+
+    /// Whether the lease is lost: its validity end has passed without a confirmed
+    /// renewal, or the server said it is no longer ours. Evaluated on the clock at each
+    /// call.
+    ///
+    /// ```no_run
+    /// # fn f(lease: lock_runtime::Lease) { assert!(!lease.is_lost()); }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        self.0.is_lost()
+    }
+
+    /// Until when the lease may be relied on, on this process's monotonic clock.
+    ///
+    /// ```no_run
+    /// # fn f(lease: lock_runtime::Lease) { println!("{:?}", lease.valid_until()); }
+    /// ```
+    pub fn valid_until(&self) -> Instant {
+        self.0.valid_until()
+    }
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("name", &self.0.keys.name)
+            .field("fencing_token", &self.0.fence)
+            .field("lost", &self.0.is_lost())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What every guard holds: the lease, and how it was obtained.
+pub(crate) struct Held {
+    pub(crate) lease: Arc<LeaseState>,
+    /// How long `lock()` waited for it.
+    pub(crate) waited: Duration,
+    /// The caller's attempts (0 for a grant handed over by a release).
+    pub(crate) attempts: u32,
+}
+
+/// The accessors every guard has (async, Redlock, blocking); each guard type has a
+/// method `fn held(&self) -> &Held`. `$ty` is the guard's path for the doc examples.
+macro_rules! lease_accessors {
+    ($ty:literal) => {
+        /// The lock's name.
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(guard: ", $ty, ") { println!(\"{}\", guard.name()); }")]
+        /// ```
+        pub fn name(&self) -> &str {
+            &self.held().lease.keys.name
+        }
+
+        /// This grant's fencing token: strictly larger than every earlier grant's of the
+        /// same lock name. Pass it with every write the lock protects, and have the store
+        /// refuse a token lower than one it has seen.
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(guard: ", $ty, ") { println!(\"{}\", guard.fencing_token()); }")]
+        /// ```
+        pub fn fencing_token(&self) -> u64 {
+            self.held().lease.fence
+        }
+
+        /// A cloneable view of this lease (name, fencing token, loss signal), e.g. to
+        /// hand to another task.
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(guard: ", $ty, ") { let lease = guard.lease(); }")]
+        /// ```
+        pub fn lease(&self) -> crate::Lease {
+            crate::Lease(std::sync::Arc::clone(&self.held().lease))
+        }
+
+        /// How long `lock()` waited for this grant.
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(guard: ", $ty, ") { println!(\"{:?}\", guard.waited()); }")]
+        /// ```
+        pub fn waited(&self) -> std::time::Duration {
+            self.held().waited
+        }
+
+        /// How many acquisition attempts this grant took (1 when the lock was free, 0
+        /// when it was handed over by a release).
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(guard: ", $ty, ") { println!(\"{}\", guard.attempts()); }")]
+        /// ```
+        pub fn attempts(&self) -> u32 {
+            self.held().attempts
+        }
+
+        /// How long the lease can still be relied on, by this process's clock.
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(guard: ", $ty, ") { println!(\"{:?}\", guard.remaining()); }")]
+        /// ```
+        pub fn remaining(&self) -> std::time::Duration {
+            self.held().lease.remaining()
+        }
+
+        /// The lease's validity end on this process's monotonic clock: the time the
+        /// granting (or last confirmed renewing) command was sent, plus the ttl, minus the
+        /// drift allowance (1% + 2 ms). The server keeps the key at least that long. It
+        /// moves forward with each confirmed renewal and is frozen once the lease is lost.
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(guard: ", $ty, ") { println!(\"{:?}\", guard.valid_until()); }")]
+        /// ```
+        pub fn valid_until(&self) -> std::time::Instant {
+            self.held().lease.valid_until()
+        }
+
+        /// Whether the lease is lost (no round trip): its validity end has passed without
+        /// a confirmed renewal, or the server answered that the key is gone or has another
+        /// owner. Evaluated on the clock at each call, so it turns `true` at the validity
+        /// end exactly, whatever the server or the network is doing. Check it before each
+        /// write the lock protects.
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(guard: ", $ty, ") { assert!(!guard.is_lost()); }")]
+        /// ```
+        pub fn is_lost(&self) -> bool {
+            self.held().lease.is_lost()
+        }
+    };
+}
+pub(crate) use lease_accessors;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new_lease(ttl_ms: u64, renews: bool) -> (LeaseState, Instant) {
+        let settings = Settings {
+            ttl: Duration::from_millis(ttl_ms),
+            ..Settings::default()
+        };
+        let sent = Instant::now();
+        let keys = settings.keys("t").unwrap();
+        let state = LeaseState::new(
+            keys,
+            7,
+            Token::new().unwrap(),
+            Arc::new(settings),
+            sent,
+            renews,
+        );
+        (state, sent)
+    }
+
+    #[test]
+    fn the_lease_is_lost_at_its_validity_end_on_the_clock() {
+        let (lease, sent) = new_lease(1_000, true);
+        let end = sent + validity(Duration::from_secs(1));
+        assert_eq!(lease.valid_until(), end);
+        assert_eq!(
+            lease.status(sent + Duration::from_millis(900)),
+            Status::Held { valid_until: end }
+        );
+        assert_eq!(lease.status(end), Status::Lost);
+        // Sticky: a renewal confirmed after the end does not revive it.
+        assert!(!lease.renewed(end, Duration::from_secs(1), end));
+        assert_eq!(lease.status(sent), Status::Lost);
+    }
+
+    #[test]
+    fn a_renewal_moves_the_end_but_an_older_reply_does_not_undo_a_newer_one() {
+        let (lease, sent) = new_lease(900, true);
+        let later = sent + Duration::from_millis(300);
+        assert!(lease.renewed(later, Duration::from_millis(900), later));
+        assert_eq!(
+            lease.valid_until(),
+            later + validity(Duration::from_millis(900))
+        );
+        // A renewal sent before `later` and confirmed after it changes nothing.
+        assert!(lease.renewed(
+            sent + Duration::from_millis(100),
+            Duration::from_millis(900),
+            later
+        ));
+        assert_eq!(
+            lease.valid_until(),
+            later + validity(Duration::from_millis(900))
+        );
+    }
+
+    #[test]
+    fn renewals_are_planned_every_third_and_one_at_a_time() {
+        let (lease, sent) = new_lease(900, true);
+        assert_eq!(lease.begin_renewal(sent), None, "not due yet");
+        let due = sent + Duration::from_millis(300);
+        assert_eq!(
+            lease.next_action(sent),
+            Some(due),
+            "the next renewal comes first"
+        );
+        assert_eq!(lease.begin_renewal(due), Some(Duration::from_millis(900)));
+        assert_eq!(lease.begin_renewal(due), None, "one in flight already");
+        // While it is in flight, the watchdog still looks at the validity end.
+        assert_eq!(lease.next_action(due), Some(lease.valid_until()));
+        lease.end_renewal(Some(due + Duration::from_millis(75)));
+        assert_eq!(
+            lease.next_action(due),
+            Some(due + Duration::from_millis(75))
+        );
+    }
+
+    #[test]
+    fn without_the_watchdog_only_the_end_is_watched() {
+        let (lease, sent) = new_lease(900, false);
+        assert_eq!(lease.next_action(sent), Some(lease.valid_until()));
+        assert_eq!(lease.begin_renewal(sent + Duration::from_millis(400)), None);
+    }
+
+    #[test]
+    fn a_stopped_lease_is_never_lost_and_a_lost_one_says_so_on_stop() {
+        let (lease, sent) = new_lease(100, true);
+        assert!(!lease.stop());
+        assert_eq!(
+            lease.status(sent + Duration::from_secs(5)),
+            Status::Released
+        );
+        assert!(!lease.is_lost());
+
+        let (lease, _) = new_lease(100, true);
+        lease.refused("gone");
+        assert!(lease.stop(), "a release after the loss reports it");
+        assert!(lease.is_lost());
+    }
+
+    #[test]
+    fn lost_within_returns_at_the_validity_end() {
+        let (lease, _) = new_lease(50, true);
+        let end = lease.valid_until();
+        assert!(lease.lost_within(Duration::from_secs(5)));
+        let now = Instant::now();
+        assert!(now >= end);
+        assert!(now - end < Duration::from_millis(200), "{:?}", now - end);
+        let (lease, _) = new_lease(10_000, true);
+        assert!(!lease.lost_within(Duration::from_millis(5)));
+    }
+
+    #[tokio::test]
+    async fn lost_fires_at_the_validity_end_and_follows_renewals() {
+        let (lease, sent) = new_lease(60, true);
+        let lease = Arc::new(lease);
+        let renewer = {
+            let lease = Arc::clone(&lease);
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                let now = Instant::now();
+                assert!(lease.renewed(now, Duration::from_millis(60), now));
+            })
+        };
+        lease.lost().await;
+        let fired = Instant::now();
+        renewer.await.unwrap();
+        let end = lease.valid_until();
+        assert!(end > sent + validity(Duration::from_millis(60)), "renewed");
+        assert!(fired >= end, "not before the end");
+    }
+}

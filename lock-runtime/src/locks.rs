@@ -1,0 +1,448 @@
+//! `Locks`, the async handle for one Redis server or a Redis Cluster, and `LockGuard`,
+//! the ownership of one of its locks: thin faces over the engine ([`crate::engine`]).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+
+use crate::LockError;
+use crate::engine::Engine;
+use crate::guard::Guard;
+use crate::lease::{Held, Lease};
+use crate::node::{Node, bounded};
+use crate::notify::Notifications;
+use crate::settings::{DEFAULT_RESPONSE_TIMEOUT, ReplicaWait, Settings};
+
+/// Acquires distributed locks on one Redis server, or on a Redis Cluster
+/// ([`connect_cluster`](Locks::connect_cluster)).
+///
+/// Cheap to clone (clones share the connection, the notification subscription, the
+/// local queue and the watchdog); builder methods take and return `Self`, and a setting
+/// that cannot work is reported as a typed error by the first call that uses it, never
+/// as a panic.
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// # async fn demo() -> Result<(), lock_runtime::LockError> {
+/// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+/// let locks = lock_runtime::Locks::connect(&client).await?
+///     .ttl(Duration::from_secs(30))
+///     .wait_timeout(Duration::from_secs(10))
+///     .watchdog(true);
+/// let guard = locks.lock("orders:42").await?;
+/// println!("fencing token {}", guard.fencing_token());
+/// guard.release().await?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct Locks<C = ConnectionManager> {
+    engine: Engine<Node<C>>,
+}
+
+impl<C: Clone> Clone for Locks<C> {
+    fn clone(&self) -> Self {
+        Self {
+            engine: self.engine.clone(),
+        }
+    }
+}
+
+impl<C> fmt::Debug for Locks<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Locks")
+            .field("settings", &self.engine.settings)
+            .field("notifications", &self.engine.notifications.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Locks<ConnectionManager> {
+    /// Opens a managed connection (it reconnects by itself) and enables release
+    /// notifications over a second, pub/sub connection to the same server.
+    ///
+    /// The managed connection tries a lost server again after 50 ms, then after each
+    /// failed call, rather than backing off for seconds: lock calls are bounded by the
+    /// response timeout and retried by the lock itself, so they pick up a returning
+    /// server within one retry.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+    /// let locks = lock_runtime::Locks::connect(&client).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn connect(client: &redis::Client) -> Result<Self, LockError> {
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(500))
+            .set_connection_timeout(Some(Duration::from_secs(1)))
+            // The lock bounds each call with its own response timeout.
+            .set_response_timeout(None);
+        let mut conn = bounded(Duration::from_secs(3), async {
+            Ok(client.get_connection_manager_with_config(config).await?)
+        })
+        .await?;
+        warn_if_evicting(&mut conn).await;
+        Ok(Self::new(conn).notifications(client.clone()))
+    }
+}
+
+/// Logs a warning when the server may evict keys: under memory pressure it would
+/// silently delete lock keys (freeing locks that are still held) or fencing counters
+/// (restarting tokens from 1). Only `noeviction` is safe for locks. A user without
+/// `CONFIG GET` permission simply gets no check.
+pub(crate) async fn warn_if_evicting<C: redis::aio::ConnectionLike>(conn: &mut C) {
+    let reply = tokio::time::timeout(
+        DEFAULT_RESPONSE_TIMEOUT,
+        redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("maxmemory-policy")
+            .query_async::<Vec<String>>(conn),
+    )
+    .await;
+    if let Ok(Ok(pair)) = reply
+        && let Some(policy) = pair.get(1)
+        && policy != "noeviction"
+    {
+        tracing::warn!(
+            policy = %policy,
+            "maxmemory-policy is {policy}: under memory pressure Redis may evict lock keys \
+             (freeing held locks) and fencing counters (restarting tokens); set \
+             maxmemory-policy noeviction on servers that hold locks"
+        );
+    }
+}
+
+impl Locks<redis::cluster_async::ClusterConnection> {
+    /// Opens an async Redis Cluster connection to the cluster of `nodes` (it routes each
+    /// lock to the master that owns the lock's slot, follows `MOVED`, and recovers after
+    /// a failover), and enables release notifications over a pub/sub connection to one
+    /// of `nodes`.
+    ///
+    /// The cluster connection is made with redis-rs's retries off: it would re-send a
+    /// script after an I/O error, when the script may already have run (a re-sent
+    /// acquire or handover would answer as if someone else held the lock). The lock
+    /// retries only what provably did not run (`MOVED`, `TRYAGAIN`, `CLUSTERDOWN`...)
+    /// within the response timeout, and `lock()` and the watchdog retry within their own
+    /// bounds. Credentials and TLS go in the URLs (`rediss://user:password@host:port`).
+    ///
+    /// Any node works for notifications, replicas too: on Redis Cluster (7.0 and later)
+    /// `PUBLISH` reaches every node. The first node tried is picked at random (so many
+    /// processes spread over the cluster); when it is unreachable, or its connection
+    /// drops, the next one is used. Until a node answers, waiters poll with the retry
+    /// policy.
+    ///
+    /// [`LockError::InvalidSettings`] if `nodes` is empty; [`LockError::Redis`] if a
+    /// node address does not parse or the cluster cannot be reached.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// let nodes = ["redis://10.0.0.1:7000/", "redis://10.0.0.2:7000/", "redis://10.0.0.3:7000/"];
+    /// let locks = lock_runtime::Locks::connect_cluster(nodes).await?;
+    /// let guard = locks.lock("orders:42").await?; // on the master that owns `{orders:42}`
+    /// guard.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn connect_cluster<T: redis::IntoConnectionInfo + Clone>(
+        nodes: impl IntoIterator<Item = T>,
+    ) -> Result<Self, LockError> {
+        let nodes: Vec<T> = nodes.into_iter().collect();
+        if nodes.is_empty() {
+            return Err(LockError::InvalidSettings(
+                "connect_cluster needs at least one node address".to_owned(),
+            ));
+        }
+        let subscribers = nodes
+            .iter()
+            .cloned()
+            .map(redis::Client::open)
+            .collect::<Result<Vec<_>, _>>()?;
+        let client = redis::cluster::ClusterClient::builder(nodes)
+            .retries(0)
+            .connection_timeout(Duration::from_secs(1))
+            .build()?;
+        let conn = bounded(Duration::from_secs(5), async {
+            Ok(client.get_async_connection().await?)
+        })
+        .await?;
+        let mut locks = Self::new(conn);
+        locks.engine.notifications = Some(Arc::new(Notifications::any_of(subscribers)));
+        Ok(locks)
+    }
+}
+
+impl<C> Locks<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// Uses an existing async connection (multiplexed, managed, cluster...). Without
+    /// [`notifications`](Self::notifications), waiters poll with the retry policy.
+    ///
+    /// A cluster connection must be built with `ClusterClientBuilder::retries(0)`, as
+    /// [`connect_cluster`](Locks::connect_cluster) does: otherwise redis-rs re-sends a
+    /// script after an I/O error, when it may already have run.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+    /// let conn = client.get_multiplexed_async_connection().await?;
+    /// let locks = lock_runtime::Locks::new(conn).notifications(client);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn new(conn: C) -> Self {
+        Self {
+            engine: Engine::new(Node { conn }, Settings::default()),
+        }
+    }
+
+    fn settings_mut(&mut self) -> &mut Settings {
+        Arc::make_mut(&mut self.engine.settings)
+    }
+
+    crate::settings::settings_builder!("lock_runtime::Locks");
+
+    /// After each grant, waits until at least `replicas` replicas of the master that
+    /// granted it have acknowledged it (Redis `WAIT replicas timeout`), for at most
+    /// `timeout`, like Redisson's lock. With fewer acknowledgements the grant is released
+    /// again (in the background) and `try_lock`/`lock` return
+    /// [`LockError::NotReplicated`] at once (no retry: it is a replication problem, not
+    /// contention). Default: off. Only on this async handle.
+    ///
+    /// This narrows, but does not close, the window in which a failover loses a grant:
+    /// replication stays asynchronous, `WAIT` only reports how far it got, and a replica
+    /// that acknowledged is not necessarily the one promoted.
+    ///
+    /// `WAIT` goes on the connection that acquired, in one pipeline behind a renewal of
+    /// the lease (a write that follows the grant in the replication stream), so it counts
+    /// exactly the replicas that have the grant, even after a reconnect; on a cluster
+    /// connection the pipeline is routed to the master owning the lock's slot. `WAIT`
+    /// blocks that connection while it waits, so commands of other tasks sharing it queue
+    /// behind it for up to `timeout` when replicas lag; and the lease runs meanwhile (it
+    /// was counted from before the grant). Keep `timeout` short, well below the ttl. A
+    /// grant then takes up to the response timeout plus `timeout`.
+    ///
+    /// `replicas` must be at least 1 and `timeout` within 1 ms ..= ttl, else
+    /// [`LockError::InvalidSettings`] at the first call.
+    ///
+    /// ```no_run
+    /// # fn f(locks: lock_runtime::Locks) -> lock_runtime::Locks {
+    /// locks.wait_for_replicas(1, std::time::Duration::from_millis(200))
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn wait_for_replicas(mut self, replicas: usize, timeout: Duration) -> Self {
+        self.settings_mut().wait_for_replicas = Some(ReplicaWait { replicas, timeout });
+        self
+    }
+
+    /// Wakes waiters at once when a lock is released, through a pub/sub connection
+    /// opened from `client` in the background on first contention (and re-opened if it
+    /// drops). No waiter ever waits for that connection: until it answers, waiters poll.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+    /// let conn = client.get_multiplexed_async_connection().await?;
+    /// let locks = lock_runtime::Locks::new(conn).notifications(client);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn notifications(mut self, client: redis::Client) -> Self {
+        self.engine.notifications = Some(Arc::new(Notifications::new(client)));
+        self
+    }
+
+    /// One attempt: `Ok(Some(guard))` when acquired, `Ok(None)` when another owner
+    /// holds the lock. Returns within the response timeout (plus the
+    /// `wait_for_replicas` timeout when set).
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: lock_runtime::Locks) -> Result<(), lock_runtime::LockError> {
+    /// match locks.try_lock("reports:daily").await? {
+    ///     Some(guard) => { /* do the work */ guard.release().await?; }
+    ///     None => println!("someone else is on it"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_lock(&self, name: &str) -> Result<Option<LockGuard<C>>, LockError> {
+        Ok(self
+            .engine
+            .try_lock(name)
+            .await?
+            .map(|inner| LockGuard { inner }))
+    }
+
+    /// Waits until the lock is acquired, or fails after `wait_timeout` with
+    /// [`LockError::Timeout`] (or with the last error, when the server could not be
+    /// reached). Returns within `wait_timeout` plus the response timeout, whatever the
+    /// server, the notifications or a reconnect do.
+    ///
+    /// A waiter sleeps until the release notification, the holder's remaining lease, or
+    /// its backoff, whichever comes first, or until a guard of this handle hands the lock
+    /// over on release (see [`LockGuard::release`]). Tasks of one handle wait for a name
+    /// first come first served; only the first talks to Redis. Transient failures
+    /// (server unreachable, timeouts, a Cluster failover) are retried within the wait.
+    ///
+    /// Cancel-safe: dropping the future at any point leaves no watchdog running, and a
+    /// grant whose reply never arrived, or that was handed over to it too late, is
+    /// released in the background (its TTL bounds it in every case). Every attempt uses
+    /// a fresh owner token, so such a background release never touches a later grant.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: lock_runtime::Locks) -> Result<(), lock_runtime::LockError> {
+    /// let guard = locks.lock("orders:42").await?;
+    /// guard.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn lock(&self, name: &str) -> Result<LockGuard<C>, LockError> {
+        let watchdog = self.engine.settings.watchdog;
+        let inner = self.engine.lock(name, watchdog).await?;
+        Ok(LockGuard { inner })
+    }
+
+    /// Runs `work` while holding the lock, with the watchdog on. If the lease is lost
+    /// before `work` finishes, `work` is dropped at its next await point and the call
+    /// returns [`LockError::Lost`]. The lock is released when `work` ends; if the lease
+    /// had ended before that release, the call returns [`LockError::NotHeld`] (the work
+    /// may have overlapped another holder's) instead of the work's value.
+    ///
+    /// `work` receives a [`Lease`]: the fencing token and the loss signal.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: lock_runtime::Locks) -> Result<(), lock_runtime::LockError> {
+    /// let total = locks
+    ///     .with_lock("ledger", |lease| async move {
+    ///         // write with lease.fencing_token() so the store can refuse stale writers
+    ///         lease.fencing_token() * 2
+    ///     })
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn with_lock<T, F, Fut>(&self, name: &str, work: F) -> Result<T, LockError>
+    where
+        F: FnOnce(Lease) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.engine.with_lock(name, work).await
+    }
+}
+
+/// Ownership of one acquired lock.
+///
+/// Release it with [`release`](Self::release). Dropping it without releasing stops
+/// its watchdog at once and releases the lock in the background (on the runtime the
+/// handle first ran on, even if dropped outside one); in every case the lease's TTL
+/// frees the lock. Ownership belongs to the guard, not to a thread or task: it may move
+/// between tasks freely.
+///
+/// Its `Debug` never shows the owner token.
+///
+/// ```no_run
+/// # async fn demo(locks: lock_runtime::Locks) -> Result<(), lock_runtime::LockError> {
+/// let guard = locks.lock("orders:42").await?;
+/// tokio::select! {
+///     () = guard.lost() => eprintln!("lease lost: stop writing"),
+///     () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+/// }
+/// guard.release().await?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct LockGuard<C = ConnectionManager>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    inner: Guard<Node<C>>,
+}
+
+impl<C> LockGuard<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn held(&self) -> &Held {
+        &self.inner.held
+    }
+
+    crate::lease::lease_accessors!("lock_runtime::LockGuard");
+
+    /// Resolves when the lease is known lost: at its validity end at the latest (see
+    /// [`valid_until`](Self::valid_until)) if no renewal was confirmed by then, whatever
+    /// the server or the network is doing, or earlier when a renewal finds another owner
+    /// or no key. Never resolves for a released lease.
+    ///
+    /// ```no_run
+    /// # async fn f(guard: lock_runtime::LockGuard) { guard.lost().await; eprintln!("stop"); }
+    /// ```
+    pub async fn lost(&self) {
+        self.held().lease.lost().await;
+    }
+
+    /// Asks the server whether the lock still holds this guard's token. A `false` also
+    /// fires the loss signal; after the loss signal it is always `false`.
+    ///
+    /// ```no_run
+    /// # async fn f(guard: lock_runtime::LockGuard) -> Result<(), lock_runtime::LockError> {
+    /// if !guard.is_held().await? { eprintln!("lost"); }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn is_held(&self) -> Result<bool, LockError> {
+        self.inner.is_held().await
+    }
+
+    /// Sets the lease to `ttl` from now, if the lock is still ours; the watchdog then
+    /// renews with this length. [`LockError::NotHeld`] (and nothing changed) if it is
+    /// not, or if the lease was already lost.
+    ///
+    /// ```no_run
+    /// # async fn f(guard: lock_runtime::LockGuard) -> Result<(), lock_runtime::LockError> {
+    /// guard.extend(std::time::Duration::from_secs(60)).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
+        self.inner.extend(ttl).await
+    }
+
+    /// Stops the watchdog, then deletes the lock if it still holds this guard's token
+    /// and wakes a waiter. [`LockError::NotHeld`] if the lease had been lost (expired,
+    /// taken, or the loss signal had fired): the work it protected may have overlapped
+    /// another holder's. One round trip, bounded by the response timeout; on an error the
+    /// release is retried in the background.
+    ///
+    /// When a task of the same [`Locks`] handle (or a clone) is waiting for this lock,
+    /// the release hands it over instead (`handover.lua`): in the same round trip the
+    /// key takes that waiter's token, a full lease and the next fencing token, and the
+    /// waiter's `lock()` returns without another attempt. After 8 handovers in a row a
+    /// release deletes and publishes as usual, so waiters in other processes get a turn.
+    ///
+    /// ```no_run
+    /// # async fn f(guard: lock_runtime::LockGuard) -> Result<(), lock_runtime::LockError> {
+    /// guard.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn release(self) -> Result<(), LockError> {
+        self.inner.release().await
+    }
+}
+
+impl<C> fmt::Debug for LockGuard<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.held().lease.debug(f, "LockGuard")
+    }
+}

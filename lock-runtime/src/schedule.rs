@@ -1,0 +1,120 @@
+//! The watchdogs' deadline queue, as plain data: items ordered by when they are due,
+//! and the time the driver (a tokio task or a thread) will look next.
+//!
+//! Granting or releasing a lock only inserts into or removes from the queue. The
+//! driver is woken only when an item is due before the time it already planned to look
+//! (`armed`), so back-to-back grants, each released long before its first renewal, cost
+//! no wake-up at all.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+/// Items of type `T`, each with an id, due at an instant.
+pub(crate) struct Schedule<T> {
+    due: BTreeMap<(Instant, u64), T>,
+    /// When each queued id is due.
+    at: HashMap<u64, Instant>,
+    /// When the driver looks next at the latest; `None` while it sleeps until woken. It
+    /// stays armed after its item leaves (one idle look later), which is what spares
+    /// back-to-back grants a wake-up each.
+    armed: Option<Instant>,
+}
+
+impl<T> Default for Schedule<T> {
+    fn default() -> Self {
+        Self {
+            due: BTreeMap::new(),
+            at: HashMap::new(),
+            armed: None,
+        }
+    }
+}
+
+impl<T> Schedule<T> {
+    /// Queues (or re-queues) item `id` at `at`. Returns whether the driver must be woken:
+    /// it would otherwise look later than `at`.
+    pub(crate) fn insert(&mut self, id: u64, at: Instant, item: T) -> bool {
+        self.remove(id);
+        self.at.insert(id, at);
+        self.due.insert((at, id), item);
+        let sooner = self.armed.is_none_or(|armed| at < armed);
+        if sooner {
+            self.armed = Some(at);
+        }
+        sooner
+    }
+
+    /// Takes item `id` out of the queue, if it is there.
+    pub(crate) fn remove(&mut self, id: u64) -> Option<T> {
+        let at = self.at.remove(&id)?;
+        self.due.remove(&(at, id))
+    }
+
+    /// Takes every item due at `now`; returns them and when the driver should look next:
+    /// the first remaining item's time, or the armed time if that is sooner and still
+    /// ahead. `None`: sleep until woken.
+    pub(crate) fn take_due(&mut self, now: Instant) -> (Vec<T>, Option<Instant>) {
+        let mut due = Vec::new();
+        let first = loop {
+            let Some(entry) = self.due.first_entry() else {
+                break None;
+            };
+            let (at, id) = *entry.key();
+            if at > now {
+                break Some(at);
+            }
+            self.at.remove(&id);
+            due.push(entry.remove());
+        };
+        let armed = self.armed.filter(|&armed| armed > now);
+        let next = first.into_iter().chain(armed).min();
+        self.armed = next;
+        (due, next)
+    }
+
+    /// How many items are queued.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.due.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn items_come_out_in_time_order_and_requeueing_moves_them() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut s = Schedule::default();
+        assert!(s.insert(1, ms(30), "a"), "the first item wakes the driver");
+        assert!(s.insert(2, ms(10), "b"), "a sooner one too");
+        assert!(!s.insert(3, ms(20), "c"), "a later one does not");
+        assert!(!s.insert(1, ms(40), "a"), "re-queued later");
+        assert_eq!(s.len(), 3);
+        let (due, next) = s.take_due(ms(25));
+        assert_eq!(due, vec!["b", "c"]);
+        assert_eq!(next, Some(ms(40)));
+        assert_eq!(s.remove(1), Some("a"));
+        assert_eq!(s.remove(1), None);
+        // The armed time stays: the driver looks once more at 40 ms, finds nothing.
+        let (due, next) = s.take_due(ms(26));
+        assert!(due.is_empty());
+        assert_eq!(next, Some(ms(40)));
+        let (_, next) = s.take_due(ms(41));
+        assert_eq!(next, None, "then it sleeps until woken");
+    }
+
+    #[test]
+    fn an_item_due_before_the_armed_time_wakes_the_driver() {
+        let t0 = Instant::now();
+        let mut s = Schedule::default();
+        s.insert(1, t0 + Duration::from_millis(100), ());
+        s.remove(1);
+        assert!(!s.insert(2, t0 + Duration::from_millis(150), ()));
+        assert!(s.insert(3, t0 + Duration::from_millis(50), ()));
+    }
+}

@@ -1,0 +1,215 @@
+//! The wait loop of `lock()`, as plain state: it decides what to do next; the async and
+//! blocking faces carry it out.
+//!
+//! An attempt that finds the lock held is followed, once, by a subscription to the
+//! release notifications (when the handle has them) and an immediate second attempt, so
+//! a release between the first attempt and the subscription is not missed. After that
+//! the waiter sleeps until the release notification, the holder's remaining lease or
+//! its backoff, whichever comes first, and tries again. A transient failure (server
+//! unreachable, timeout, failover) is retried the same way. When the deadline passes
+//! the waiter gives up with [`LockError::Timeout`], or with the last failure if the
+//! last attempt failed, so an unreachable server is reported as such.
+//!
+//! Every step is bounded by the deadline: `lock()` returns within `wait_timeout` plus
+//! the one attempt that may have started just before it.
+
+use std::time::{Duration, Instant};
+
+use crate::LockError;
+use crate::settings::RetryPolicy;
+
+/// What the waiter does next.
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// Make an attempt.
+    Attempt,
+    /// Subscribe to the release notifications and wait at most `within` for the
+    /// subscription to be confirmed, then attempt.
+    Subscribe { within: Duration },
+    /// Wait for a release, a handover or `nap`, then attempt.
+    Sleep { nap: Duration },
+    /// Stop: this is the caller's error.
+    GiveUp(LockError),
+}
+
+/// The state of one `lock()` call.
+pub(crate) struct Wait {
+    name: String,
+    started: Instant,
+    deadline: Instant,
+    policy: RetryPolicy,
+    attempts: u32,
+    naps: u32,
+    /// Notifications can be subscribed to and have not been yet.
+    subscribe: bool,
+    /// The last attempt failed with this transient error.
+    failure: Option<LockError>,
+}
+
+impl Wait {
+    /// A wait for lock `name` from `now` until `now + timeout`; `notifications` tells
+    /// whether the handle can subscribe to release notifications.
+    pub(crate) fn new(
+        name: &str,
+        now: Instant,
+        timeout: Duration,
+        policy: RetryPolicy,
+        notifications: bool,
+    ) -> Self {
+        Self {
+            name: name.to_owned(),
+            started: now,
+            deadline: now + timeout,
+            policy,
+            attempts: 0,
+            naps: 0,
+            subscribe: notifications,
+            failure: None,
+        }
+    }
+
+    /// When the wait ends.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Acquisition attempts made so far.
+    pub(crate) fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// The first step. `just_granted` says the lock was granted to the previous local
+    /// waiter a moment ago while a live subscription stands: an attempt now would only
+    /// be refused, so the waiter waits for the release first.
+    pub(crate) fn start(&mut self, now: Instant, just_granted: bool) -> Step {
+        if just_granted {
+            self.subscribe = false;
+            return self.sleep(now, None);
+        }
+        self.attempt()
+    }
+
+    /// The step after a sleep or a subscription.
+    pub(crate) fn attempt(&mut self) -> Step {
+        self.attempts += 1;
+        Step::Attempt
+    }
+
+    /// The attempt found the lock held, for `remaining` more if known.
+    pub(crate) fn refused(&mut self, remaining: Option<Duration>, now: Instant) -> Step {
+        self.failure = None;
+        if self.subscribe {
+            self.subscribe = false;
+            let within = self.nap(remaining, now);
+            return Step::Subscribe { within };
+        }
+        self.sleep(now, remaining)
+    }
+
+    /// The attempt failed with a transient error.
+    pub(crate) fn failed(&mut self, error: LockError, now: Instant) -> Step {
+        self.failure = Some(error);
+        self.sleep(now, None)
+    }
+
+    /// A nap before the next attempt, or the end of the wait at the deadline.
+    fn sleep(&mut self, now: Instant, remaining: Option<Duration>) -> Step {
+        if now >= self.deadline {
+            return Step::GiveUp(self.give_up(now));
+        }
+        let nap = self.nap(remaining, now);
+        self.naps += 1;
+        Step::Sleep { nap }
+    }
+
+    fn nap(&self, remaining: Option<Duration>, now: Instant) -> Duration {
+        self.policy.nap(
+            self.naps,
+            remaining,
+            self.deadline.saturating_duration_since(now),
+        )
+    }
+
+    /// The error to return: the last transient failure if the last attempt failed, else
+    /// a timeout.
+    pub(crate) fn give_up(&mut self, now: Instant) -> LockError {
+        self.failure.take().unwrap_or_else(|| LockError::Timeout {
+            name: self.name.clone(),
+            waited: now.saturating_duration_since(self.started),
+            attempts: self.attempts,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wait(notifications: bool) -> (Wait, Instant) {
+        let now = Instant::now();
+        let policy = RetryPolicy::new(Duration::from_millis(10), Duration::from_millis(80));
+        (
+            Wait::new("w", now, Duration::from_secs(1), policy, notifications),
+            now,
+        )
+    }
+
+    #[test]
+    fn a_refusal_subscribes_once_then_attempts_at_once() {
+        let (mut w, now) = wait(true);
+        assert!(matches!(w.start(now, false), Step::Attempt));
+        let step = w.refused(Some(Duration::from_millis(3)), now);
+        assert!(
+            matches!(step, Step::Subscribe { within } if within <= Duration::from_millis(3)),
+            "{step:?}"
+        );
+        assert!(matches!(w.attempt(), Step::Attempt));
+        assert!(matches!(w.refused(None, now), Step::Sleep { .. }));
+        assert_eq!(w.attempts(), 2);
+    }
+
+    #[test]
+    fn naps_follow_the_holders_lease_and_the_deadline() {
+        let (mut w, now) = wait(false);
+        w.start(now, false);
+        let step = w.refused(Some(Duration::from_millis(2)), now);
+        assert!(
+            matches!(step, Step::Sleep { nap } if nap == Duration::from_millis(2)),
+            "{step:?}"
+        );
+        let late = now + Duration::from_millis(999);
+        let step = w.refused(None, late);
+        assert!(
+            matches!(step, Step::Sleep { nap } if nap <= Duration::from_millis(1)),
+            "{step:?}"
+        );
+    }
+
+    #[test]
+    fn the_deadline_gives_up_with_a_timeout_or_the_last_failure() {
+        let (mut w, now) = wait(false);
+        w.start(now, false);
+        let end = now + Duration::from_secs(1);
+        let step = w.refused(None, end);
+        assert!(
+            matches!(step, Step::GiveUp(LockError::Timeout { attempts: 1, .. })),
+            "{step:?}"
+        );
+
+        let (mut w, now) = wait(false);
+        w.start(now, false);
+        let end = now + Duration::from_secs(1);
+        let step = w.failed(LockError::no_reply(Duration::from_millis(5)), end);
+        assert!(
+            matches!(step, Step::GiveUp(LockError::Redis(_))),
+            "{step:?}"
+        );
+    }
+
+    #[test]
+    fn a_waiter_behind_a_fresh_grant_sleeps_first() {
+        let (mut w, now) = wait(true);
+        assert!(matches!(w.start(now, true), Step::Sleep { .. }));
+        assert_eq!(w.attempts(), 0);
+    }
+}
