@@ -1,5 +1,14 @@
-//! A small TCP proxy for fault tests: it forwards a client to a redis-server on
-//! loopback, can delay every reply, and can reset every open connection.
+//! A small TCP proxy for fault tests: it forwards clients to a redis-server on
+//! loopback and can, on demand:
+//!
+//! - delay every reply ([`Proxy::set_delay`]);
+//! - black-hole: accept connections and swallow everything in both directions, so
+//!   clients wait for replies that never come ([`Proxy::set_blackhole`]);
+//! - reset every open connection ([`Proxy::reset`]);
+//! - act once on a request that contains given bytes (e.g. a script's digest): delay
+//!   the reply to it ([`Proxy::delay_reply_to`]) or forward it and then cut the
+//!   connection before the reply comes back ([`Proxy::reset_after`]), so the command
+//!   ran but its reply is lost.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -13,10 +22,39 @@ pub struct Proxy {
     shared: Arc<Shared>,
 }
 
+/// A one-shot action on the next request that contains `pattern`.
+struct Trigger {
+    pattern: Vec<u8>,
+    action: Action,
+}
+
+#[derive(Clone, Copy)]
+enum Action {
+    /// Delay the next reply on that connection by this much.
+    DelayReply(Duration),
+    /// Forward the request, then cut the connection.
+    Reset,
+}
+
 struct Shared {
     delay_us: AtomicU64,
+    blackhole: AtomicBool,
     stopped: AtomicBool,
     open: Mutex<Vec<TcpStream>>,
+    triggers: Mutex<Vec<Trigger>>,
+}
+
+/// What one connection's two pumps share.
+#[derive(Default)]
+struct Link {
+    /// A one-shot delay for the next reply, in microseconds.
+    next_reply_delay_us: AtomicU64,
+    /// The connection is being cut: replies are no longer forwarded.
+    cut: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Proxy {
@@ -28,12 +66,16 @@ impl Proxy {
     /// proxy.set_delay(std::time::Duration::from_millis(50));
     /// ```
     pub fn start(upstream: u16) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        let listener = TcpListener::bind(("127.0.0.1", crate::server::free_port()))
+            .or_else(|_| TcpListener::bind("127.0.0.1:0"))
+            .expect("bind the proxy");
         let port = listener.local_addr().expect("proxy address").port();
         let shared = Arc::new(Shared {
             delay_us: AtomicU64::new(0),
+            blackhole: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
             open: Mutex::new(Vec::new()),
+            triggers: Mutex::new(Vec::new()),
         });
         let accepting = Arc::clone(&shared);
         std::thread::spawn(move || {
@@ -43,24 +85,32 @@ impl Proxy {
                 }
                 let Ok(client) = client else { continue };
                 let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                    // As a dead server would: the connection closes at once.
+                    let _ = client.shutdown(Shutdown::Both);
                     continue;
                 };
                 let _ = client.set_nodelay(true);
                 let _ = server.set_nodelay(true);
                 if let (Ok(c), Ok(s)) = (client.try_clone(), server.try_clone()) {
-                    let mut open = accepting
-                        .open
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner);
+                    let mut open = lock(&accepting.open);
                     open.push(c);
                     open.push(s);
                 }
+                let link = Arc::new(Link::default());
                 pump(
                     client.try_clone().expect("clone"),
                     server.try_clone().expect("clone"),
-                    None,
+                    Arc::clone(&accepting),
+                    Arc::clone(&link),
+                    Direction::Request,
                 );
-                pump(server, client, Some(Arc::clone(&accepting)));
+                pump(
+                    server,
+                    client,
+                    Arc::clone(&accepting),
+                    link,
+                    Direction::Reply,
+                );
             }
         });
         Self { port, shared }
@@ -82,15 +132,73 @@ impl Proxy {
         self.shared.delay_us.store(us, Ordering::SeqCst);
     }
 
+    /// While on, the proxy accepts connections and swallows every byte in both
+    /// directions: requests never reach the server, replies never reach the client.
+    pub fn set_blackhole(&self, on: bool) {
+        self.shared.blackhole.store(on, Ordering::SeqCst);
+    }
+
     /// Resets every connection open through the proxy (new ones still work).
     pub fn reset(&self) {
-        let mut open = self
-            .shared
-            .open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        for stream in open.drain(..) {
+        self.shared.reset();
+    }
+
+    /// Resets every open connection every `period`, until the returned value is
+    /// dropped.
+    pub fn keep_resetting(&self, period: Duration) -> Resetting {
+        let on = Arc::new(AtomicBool::new(true));
+        let (shared, flag) = (Arc::clone(&self.shared), Arc::clone(&on));
+        let thread = std::thread::spawn(move || {
+            while flag.load(Ordering::SeqCst) {
+                shared.reset();
+                std::thread::sleep(period);
+            }
+        });
+        Resetting {
+            on,
+            thread: Some(thread),
+        }
+    }
+
+    /// Once: the reply to the next request that contains `pattern` is held back for
+    /// `delay`.
+    pub fn delay_reply_to(&self, pattern: &[u8], delay: Duration) {
+        lock(&self.shared.triggers).push(Trigger {
+            pattern: pattern.to_vec(),
+            action: Action::DelayReply(delay),
+        });
+    }
+
+    /// Once: the next request that contains `pattern` is forwarded, then its connection
+    /// is cut before the reply comes back. The command runs; the client gets an I/O
+    /// error.
+    pub fn reset_after(&self, pattern: &[u8]) {
+        lock(&self.shared.triggers).push(Trigger {
+            pattern: pattern.to_vec(),
+            action: Action::Reset,
+        });
+    }
+}
+
+impl Shared {
+    fn reset(&self) {
+        for stream in lock(&self.open).drain(..) {
             let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+/// Keeps resetting a proxy's connections while it lives; see [`Proxy::keep_resetting`].
+pub struct Resetting {
+    on: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Resetting {
+    fn drop(&mut self) {
+        self.on.store(false, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
         }
     }
 }
@@ -104,8 +212,29 @@ impl Drop for Proxy {
     }
 }
 
-/// Copies `from` to `to` on a thread, delaying each chunk when `delayed` is given.
-fn pump(mut from: TcpStream, mut to: TcpStream, delayed: Option<Arc<Shared>>) {
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Request,
+    Reply,
+}
+
+/// The action of the first trigger whose pattern `chunk` contains; it is used up.
+fn fire(shared: &Shared, chunk: &[u8]) -> Option<Action> {
+    let mut triggers = lock(&shared.triggers);
+    let i = triggers.iter().position(|t| {
+        !t.pattern.is_empty() && chunk.windows(t.pattern.len()).any(|w| w == t.pattern)
+    })?;
+    Some(triggers.remove(i).action)
+}
+
+/// Copies `from` to `to` on a thread, applying the proxy's faults.
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    shared: Arc<Shared>,
+    link: Arc<Link>,
+    dir: Direction,
+) {
     std::thread::spawn(move || {
         let mut buf = [0u8; 16 * 1024];
         loop {
@@ -113,13 +242,41 @@ fn pump(mut from: TcpStream, mut to: TcpStream, delayed: Option<Arc<Shared>>) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
-            if let Some(shared) = &delayed {
-                let us = shared.delay_us.load(Ordering::SeqCst);
-                if us > 0 {
-                    std::thread::sleep(Duration::from_micros(us));
+            if shared.blackhole.load(Ordering::SeqCst) {
+                continue;
+            }
+            let chunk = &buf[..n];
+            let mut reset = false;
+            match dir {
+                Direction::Request => match fire(&shared, chunk) {
+                    Some(Action::DelayReply(d)) => {
+                        let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+                        link.next_reply_delay_us.store(us, Ordering::SeqCst);
+                    }
+                    Some(Action::Reset) => {
+                        link.cut.store(true, Ordering::SeqCst);
+                        reset = true;
+                    }
+                    None => {}
+                },
+                Direction::Reply => {
+                    if link.cut.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let once = link.next_reply_delay_us.swap(0, Ordering::SeqCst);
+                    let us = shared.delay_us.load(Ordering::SeqCst).max(once);
+                    if us > 0 {
+                        std::thread::sleep(Duration::from_micros(us));
+                    }
                 }
             }
-            if to.write_all(&buf[..n]).is_err() {
+            if to.write_all(chunk).is_err() {
+                break;
+            }
+            if reset {
+                // Give the server the request, then cut before its reply is read.
+                std::thread::sleep(Duration::from_millis(5));
+                let _ = from.shutdown(Shutdown::Both);
                 break;
             }
         }
