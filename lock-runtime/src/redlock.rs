@@ -72,6 +72,13 @@ impl<T> Round<T> {
     }
 }
 
+/// Redlock's rule: a grant stands when a majority confirmed it and its validity, `ttl`
+/// minus the time since `start` (before the first command) minus the drift allowance, is
+/// still positive at `now`.
+fn stands(confirmed: usize, quorum: usize, start: Instant, now: Instant, ttl: Duration) -> bool {
+    confirmed >= quorum && now < start + validity(ttl)
+}
+
 /// The error of a round that too few masters answered in time. The scripts may have
 /// run on the others.
 fn too_few_answered(answered: usize, of: usize) -> LockError {
@@ -178,7 +185,7 @@ where
                 .filter(|r| matches!(r, Ok(Ok(v)) if u64::try_from(*v).is_ok_and(|v| v >= fence)))
                 .count();
         }
-        if confirmed >= self.quorum() && Instant::now() < start + validity(ttl) {
+        if stands(confirmed, self.quorum(), start, Instant::now(), ttl) {
             tracing::debug!(lock = %keys.name, fence, granted = granted.len(), "redlock acquired");
             return Ok(Outcome::Granted { fence, sent: start });
         }
@@ -544,5 +551,22 @@ where
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.held().lease.debug(f, "RedlockGuard")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grant_stands_only_with_a_majority_within_its_validity() {
+        let start = Instant::now();
+        let ttl = Duration::from_millis(100);
+        let at = |ms| start + Duration::from_millis(ms);
+        assert!(stands(3, 3, start, at(96), ttl));
+        assert!(!stands(2, 3, start, at(1), ttl), "no majority");
+        // 100 ms - 1 ms (1%) - 2 ms: at 97 ms the lease it granted is over.
+        assert!(!stands(3, 3, start, at(97), ttl), "majority, but too late");
+        assert!(!stands(5, 3, start, at(500), ttl));
     }
 }

@@ -32,8 +32,10 @@ struct Trigger {
 enum Action {
     /// Delay the next reply on that connection by this much.
     DelayReply(Duration),
-    /// Forward the request, then cut the connection.
+    /// Forward the request, then cut the connection before the reply.
     Reset,
+    /// Forward the request and its reply, then cut the connection.
+    ResetAfterReply,
 }
 
 struct Shared {
@@ -51,6 +53,8 @@ struct Link {
     next_reply_delay_us: AtomicU64,
     /// The connection is being cut: replies are no longer forwarded.
     cut: AtomicBool,
+    /// Cut the connection after forwarding the next reply.
+    cut_after_reply: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -169,6 +173,15 @@ impl Proxy {
         });
     }
 
+    /// Once: the next request that contains `pattern` and its reply are forwarded, then
+    /// the connection is cut: the next command on it fails, and the client reconnects.
+    pub fn reset_after_reply(&self, pattern: &[u8]) {
+        lock(&self.shared.triggers).push(Trigger {
+            pattern: pattern.to_vec(),
+            action: Action::ResetAfterReply,
+        });
+    }
+
     /// Once: the next request that contains `pattern` is forwarded, then its connection
     /// is cut before the reply comes back. The command runs; the client gets an I/O
     /// error.
@@ -257,6 +270,9 @@ fn pump(
                         link.cut.store(true, Ordering::SeqCst);
                         reset = true;
                     }
+                    Some(Action::ResetAfterReply) => {
+                        link.cut_after_reply.store(true, Ordering::SeqCst);
+                    }
                     None => {}
                 },
                 Direction::Reply => {
@@ -271,6 +287,10 @@ fn pump(
                 }
             }
             if to.write_all(chunk).is_err() {
+                break;
+            }
+            if dir == Direction::Reply && link.cut_after_reply.swap(false, Ordering::SeqCst) {
+                let _ = from.shutdown(Shutdown::Both);
                 break;
             }
             if reset {

@@ -99,7 +99,18 @@ async fn a_missing_permission_is_an_error_that_names_it() {
     let client = create_user(&server, "nopublish", &rules);
     let locks = Locks::connect(&client).await.unwrap();
     let guard = locks.lock("orders").await.unwrap();
+    let token: String = redis::cmd("GET")
+        .arg("lock:{orders}")
+        .query(&mut server.connection())
+        .unwrap();
     let err = guard.release().await.unwrap_err();
+    // All or nothing: the refused PUBLISH comes before the DEL, so the failed release
+    // deleted nothing (it is not a release that reports an error).
+    let still: Option<String> = redis::cmd("GET")
+        .arg("lock:{orders}")
+        .query(&mut server.connection())
+        .unwrap();
+    assert_eq!(still, Some(token), "the lock is still held");
     match &err {
         LockError::Permission {
             script, command, ..

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use lock_runtime::blocking::Locks;
 use lock_runtime::{LockError, RetryPolicy};
 use lockscript_tests::command_calls;
+use lockscript_tests::proxy::Proxy;
 use lockscript_tests::server::RedisServer;
 use redis::Commands;
 
@@ -16,13 +17,13 @@ fn locks(server: &RedisServer) -> Locks {
     Locks::connect(&server.client()).expect("connect")
 }
 
-/// Polls `done` until it holds; a liveness bound, never a speed assertion.
-fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+/// Polls `done` until it holds, and fails if that takes longer than `bound`.
+fn within(bound: Duration, what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
         assert!(
-            start.elapsed() < PATIENCE,
-            "{what} did not happen within {PATIENCE:?}"
+            start.elapsed() < bound,
+            "{what} did not happen within {bound:?}"
         );
         std::thread::sleep(Duration::from_millis(2));
     }
@@ -163,15 +164,63 @@ fn no_renewal_is_sent_after_release() {
 #[test]
 fn dropping_a_guard_releases_it_and_stops_the_watchdog() {
     let server = RedisServer::start();
-    let locks = locks(&server).ttl(Duration::from_secs(3));
     let mut conn = server.connection();
-    drop(locks.lock("q").unwrap());
-    eventually("the release on drop", || {
-        !conn.exists::<_, bool>("lock:{q}").unwrap()
-    });
+    // A 60 s lease: only the release can free it within a second.
+    drop(
+        locks(&server)
+            .ttl(Duration::from_secs(60))
+            .lock("q")
+            .unwrap(),
+    );
+    within(
+        Duration::from_secs(1),
+        "the release of the dropped guard",
+        || !conn.exists::<_, bool>("lock:{q}").unwrap(),
+    );
+    // A 150 ms lease would be renewed every 50 ms: after the drop, nothing is.
+    drop(
+        locks(&server)
+            .ttl(Duration::from_millis(150))
+            .lock("r")
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(50));
     lockscript_tests::reset_stats(&mut conn);
-    std::thread::sleep(Duration::from_millis(1_200));
-    assert_eq!(command_calls(&mut conn, "evalsha"), 0);
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(
+        command_calls(&mut conn, "evalsha"),
+        0,
+        "no renewal after the drop"
+    );
+}
+
+/// The acquire ran but its reply was lost: the blocking face releases that grant in the
+/// background (with its own token), instead of leaving it for its TTL.
+#[test]
+fn an_attempt_whose_reply_was_lost_leaves_no_grant_behind() {
+    let server = RedisServer::start();
+    lock_runtime::load_scripts(&mut server.connection()).unwrap();
+    let proxy = Proxy::start(server.port());
+    let locks = Locks::connect(&redis::Client::open(proxy.url()).unwrap())
+        .unwrap()
+        .ttl(Duration::from_secs(60));
+    let acquire = lock_runtime::builtin::acquire("k", "f", "t", 1)
+        .script()
+        .sha1();
+    proxy.reset_after(acquire.as_bytes());
+    let err = locks.try_lock("lost").unwrap_err();
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
+    let mut conn = server.connection();
+    let fence: i64 = conn.get("lock:{lost}:fence").unwrap();
+    assert_eq!(fence, 1, "the acquire ran");
+    within(
+        Duration::from_secs(1),
+        "the release of the lost grant",
+        || !conn.exists::<_, bool>("lock:{lost}").unwrap(),
+    );
+    let guard = locks.try_lock("lost").unwrap().expect("free again");
+    assert_eq!(guard.fencing_token(), 2);
+    guard.release().unwrap();
 }
 
 #[test]

@@ -101,6 +101,17 @@ async fn connect_cluster_grants_fences_and_wakes_waiters_on_every_master() {
             Duration::from_secs(30),
             Duration::from_secs(30),
         ));
+    // The waiters use a handle of their own: a release cannot hand them the lock
+    // (handover.lua serves waiters of the releasing handle only), so only pub/sub wakes
+    // them.
+    let waiters = connect(&cluster)
+        .await
+        .ttl(Duration::from_secs(60))
+        .wait_timeout(Duration::from_secs(5))
+        .retry(RetryPolicy::new(
+            Duration::from_secs(30),
+            Duration::from_secs(30),
+        ));
     let names = one_name_per_master(&cluster, "orders");
     assert_eq!(names.len(), 3);
     for (name, master) in &names {
@@ -111,7 +122,7 @@ async fn connect_cluster_grants_fences_and_wakes_waiters_on_every_master() {
         assert!(node_has_key(&cluster, *master, &lock_key(name)));
 
         let waiter = {
-            let (locks, name) = (locks.clone(), name.clone());
+            let (locks, name) = (waiters.clone(), name.clone());
             tokio::spawn(async move { locks.lock(&name).await })
         };
         tokio::time::sleep(Duration::from_millis(300)).await; // subscribed and asleep

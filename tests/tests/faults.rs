@@ -7,10 +7,15 @@ use std::time::{Duration, Instant};
 
 use lock_runtime::builtin::fenced_set;
 use lock_runtime::{LockError, Locks};
+use lockscript_tests::proxy::Proxy;
 use lockscript_tests::server::RedisServer;
 use redis::AsyncCommands;
 
 const PATIENCE: Duration = Duration::from_secs(10);
+
+/// How late `lost()` may fire after the validity end (the README's figure; `loss.rs`
+/// measures it for every handle and fault).
+const LOSS_SLACK: Duration = Duration::from_millis(100);
 
 async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
     tokio::time::timeout(PATIENCE, fut)
@@ -144,17 +149,21 @@ async fn a_paused_server_times_out_calls_and_grants_no_second_holder_early() {
         "bounded: {:?}",
         paused.elapsed()
     );
-    // The holder cannot renew: its loss is signalled when its validity ends.
+    // The holder cannot renew: its loss is signalled at its validity end, which comes
+    // before the server could expire the key (ttl counted from when it received the
+    // command) and so before anyone else can hold the lock.
     within("the holder's loss signal", holder.lost()).await;
     let lost_at = Instant::now();
+    let valid_until = holder.valid_until();
+    assert!(
+        lost_at >= valid_until && lost_at - valid_until <= LOSS_SLACK,
+        "lost() fired {:?} after the validity end",
+        lost_at.saturating_duration_since(valid_until)
+    );
     std::thread::sleep(Duration::from_millis(300));
     server.signal("CONT");
 
     let next = within("the next grant", other.lock("q")).await.unwrap();
-    assert!(
-        Instant::now() > lost_at,
-        "the first holder knew it had lost before the next grant"
-    );
     // The timed-out attempt may have run once the server resumed (its grant, whose
     // reply was lost, is released in the background): the token is then 3, not 2.
     assert!(next.fencing_token() > holder.fencing_token());
@@ -163,6 +172,72 @@ async fn a_paused_server_times_out_calls_and_grants_no_second_holder_early() {
         Err(LockError::NotHeld { .. })
     ));
     next.release().await.unwrap();
+}
+
+/// A grant whose reply was lost is released in the background; when that release is
+/// retried (its own reply was lost too), the retry must not delete the grant the waiter
+/// got meanwhile. Every attempt has its own owner token, so it cannot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_release_of_a_lost_grant_never_deletes_the_next_grant() {
+    let server = RedisServer::start();
+    // Cached, so the scripts go as EVALSHA and the proxy can tell them by their digest.
+    lock_runtime::load_scripts(&mut server.connection()).unwrap();
+    let proxy = Proxy::start(server.port());
+    let client = redis::Client::open(proxy.url()).unwrap();
+    let locks = Locks::connect(&client)
+        .await
+        .unwrap()
+        .ttl(Duration::from_secs(1))
+        .wait_timeout(Duration::from_secs(5));
+    // The first acquire runs but its reply is cut; the background release of that grant
+    // runs too, but its reply is cut as well, so it is retried 50 ms later, while the
+    // waiter's next attempt has already been granted.
+    let acquire = lock_runtime::builtin::acquire("k", "f", "t", 1)
+        .script()
+        .sha1();
+    let compare_del = lock_runtime::builtin::compare_del("k", "t").script().sha1();
+    proxy.reset_after(acquire.as_bytes());
+    proxy.reset_after(compare_del.as_bytes());
+    let guard = within("the grant after the lost one", locks.lock("reuse"))
+        .await
+        .unwrap();
+    assert!(guard.fencing_token() >= 2, "the lost grant counted");
+    // Past the background release's retries (50, 100, 200 ms): the lock must still be
+    // this guard's.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(guard.is_held().await.unwrap(), "the key is still ours");
+    let other = Locks::connect(&server.client()).await.unwrap();
+    assert!(
+        other.try_lock("reuse").await.unwrap().is_none(),
+        "nobody else can take it"
+    );
+    guard.release().await.unwrap();
+}
+
+/// The pub/sub server accepts the connection and never answers: `lock()` still ends
+/// within `wait_timeout` plus the response timeout (waiters never wait on the
+/// notification connection).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_returns_within_its_bound_when_the_notification_server_stops_answering() {
+    let server = RedisServer::start();
+    let silent = Proxy::start(server.port());
+    silent.set_blackhole(true);
+    let holder = Locks::connect(&server.client()).await.unwrap();
+    let _held = holder.lock("silent").await.unwrap();
+    let conn = server.multiplexed().await;
+    let wait = Duration::from_secs(1);
+    let locks = Locks::new(conn)
+        .notifications(redis::Client::open(silent.url()).unwrap())
+        .wait_timeout(wait);
+    let started = Instant::now();
+    let err = locks.lock("silent").await.unwrap_err();
+    let took = started.elapsed();
+    assert!(matches!(err, LockError::Timeout { .. }), "{err:?}");
+    assert!(took >= wait, "waited the whole wait_timeout: {took:?}");
+    assert!(
+        took <= wait + lock_runtime::DEFAULT_RESPONSE_TIMEOUT,
+        "bounded by wait_timeout plus the response timeout: {took:?}"
+    );
 }
 
 const HOLDER_VAR: &str = "LOCKSCRIPT_PAUSED_HOLDER_URL";
@@ -286,7 +361,7 @@ async fn a_paused_holder_process_is_refused_after_it_resumes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_whose_reply_comes_after_its_validity_is_released() {
     let server = RedisServer::start();
-    let proxy = lockscript_tests::proxy::Proxy::start(server.port());
+    let proxy = Proxy::start(server.port());
     let client = redis::Client::open(proxy.url()).unwrap();
     let locks = Locks::connect(&client)
         .await
@@ -315,7 +390,7 @@ async fn a_grant_whose_reply_comes_after_its_validity_is_released() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reset_connections_are_an_error_and_the_next_call_recovers() {
     let server = RedisServer::start();
-    let proxy = lockscript_tests::proxy::Proxy::start(server.port());
+    let proxy = Proxy::start(server.port());
     let client = redis::Client::open(proxy.url()).unwrap();
     let locks = Locks::connect(&client).await.unwrap();
     let guard = locks.lock("reset").await.unwrap();
@@ -379,4 +454,103 @@ async fn client_pause_write_ends_calls_with_a_timeout_then_recovers() {
     .await;
     assert!(started.elapsed() < Duration::from_secs(2) + Duration::from_millis(500) * 2);
     guard.release().await.unwrap();
+}
+
+/// Sends each command on the next of several connections, as a connection that is
+/// re-made between any two commands would.
+#[derive(Clone)]
+struct EveryCommandOnAFreshConnection {
+    conns: std::sync::Arc<Vec<redis::aio::MultiplexedConnection>>,
+    next: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl EveryCommandOnAFreshConnection {
+    fn pick(&self) -> redis::aio::MultiplexedConnection {
+        let i = self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.conns[i % self.conns.len()].clone()
+    }
+}
+
+impl redis::aio::ConnectionLike for EveryCommandOnAFreshConnection {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        let mut conn = self.pick();
+        Box::pin(async move { conn.req_packed_command(cmd).await })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        let mut conn = self.pick();
+        Box::pin(async move { conn.req_packed_commands(cmd, offset, count).await })
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
+}
+
+/// `WAIT` counts the replicas that acknowledged the writes of *its* connection; on a
+/// connection made after the grant (a reconnect) a bare `WAIT` counts every replica and
+/// answers at once. The grant must still be refused when its only replica never got it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_replicas_counts_only_replicas_that_have_the_grant_even_after_a_reconnect() {
+    let primary = RedisServer::builder()
+        .arg("--repl-diskless-sync-delay")
+        .arg("0")
+        .start();
+    let replica = RedisServer::builder()
+        .arg("--replicaof")
+        .arg("127.0.0.1")
+        .arg(primary.port().to_string())
+        .start();
+    within("the replica to acknowledge a write", async {
+        let mut conn = primary.connection();
+        loop {
+            let _: () = redis::cmd("SET")
+                .arg("sync")
+                .arg(1)
+                .query(&mut conn)
+                .unwrap();
+            let acked: usize = redis::cmd("WAIT").arg(1).arg(100).query(&mut conn).unwrap();
+            if acked == 1 {
+                break;
+            }
+        }
+    })
+    .await;
+    // More connections than commands below: each command goes on one that never
+    // wrote anything, as after a reconnect.
+    let mut conns = Vec::new();
+    for _ in 0..12 {
+        conns.push(primary.multiplexed().await);
+    }
+    let conn = EveryCommandOnAFreshConnection {
+        conns: std::sync::Arc::new(conns),
+        next: std::sync::Arc::default(),
+    };
+    let locks = Locks::new(conn).wait_for_replicas(1, Duration::from_millis(200));
+    let guard = locks.try_lock("replicated").await.unwrap().expect("free");
+    guard.release().await.unwrap();
+
+    // The replica stops acknowledging anything.
+    replica.signal("STOP");
+    let err = locks.try_lock("replicated").await.unwrap_err();
+    replica.signal("CONT");
+    assert!(
+        matches!(
+            err,
+            LockError::NotReplicated {
+                acked: 0,
+                wanted: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use lock_runtime::{LockError, Redlock};
 use lockscript_tests::contenders;
+use lockscript_tests::proxy::Proxy;
 use lockscript_tests::server::RedisServer;
 use redis::Commands;
 
@@ -205,17 +206,105 @@ async fn the_watchdog_renews_on_a_majority_and_signals_the_loss_of_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_settings_are_refused_before_anything_is_sent() {
     let servers = masters(3);
-    let slow = redlock(&servers).await.node_timeout(Duration::from_secs(4));
-    assert!(matches!(
-        slow.try_lock("x").await,
-        Err(LockError::InvalidSettings(_))
-    ));
+    for timeout in [Duration::from_secs(4), Duration::MAX, Duration::ZERO] {
+        let bad = redlock(&servers).await.node_timeout(timeout);
+        assert!(
+            matches!(bad.try_lock("x").await, Err(LockError::InvalidSettings(_))),
+            "node_timeout {timeout:?}"
+        );
+    }
     let none: Redlock<redis::aio::MultiplexedConnection> = Redlock::new(Vec::new());
     assert!(matches!(
         none.lock("x").await,
         Err(LockError::InvalidSettings(_))
     ));
     assert_eq!(holders(&servers, "lock:{x}"), 0);
+}
+
+/// A Redlock over `servers` through proxies, with its connections made and the scripts
+/// cached; then every reply is delayed by `delay`.
+async fn delayed(servers: &[RedisServer], delay: Duration, ttl: Duration) -> (Redlock, Vec<Proxy>) {
+    let proxies: Vec<Proxy> = servers.iter().map(|s| Proxy::start(s.port())).collect();
+    let clients: Vec<redis::Client> = proxies
+        .iter()
+        .map(|p| redis::Client::open(p.url()).unwrap())
+        .collect();
+    let redlock = Redlock::connect(&clients)
+        .await
+        .unwrap()
+        .node_timeout(NODE_TIMEOUT)
+        .ttl(ttl);
+    redlock
+        .try_lock("warm")
+        .await
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    for proxy in &proxies {
+        proxy.set_delay(delay);
+    }
+    (redlock, proxies)
+}
+
+/// An attempt dropped anywhere (during the acquire round, between it and the fencing
+/// round, during the undo) leaves nothing behind: whatever it was granted is released in
+/// the background, long before its 60 s lease would run out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_cancelled_at_any_point_leaves_no_grant_behind() {
+    let servers = masters(3);
+    let (redlock, _proxies) =
+        delayed(&servers, Duration::from_millis(15), Duration::from_secs(60)).await;
+    let mut cancelled = 0;
+    for round in 0..40u64 {
+        // The rounds take 15 ms each; cut anywhere in the first 45 ms.
+        let cutoff = Duration::from_micros(getrandom::u64().unwrap() % 45_000);
+        match tokio::time::timeout(cutoff, redlock.try_lock("cut")).await {
+            Ok(granted) => granted.unwrap().unwrap().release().await.unwrap(),
+            Err(_) => cancelled += 1,
+        }
+        let started = Instant::now();
+        while holders(&servers, "lock:{cut}") > 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(1),
+                "round {round} (cut at {cutoff:?}): a grant outlived its attempt by a second"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    assert!(cancelled > 10, "most attempts were cut: {cancelled}");
+}
+
+/// The Redlock validity rule: a grant's lease counts from before its first command was
+/// sent, so the time the rounds took is subtracted from it (ttl − elapsed − drift).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_counts_from_before_the_first_round() {
+    let servers = masters(3);
+    let ttl = Duration::from_secs(2);
+    let (redlock, _proxies) = delayed(&servers, Duration::from_millis(20), ttl).await;
+    let redlock = redlock.watchdog(false);
+    let before = Instant::now();
+    let guard = redlock.try_lock("valid").await.unwrap().expect("granted");
+    let after = Instant::now();
+    assert!(
+        after - before >= Duration::from_millis(40),
+        "two rounds of 20 ms"
+    );
+    // 2 s - 1% - 2 ms
+    let validity = Duration::from_millis(1_978);
+    let end = before + validity;
+    // Counted from after the rounds, it would end 40 ms later.
+    assert!(
+        guard.valid_until() <= end + Duration::from_millis(10),
+        "the lease ends {:?} too late: the rounds' time was not subtracted",
+        guard.valid_until().saturating_duration_since(end)
+    );
+    assert!(
+        guard.valid_until() + (after - before) >= end,
+        "the lease counts from the first round, not earlier"
+    );
+    guard.release().await.unwrap();
 }
 
 const URLS_VAR: &str = "LOCKSCRIPT_REDLOCK_URLS";

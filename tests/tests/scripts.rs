@@ -224,3 +224,35 @@ fn handover_of_another_owners_or_a_missing_lock_changes_nothing() {
     assert_eq!(fence, 1);
     assert!(pttl(&mut conn, LOCK) <= 2_000, "lease unchanged");
 }
+
+/// When a script fails, it has changed nothing: its error reply always means "not
+/// acquired" / "not handed over", so a client that reads it as such never leaves a lock
+/// behind that nobody owns. (A fencing counter that is not a number makes `INCR` fail.)
+#[test]
+fn acquire_and_handover_that_fail_change_nothing() {
+    let server = RedisServer::start();
+    let mut conn = server.connection();
+    let _: () = conn.set(FENCE, "not a number").unwrap();
+    let err = acquire(LOCK, FENCE, "token-a", 30_000)
+        .invoke(&mut conn)
+        .unwrap_err();
+    assert!(
+        matches!(err, lock_runtime::LockError::Script { .. }),
+        "{err:?}"
+    );
+    assert!(
+        !conn.exists::<_, bool>(LOCK).unwrap(),
+        "no lock key left after the failed acquire"
+    );
+
+    let _: () = conn.set(LOCK, "token-a").unwrap();
+    let err = handover(LOCK, FENCE, "token-a", "token-b", 30_000)
+        .invoke(&mut conn)
+        .unwrap_err();
+    assert!(
+        matches!(err, lock_runtime::LockError::Script { .. }),
+        "{err:?}"
+    );
+    let held: String = conn.get(LOCK).unwrap();
+    assert_eq!(held, "token-a", "the lock still belongs to the holder");
+}

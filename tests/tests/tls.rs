@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use lock_runtime::Locks;
+use lock_runtime::{Locks, RetryPolicy};
 use lockscript_tests::server::{RedisServer, free_port};
 use redis::TlsCertificates;
 
@@ -116,19 +116,34 @@ async fn the_lock_cycle_works_over_tls_and_a_wrong_ca_is_refused() {
         .start();
 
     let client = tls_client(tls_port, &certs.path().join("ca.crt"));
-    let locks = Locks::connect(&client)
-        .await
-        .unwrap()
-        .wait_timeout(Duration::from_secs(5));
-    let holder = locks.lock("secure").await.unwrap();
+    // A 60 s lease and a 30 s backoff: only the release notification, over its own TLS
+    // connection, can wake the waiter, which uses a handle of its own (a release hands
+    // the lock over only to waiters of the releasing handle).
+    let connect = || async {
+        Locks::connect(&client)
+            .await
+            .unwrap()
+            .ttl(Duration::from_secs(60))
+            .wait_timeout(Duration::from_secs(5))
+            .retry(RetryPolicy::new(
+                Duration::from_secs(30),
+                Duration::from_secs(30),
+            ))
+    };
+    let holder = connect().await.lock("secure").await.unwrap();
     let waiter = {
-        let locks = locks.clone();
+        let locks = connect().await;
         tokio::spawn(async move { locks.lock("secure").await })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await; // subscribed and asleep
     holder.extend(Duration::from_secs(10)).await.unwrap();
+    let released = std::time::Instant::now();
     holder.release().await.unwrap();
     let next = waiter.await.unwrap().unwrap();
+    assert!(
+        released.elapsed() < Duration::from_secs(2),
+        "woken by the notification, not the 30 s backoff"
+    );
     assert_eq!(next.fencing_token(), 2);
     next.release().await.unwrap();
     drop(server.connection()); // the plain port is only the harness's
