@@ -198,6 +198,9 @@ impl<B: Backend> Engine<B> {
                     wait.attempt()
                 }
                 Step::Sleep { nap } => {
+                    if B::HANDOVER && offer.is_none() {
+                        offer = self.stand_offer(&keys);
+                    }
                     tracing::trace!(?nap, attempts = wait.attempts(), "lock held; waiting");
                     if let Some(handed) = self
                         .nap(&keys, subscription.as_ref(), &mut offer, nap)
