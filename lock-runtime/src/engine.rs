@@ -15,14 +15,14 @@ use tracing::Instrument;
 
 use crate::LockError;
 use crate::backend::Backend;
-use crate::grant::{Abandoned, Grant, Outcome, Pending};
+use crate::grant::{Abandoned, Attempted, Grant, Outcome, Pending};
 use crate::guard::Guard;
 use crate::lease::{Lease, LeaseState};
 use crate::notify::{Notifications, Subscription};
 use crate::queue::{Handed, LocalQueue, Standing};
 use crate::settings::{Keys, Settings, validity};
 use crate::token::Token;
-use crate::wait::{Step, Wait};
+use crate::wait::{Progress, Step, Wait};
 use crate::watchdog::Watchdog;
 
 /// Everything an async handle is: its servers, settings, local queue, notifications
@@ -71,18 +71,6 @@ impl HandedGrant {
     }
 }
 
-/// One attempt's result, with the grant's token when granted.
-enum Attempted {
-    Granted {
-        token: Token,
-        fence: u64,
-        sent: Instant,
-    },
-    Held {
-        remaining: Option<Duration>,
-    },
-}
-
 impl<B: Backend> Engine<B> {
     pub(crate) fn new(backend: B, settings: Settings) -> Self {
         Self {
@@ -100,13 +88,7 @@ impl<B: Backend> Engine<B> {
         let keys = self.settings.keys(name)?;
         let started = Instant::now();
         match self.attempt(&keys).await? {
-            Attempted::Granted { token, fence, sent } => {
-                let grant = Grant {
-                    fence,
-                    sent,
-                    attempts: 1,
-                    handovers: 0,
-                };
+            Attempted::Granted { token, grant } => {
                 let watchdog = self.settings.watchdog;
                 Ok(Some(self.guard(keys, token, grant, started, watchdog)))
             }
@@ -126,13 +108,7 @@ impl<B: Backend> Engine<B> {
     async fn wait_for(&self, keys: Keys, watchdog: bool) -> Result<Guard<B>, LockError> {
         let started = Instant::now();
         let settings = &self.settings;
-        let mut wait = Wait::new(
-            &keys.name,
-            started,
-            settings.wait_timeout,
-            settings.retry,
-            self.notifications.is_some(),
-        );
+        let mut wait = Wait::new(&keys.name, started, settings, self.notifications.is_some());
         let deadline = tokio::time::Instant::from_std(wait.deadline());
         let Ok(mut turn) = tokio::time::timeout_at(deadline, self.queue.turn(&keys.name)).await
         else {
@@ -153,39 +129,23 @@ impl<B: Backend> Engine<B> {
         let mut step = wait.start(Instant::now(), just_granted);
         let (token, grant) = loop {
             step = match step {
-                Step::Attempt => match self.attempt(&keys).await {
-                    Ok(Attempted::Granted { token, fence, sent }) => {
-                        if let Some(offer) = offer.take() {
-                            // Nobody can have handed over a lock we just acquired; a
-                            // handed grant would be released when dropped.
-                            drop(offer.standing.settle().await);
+                Step::Attempt => {
+                    let result = self.attempt(&keys).await;
+                    match wait.attempted(result, Instant::now())? {
+                        Progress::Granted(token, grant) => {
+                            if let Some(offer) = offer.take() {
+                                // Nobody can have handed over a lock we just acquired; a
+                                // handed grant would be released when dropped.
+                                drop(offer.standing.settle().await);
+                            }
+                            break (token, grant);
                         }
-                        let attempts = wait.attempts();
-                        break (
-                            token,
-                            Grant {
-                                fence,
-                                sent,
-                                attempts,
-                                handovers: 0,
-                            },
-                        );
+                        Progress::Next(step) => match self.handed_now(&keys, &mut offer) {
+                            Some(handed) => break handed.into_grant(wait.attempts()),
+                            None => step,
+                        },
                     }
-                    Ok(Attempted::Held { remaining }) => {
-                        if B::HANDOVER && offer.is_none() {
-                            offer = self.stand_offer(&keys);
-                        }
-                        if let Some(handed) = self.handed_now(&keys, &mut offer) {
-                            break handed.into_grant(wait.attempts());
-                        }
-                        wait.refused(remaining, Instant::now())
-                    }
-                    Err(e) if e.is_transient() => {
-                        tracing::debug!(error = %e, "attempt failed; retrying within the wait");
-                        wait.failed(e, Instant::now())
-                    }
-                    Err(e) => return Err(e),
-                },
+                }
                 Step::Subscribe { within } => {
                     if let Some(sub) = self
                         .notifications
@@ -328,25 +288,17 @@ impl<B: Backend> Engine<B> {
             let mut pending = Pending::new(keys, &token, Instant::now(), settings.ttl, |a| {
                 self.release_in_background(a);
             });
-            let outcome = pending.settle(self.backend.acquire(settings, keys, &token).await)?;
-            match outcome {
-                Outcome::Granted { .. } if outcome.is_late(settings.ttl, Instant::now()) => {
-                    tracing::debug!(lock = %keys.name, "grant arrived after its validity; released");
-                    return Ok(Attempted::Held { remaining: None });
-                }
-                Outcome::Granted { .. } => self.backend.confirm(settings, keys, &token).await?,
-                Outcome::Held { .. } => {}
+            let reply = self.backend.acquire(settings, keys, &token).await;
+            let Some(outcome) = pending.read(reply, settings.ttl)? else {
+                return Ok(Attempted::Held { remaining: None });
+            };
+            if let Outcome::Granted { .. } = outcome {
+                self.backend.confirm(settings, keys, &token).await?;
             }
             pending.disarm();
             outcome
         };
-        Ok(match outcome {
-            Outcome::Granted { fence, sent } => {
-                tracing::debug!(lock = %keys.name, fence, "lock acquired");
-                Attempted::Granted { token, fence, sent }
-            }
-            Outcome::Held { remaining } => Attempted::Held { remaining },
-        })
+        Ok(Attempted::new(keys, token, Some(outcome)))
     }
 
     /// Releases a grant nobody owns, retrying compare-and-delete with its own token until
@@ -393,14 +345,7 @@ impl<B: Backend> Engine<B> {
         started: Instant,
         watchdog: bool,
     ) -> Guard<B> {
-        let lease = Arc::new(LeaseState::new(
-            keys,
-            grant.fence,
-            token,
-            Arc::clone(&self.settings),
-            grant.sent,
-            watchdog,
-        ));
+        let lease = LeaseState::of_grant(keys, token, &grant, &self.settings, watchdog);
         self.watchdog.watch(&lease);
         Guard::new(self.clone(), lease, grant, started)
     }

@@ -48,6 +48,40 @@ impl Outcome {
     }
 }
 
+/// One attempt's result, with the grant's owner token when granted.
+pub(crate) enum Attempted {
+    /// Granted to `token`; `grant` counts this one attempt.
+    Granted {
+        token: Token,
+        grant: Grant,
+    },
+    Held {
+        remaining: Option<Duration>,
+    },
+}
+
+impl Attempted {
+    /// The attempt with `token` got `outcome` (`None`: a grant that came too late, which
+    /// counts as refused).
+    #[allow(clippy::needless_pass_by_value)] // taken by value: it is used up here
+    pub(crate) fn new(keys: &Keys, token: Token, outcome: Option<Outcome>) -> Self {
+        match outcome {
+            Some(Outcome::Granted { fence, sent }) => {
+                tracing::debug!(lock = %keys.name, fence, "lock acquired");
+                let grant = Grant {
+                    fence,
+                    sent,
+                    attempts: 1,
+                    handovers: 0,
+                };
+                Attempted::Granted { token, grant }
+            }
+            Some(Outcome::Held { remaining }) => Attempted::Held { remaining },
+            None => Attempted::Held { remaining: None },
+        }
+    }
+}
+
 /// How a guard's grant came about.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Grant {
@@ -118,6 +152,22 @@ impl<'a, R: FnOnce(Abandoned)> Pending<'a, R> {
             self.disarm();
         }
         reply
+    }
+
+    /// Reads an attempt's reply: its outcome, or `None` for a grant whose reply came
+    /// after its validity, which stays pending (released when the marker drops). An error
+    /// that may have run the script leaves the marker armed too.
+    pub(crate) fn read(
+        &mut self,
+        reply: Result<Outcome, LockError>,
+        ttl: Duration,
+    ) -> Result<Option<Outcome>, LockError> {
+        let outcome = self.settle(reply)?;
+        if outcome.is_late(ttl, Instant::now()) {
+            tracing::debug!(lock = %self.keys.name, "grant arrived after its validity; released");
+            return Ok(None);
+        }
+        Ok(Some(outcome))
     }
 
     /// Nothing to release: the grant did not happen, or it has an owner now.

@@ -173,3 +173,59 @@ impl<B: Backend> Drop for Guard<B> {
         });
     }
 }
+
+/// The methods of the async guard faces ([`crate::LockGuard`], [`crate::RedlockGuard`]):
+/// each has a field `inner: Guard<_>`. `$ty` is the face's path for the doc examples.
+macro_rules! async_guard_methods {
+    ($ty:literal) => {
+        fn held(&self) -> &crate::lease::Held {
+            &self.inner.held
+        }
+
+        crate::lease::lease_accessors!($ty);
+
+        /// Resolves when the lease is known lost: at its validity end at the latest (see
+        /// [`valid_until`](Self::valid_until)) if no renewal was confirmed by then,
+        /// whatever the server or the network is doing, or earlier when a renewal finds
+        /// the key gone or another owner's (for Redlock: on a majority of masters). Never
+        /// resolves for a released lease.
+        ///
+        /// ```no_run
+        #[doc = concat!("# async fn f(guard: ", $ty, ") { guard.lost().await; eprintln!(\"stop\"); }")]
+        /// ```
+        pub async fn lost(&self) {
+            self.held().lease.lost().await;
+        }
+
+        /// Asks the server (for Redlock: every master) whether the lock still holds this
+        /// guard's token (on a majority). A `false` also fires the loss signal; after the
+        /// loss signal it is always `false`. Returns within the response timeout (node
+        /// timeout).
+        ///
+        /// ```no_run
+        #[doc = concat!("# async fn f(guard: ", $ty, ") -> Result<(), lock_runtime::LockError> {")]
+        /// if !guard.is_held().await? { eprintln!("lost"); }
+        /// # Ok(())
+        /// # }
+        /// ```
+        pub async fn is_held(&self) -> Result<bool, crate::LockError> {
+            self.inner.is_held().await
+        }
+
+        /// Sets the lease to `ttl` from now, if the lock is still ours (for Redlock: on a
+        /// majority, within the validity); the watchdog then renews with this length.
+        /// [`LockError::NotHeld`](crate::LockError::NotHeld) (and nothing changed) if it
+        /// is not, or if the lease was already lost.
+        ///
+        /// ```no_run
+        #[doc = concat!("# async fn f(guard: ", $ty, ") -> Result<(), lock_runtime::LockError> {")]
+        /// guard.extend(std::time::Duration::from_secs(60)).await?;
+        /// # Ok(())
+        /// # }
+        /// ```
+        pub async fn extend(&self, ttl: std::time::Duration) -> Result<(), crate::LockError> {
+            self.inner.extend(ttl).await
+        }
+    };
+}
+pub(crate) use async_guard_methods;

@@ -125,6 +125,24 @@ impl LeaseState {
         }
     }
 
+    /// The lease of `grant`, shared by its guard and the watchdog.
+    pub(crate) fn of_grant(
+        keys: Keys,
+        token: Token,
+        grant: &crate::grant::Grant,
+        settings: &Arc<Settings>,
+        renews: bool,
+    ) -> Arc<Self> {
+        Arc::new(Self::new(
+            keys,
+            grant.fence,
+            token,
+            Arc::clone(settings),
+            grant.sent,
+            renews,
+        ))
+    }
+
     fn times(&self) -> MutexGuard<'_, Times> {
         self.times.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -308,8 +326,40 @@ impl LeaseState {
         Some(times.ttl)
     }
 
-    /// The renewal in flight ended; if it failed, the next try is at `retry_at`.
-    pub(crate) fn end_renewal(&self, retry_at: Option<Instant>) {
+    /// The renewal of `ttl` in flight ended with `reply` (`Ok(Some(from))`: renewed,
+    /// counting from `from`; `Ok(None)`: not ours any more) at `now`. A failed renewal is
+    /// tried again a little later, while the lease lasts.
+    pub(crate) fn renewal_done(
+        &self,
+        reply: Result<Option<Instant>, LockError>,
+        ttl: Duration,
+        now: Instant,
+    ) {
+        match reply {
+            Ok(Some(from)) => {
+                if self.renewed(from, ttl, now) {
+                    tracing::trace!(lock = %self.keys.name, fence = self.fence, "lease renewed");
+                }
+                self.end_renewal(None);
+            }
+            Ok(None) => {
+                self.refused("the key changed owner or vanished");
+                self.end_renewal(None);
+            }
+            Err(e) => {
+                let retry = retry_delay(ttl);
+                self.end_renewal(Some(now + retry));
+                if !self.is_stopped() {
+                    tracing::warn!(lock = %self.keys.name, error = %e, retry_in = ?retry, "lease renewal failed");
+                }
+            }
+        }
+    }
+
+    /// The renewal in flight ended; if it failed, the next try is at `retry_at`. The
+    /// order matters: a renewal's outcome is recorded first, so the watchdog never sees
+    /// the renewal done with the old times.
+    fn end_renewal(&self, retry_at: Option<Instant>) {
         let mut times = self.times();
         times.renewing = false;
         if let Some(at) = retry_at {
@@ -639,10 +689,12 @@ mod tests {
         assert_eq!(lease.begin_renewal(due), None, "one in flight already");
         // While it is in flight, the watchdog still looks at the validity end.
         assert_eq!(lease.next_action(due), Some(lease.valid_until()));
-        lease.end_renewal(Some(due + Duration::from_millis(75)));
+        let refused = LockError::no_reply(Duration::from_millis(1));
+        lease.renewal_done(Err(refused), Duration::from_millis(900), due);
         assert_eq!(
             lease.next_action(due),
-            Some(due + Duration::from_millis(75))
+            Some(due + retry_delay(Duration::from_millis(900))),
+            "a failed renewal is retried soon"
         );
     }
 

@@ -10,7 +10,7 @@ use redis::aio::ConnectionManager;
 use crate::LockError;
 use crate::engine::Engine;
 use crate::guard::Guard;
-use crate::lease::{Held, Lease};
+use crate::lease::Lease;
 use crate::node::{Node, bounded};
 use crate::notify::Notifications;
 use crate::settings::{DEFAULT_RESPONSE_TIMEOUT, ReplicaWait, Settings};
@@ -370,50 +370,7 @@ impl<C> LockGuard<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    fn held(&self) -> &Held {
-        &self.inner.held
-    }
-
-    crate::lease::lease_accessors!("lock_runtime::LockGuard");
-
-    /// Resolves when the lease is known lost: at its validity end at the latest (see
-    /// [`valid_until`](Self::valid_until)) if no renewal was confirmed by then, whatever
-    /// the server or the network is doing, or earlier when a renewal finds another owner
-    /// or no key. Never resolves for a released lease.
-    ///
-    /// ```no_run
-    /// # async fn f(guard: lock_runtime::LockGuard) { guard.lost().await; eprintln!("stop"); }
-    /// ```
-    pub async fn lost(&self) {
-        self.held().lease.lost().await;
-    }
-
-    /// Asks the server whether the lock still holds this guard's token. A `false` also
-    /// fires the loss signal; after the loss signal it is always `false`.
-    ///
-    /// ```no_run
-    /// # async fn f(guard: lock_runtime::LockGuard) -> Result<(), lock_runtime::LockError> {
-    /// if !guard.is_held().await? { eprintln!("lost"); }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn is_held(&self) -> Result<bool, LockError> {
-        self.inner.is_held().await
-    }
-
-    /// Sets the lease to `ttl` from now, if the lock is still ours; the watchdog then
-    /// renews with this length. [`LockError::NotHeld`] (and nothing changed) if it is
-    /// not, or if the lease was already lost.
-    ///
-    /// ```no_run
-    /// # async fn f(guard: lock_runtime::LockGuard) -> Result<(), lock_runtime::LockError> {
-    /// guard.extend(std::time::Duration::from_secs(60)).await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
-        self.inner.extend(ttl).await
-    }
+    crate::guard::async_guard_methods!("lock_runtime::LockGuard");
 
     /// Stops the watchdog, then deletes the lock if it still holds this guard's token
     /// and wakes a waiter. [`LockError::NotHeld`] if the lease had been lost (expired,

@@ -35,7 +35,7 @@ use crate::backend::Backend;
 use crate::engine::Engine;
 use crate::grant::Outcome;
 use crate::guard::Guard;
-use crate::lease::{Held, Lease};
+use crate::lease::Lease;
 use crate::settings::{Keys, Settings, millis, validity};
 use crate::token::Token;
 use crate::{LockError, builtin};
@@ -487,49 +487,7 @@ impl<C> RedlockGuard<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    fn held(&self) -> &Held {
-        &self.inner.held
-    }
-
-    crate::lease::lease_accessors!("lock_runtime::RedlockGuard");
-
-    /// Resolves when the lease is known lost: at its validity end at the latest if no
-    /// majority renewal was confirmed by then, or earlier when a majority no longer holds
-    /// the key. Never resolves for a released lease.
-    ///
-    /// ```no_run
-    /// # async fn f(g: lock_runtime::RedlockGuard) { g.lost().await; eprintln!("stop"); }
-    /// ```
-    pub async fn lost(&self) {
-        self.held().lease.lost().await;
-    }
-
-    /// Asks every master whether it still holds this guard's token: `true` while a
-    /// majority does and the lease is not lost. A `false` fires the loss signal.
-    ///
-    /// ```no_run
-    /// # async fn f(g: lock_runtime::RedlockGuard) -> Result<(), lock_runtime::LockError> {
-    /// if !g.is_held().await? { eprintln!("lost"); }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn is_held(&self) -> Result<bool, LockError> {
-        self.inner.is_held().await
-    }
-
-    /// Extends the lease to `ttl` on a majority within the validity; otherwise
-    /// [`LockError::NotHeld`] when a majority no longer holds it (and the loss signal
-    /// fires), or an error when too few masters answered.
-    ///
-    /// ```no_run
-    /// # async fn f(g: lock_runtime::RedlockGuard) -> Result<(), lock_runtime::LockError> {
-    /// g.extend(std::time::Duration::from_secs(30)).await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
-        self.inner.extend(ttl).await
-    }
+    crate::guard::async_guard_methods!("lock_runtime::RedlockGuard");
 
     /// Stops renewals, then deletes the lock on every master. [`LockError::NotHeld`]
     /// if fewer than a majority still held it or the lease had been lost.

@@ -16,7 +16,9 @@
 use std::time::{Duration, Instant};
 
 use crate::LockError;
-use crate::settings::RetryPolicy;
+use crate::grant::{Attempted, Grant};
+use crate::settings::{RetryPolicy, Settings};
+use crate::token::Token;
 
 /// What the waiter does next.
 #[derive(Debug)]
@@ -30,6 +32,14 @@ pub(crate) enum Step {
     Sleep { nap: Duration },
     /// Stop: this is the caller's error.
     GiveUp(LockError),
+}
+
+/// Where an attempt leaves the wait.
+pub(crate) enum Progress {
+    /// Granted: the grant's owner token and how it came about.
+    Granted(Token, Grant),
+    /// Not yet: the next step.
+    Next(Step),
 }
 
 /// The state of one `lock()` call.
@@ -47,20 +57,15 @@ pub(crate) struct Wait {
 }
 
 impl Wait {
-    /// A wait for lock `name` from `now` until `now + timeout`; `notifications` tells
-    /// whether the handle can subscribe to release notifications.
-    pub(crate) fn new(
-        name: &str,
-        now: Instant,
-        timeout: Duration,
-        policy: RetryPolicy,
-        notifications: bool,
-    ) -> Self {
+    /// A wait for lock `name` from `now` for the settings' `wait_timeout`, paced by
+    /// their retry policy; `notifications` tells whether the handle can subscribe to
+    /// release notifications.
+    pub(crate) fn new(name: &str, now: Instant, settings: &Settings, notifications: bool) -> Self {
         Self {
             name: name.to_owned(),
             started: now,
-            deadline: now + timeout,
-            policy,
+            deadline: now + settings.wait_timeout,
+            policy: settings.retry,
             attempts: 0,
             naps: 0,
             subscribe: notifications,
@@ -95,8 +100,32 @@ impl Wait {
         Step::Attempt
     }
 
+    /// What an attempt's result means for the wait: the grant, the next step, or (for an
+    /// error that would only repeat) the caller's error.
+    pub(crate) fn attempted(
+        &mut self,
+        result: Result<Attempted, LockError>,
+        now: Instant,
+    ) -> Result<Progress, LockError> {
+        match result {
+            Ok(Attempted::Granted { token, grant }) => Ok(Progress::Granted(
+                token,
+                Grant {
+                    attempts: self.attempts,
+                    ..grant
+                },
+            )),
+            Ok(Attempted::Held { remaining }) => Ok(Progress::Next(self.refused(remaining, now))),
+            Err(e) if e.is_transient() => {
+                tracing::debug!(error = %e, "attempt failed; retrying within the wait");
+                Ok(Progress::Next(self.failed(e, now)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// The attempt found the lock held, for `remaining` more if known.
-    pub(crate) fn refused(&mut self, remaining: Option<Duration>, now: Instant) -> Step {
+    fn refused(&mut self, remaining: Option<Duration>, now: Instant) -> Step {
         self.failure = None;
         if self.subscribe {
             self.subscribe = false;
@@ -107,7 +136,7 @@ impl Wait {
     }
 
     /// The attempt failed with a transient error.
-    pub(crate) fn failed(&mut self, error: LockError, now: Instant) -> Step {
+    fn failed(&mut self, error: LockError, now: Instant) -> Step {
         self.failure = Some(error);
         self.sleep(now, None)
     }
@@ -147,11 +176,12 @@ mod tests {
 
     fn wait(notifications: bool) -> (Wait, Instant) {
         let now = Instant::now();
-        let policy = RetryPolicy::new(Duration::from_millis(10), Duration::from_millis(80));
-        (
-            Wait::new("w", now, Duration::from_secs(1), policy, notifications),
-            now,
-        )
+        let settings = Settings {
+            wait_timeout: Duration::from_secs(1),
+            retry: RetryPolicy::new(Duration::from_millis(10), Duration::from_millis(80)),
+            ..Settings::default()
+        };
+        (Wait::new("w", now, &settings, notifications), now)
     }
 
     #[test]

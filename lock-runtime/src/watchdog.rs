@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::backend::Backend;
-use crate::lease::{LeaseState, retry_delay};
+use crate::lease::LeaseState;
 use crate::schedule::Schedule;
 
 /// Renews the leases of one handle.
@@ -116,26 +116,7 @@ async fn renew<B: Backend>(dog: Arc<Watchdog<B>>, lease: Arc<LeaseState>, ttl: D
         .backend
         .renew(&lease.settings, &lease.keys, &lease.token, ttl)
         .await;
-    let now = Instant::now();
-    match reply {
-        Ok(Some(from)) => {
-            if lease.renewed(from, ttl, now) {
-                tracing::trace!(lock = %lease.keys.name, fence = lease.fence, "lease renewed");
-            }
-            lease.end_renewal(None);
-        }
-        Ok(None) => {
-            lease.refused("the key changed owner or vanished");
-            lease.end_renewal(None);
-        }
-        Err(e) => {
-            let retry = retry_delay(ttl);
-            lease.end_renewal(Some(now + retry));
-            if !lease.is_stopped() {
-                tracing::warn!(lock = %lease.keys.name, error = %e, retry_in = ?retry, "lease renewal failed");
-            }
-        }
-    }
+    lease.renewal_done(reply, ttl, Instant::now());
     dog.schedule(&lease);
 }
 

@@ -221,35 +221,24 @@ macro_rules! blocking_cases {
     };
 }
 
-async_cases!(async_locks:
-    killed => Kill,
-    terminated => Term,
-    frozen => Stop,
-    paused => PauseAll,
-    black_holed => Blackhole,
-    delayed_past_the_lease => Delay,
-    reset_again_and_again => Resets,
-);
+/// Every fault, as test names, for `$cases!($run: ...)`.
+macro_rules! every_fault {
+    ($cases:ident, $run:ident) => {
+        $cases!($run:
+            killed => Kill,
+            terminated => Term,
+            frozen => Stop,
+            paused => PauseAll,
+            black_holed => Blackhole,
+            delayed_past_the_lease => Delay,
+            reset_again_and_again => Resets,
+        );
+    };
+}
 
-blocking_cases!(blocking_locks:
-    killed => Kill,
-    terminated => Term,
-    frozen => Stop,
-    paused => PauseAll,
-    black_holed => Blackhole,
-    delayed_past_the_lease => Delay,
-    reset_again_and_again => Resets,
-);
-
-async_cases!(redlock:
-    killed => Kill,
-    terminated => Term,
-    frozen => Stop,
-    paused => PauseAll,
-    black_holed => Blackhole,
-    delayed_past_the_lease => Delay,
-    reset_again_and_again => Resets,
-);
+every_fault!(async_cases, async_locks);
+every_fault!(blocking_cases, blocking_locks);
+every_fault!(async_cases, redlock);
 
 async_cases!(cluster:
     killed => Kill,

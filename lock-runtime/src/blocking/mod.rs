@@ -33,12 +33,12 @@ use std::time::{Duration, Instant};
 pub use guard::LockGuard;
 
 use self::worker::Worker;
-use crate::grant::{Abandoned, Grant, Outcome, Pending};
+use crate::grant::{Abandoned, Attempted, Grant, Outcome, Pending};
 use crate::lease::LeaseState;
 use crate::notify::{Notifications, Subscription};
 use crate::settings::{Keys, Settings, millis};
 use crate::token::Token;
-use crate::wait::{Step, Wait};
+use crate::wait::{Progress, Step, Wait};
 use crate::{LockError, builtin};
 
 /// Re-opens a connection that broke.
@@ -207,18 +207,6 @@ impl<C> fmt::Debug for Locks<C> {
     }
 }
 
-/// One attempt's result, with the grant's token when granted.
-enum Attempted {
-    Granted {
-        token: Token,
-        fence: u64,
-        sent: Instant,
-    },
-    Held {
-        remaining: Option<Duration>,
-    },
-}
-
 impl Locks<redis::Connection> {
     /// Opens a sync connection and enables release notifications. The connection's
     /// reads and writes are bounded by the response timeout (500 ms unless set), and it
@@ -327,21 +315,13 @@ where
         let keys = self.settings.keys(name)?;
         let started = Instant::now();
         match self.attempt(&keys)? {
-            Attempted::Granted { token, fence, sent } => {
-                let grant = Grant {
-                    fence,
-                    sent,
-                    attempts: 1,
-                    handovers: 0,
-                };
-                Ok(Some(self.guard(
-                    keys,
-                    token,
-                    grant,
-                    started,
-                    self.settings.watchdog,
-                )))
-            }
+            Attempted::Granted { token, grant } => Ok(Some(self.guard(
+                keys,
+                token,
+                grant,
+                started,
+                self.settings.watchdog,
+            ))),
             Attempted::Held { .. } => Ok(None),
         }
     }
@@ -367,33 +347,14 @@ where
         let _span = tracing::debug_span!("lock.acquire", lock = %keys.name).entered();
         let started = Instant::now();
         let settings = &self.settings;
-        let mut wait = Wait::new(
-            &keys.name,
-            started,
-            settings.wait_timeout,
-            settings.retry,
-            self.notifications.is_some(),
-        );
+        let mut wait = Wait::new(&keys.name, started, settings, self.notifications.is_some());
         let mut subscription: Option<Subscription> = None;
         let mut step = wait.start(started, false);
         let (token, grant) = loop {
             step = match step {
-                Step::Attempt => match self.attempt(&keys) {
-                    Ok(Attempted::Granted { token, fence, sent }) => {
-                        let attempts = wait.attempts();
-                        break (
-                            token,
-                            Grant {
-                                fence,
-                                sent,
-                                attempts,
-                                handovers: 0,
-                            },
-                        );
-                    }
-                    Ok(Attempted::Held { remaining }) => wait.refused(remaining, Instant::now()),
-                    Err(e) if e.is_transient() => wait.failed(e, Instant::now()),
-                    Err(e) => return Err(e),
+                Step::Attempt => match wait.attempted(self.attempt(&keys), Instant::now())? {
+                    Progress::Granted(token, grant) => break (token, grant),
+                    Progress::Next(step) => step,
                 },
                 Step::Subscribe { within } => {
                     if let Some(notifications) = &self.notifications {
@@ -466,21 +427,14 @@ where
                 )
                 .invoke(c)
             });
-            let outcome = Outcome::from_reply(pending.settle(reply)?, sent);
-            if outcome.is_late(settings.ttl, Instant::now()) {
-                tracing::debug!(lock = %keys.name, "grant arrived after its validity; released");
-                return Ok(Attempted::Held { remaining: None });
+            let outcome =
+                pending.read(reply.map(|r| Outcome::from_reply(r, sent)), settings.ttl)?;
+            if outcome.is_some() {
+                pending.disarm();
             }
-            pending.disarm();
             outcome
         };
-        Ok(match outcome {
-            Outcome::Granted { fence, sent } => {
-                tracing::debug!(lock = %keys.name, fence, "lock acquired");
-                Attempted::Granted { token, fence, sent }
-            }
-            Outcome::Held { remaining } => Attempted::Held { remaining },
-        })
+        Ok(Attempted::new(keys, token, outcome))
     }
 
     fn guard(
@@ -491,14 +445,7 @@ where
         started: Instant,
         watchdog: bool,
     ) -> LockGuard<C> {
-        let lease = Arc::new(LeaseState::new(
-            keys,
-            grant.fence,
-            token,
-            Arc::clone(&self.settings),
-            grant.sent,
-            watchdog,
-        ));
+        let lease = LeaseState::of_grant(keys, token, &grant, &self.settings, watchdog);
         if watchdog && let Some(worker) = self.shared.worker() {
             worker.watch(&lease);
         }

@@ -8,13 +8,12 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::Conn;
-use crate::LockError;
 use crate::builtin;
 use crate::grant::Abandoned;
-use crate::lease::{LeaseState, retry_delay};
+use crate::lease::LeaseState;
 use crate::schedule::Schedule;
 use crate::settings::millis;
 
@@ -171,31 +170,10 @@ impl Worker {
 }
 
 /// One renewal of `lease` for `ttl`.
-fn renew<C: redis::ConnectionLike + Send>(
-    conn: &Conn<C>,
-    lease: &LeaseState,
-    ttl: std::time::Duration,
-) {
+fn renew<C: redis::ConnectionLike + Send>(conn: &Conn<C>, lease: &LeaseState, ttl: Duration) {
     let sent = Instant::now();
-    let reply: Result<i64, LockError> = conn.with(Some(lease.settings.response_timeout), |c| {
+    let reply = conn.with(Some(lease.settings.response_timeout), |c| {
         builtin::renew(&lease.keys.lock, lease.token.as_str(), millis(ttl)).invoke(c)
     });
-    let now = Instant::now();
-    match reply {
-        Ok(1) => {
-            if lease.renewed(sent, ttl, now) {
-                tracing::trace!(lock = %lease.keys.name, fence = lease.fence, "lease renewed");
-            }
-            lease.end_renewal(None);
-        }
-        Ok(_) => {
-            lease.refused("the key changed owner or vanished");
-            lease.end_renewal(None);
-        }
-        Err(e) => {
-            let retry = retry_delay(ttl);
-            lease.end_renewal(Some(now + retry));
-            tracing::warn!(lock = %lease.keys.name, error = %e, retry_in = ?retry, "lease renewal failed");
-        }
-    }
+    lease.renewal_done(reply.map(|r| (r == 1).then_some(sent)), ttl, Instant::now());
 }
