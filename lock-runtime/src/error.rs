@@ -156,9 +156,9 @@ pub enum LockError {
     },
 
     /// `wait_for_replicas` is on and fewer replicas than asked acknowledged the grant
-    /// within its timeout (`WAIT`), so a failover could lose it. The grant was released
-    /// again (its TTL frees it if that failed too); nothing is held. Its fencing token
-    /// was used up.
+    /// within its timeout (`WAIT`), so a failover could lose it. The grant is released
+    /// again in the background, a round trip later (its TTL frees it if that fails too);
+    /// the caller holds nothing. Its fencing token was used up.
     #[error(
         "lock `{name}` was granted, but only {acked} of the {wanted} replicas asked for \
          acknowledged it in time, so it was released again; check the replicas' health and \

@@ -7,8 +7,9 @@
 //! lease) and at most [`SLACK`] after it. A holder whose signal waited for a reconnect
 //! or a renewal in flight misses the bound by seconds.
 //!
-//! The Cluster runs the faults on the master that holds the lock; the proxy faults do
-//! not apply there (cluster clients connect to the addresses the cluster announces).
+//! The Cluster runs the server faults on the master that holds the lock; the network
+//! faults are covered on one server (a proxy before a cluster node needs
+//! `cluster-announce-port`, as `cluster_resend.rs` does).
 
 use std::time::{Duration, Instant};
 
