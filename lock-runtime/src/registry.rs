@@ -29,9 +29,11 @@ pub fn scripts() -> impl ExactSizeIterator<Item = &'static Script> {
 /// `SCRIPT LOAD`s every registered script and returns how many were loaded.
 ///
 /// Fails with [`LockError::DigestMismatch`] when the server answers a digest other than
-/// the compiled one. Scripts loaded this way are never evicted from the server's cache
-/// (unlike ones cached by EVAL since Redis 7.4), but the cache is still lost on restart,
-/// failover and `SCRIPT FLUSH`; invocations fall back to EVAL then.
+/// the compiled one. Since Redis 7.4 (and in Valkey 8+) the server evicts scripts cached
+/// by `EVAL` once more than 500 are cached, but keeps scripts loaded this way; call it at
+/// start-up, before any `EVAL` caches them (Redis 8.2 still evicts a script first cached
+/// by `EVAL` and loaded later; Valkey 9.1 does not). The cache is lost on restart,
+/// failover and `SCRIPT FLUSH` in any case; invocations fall back to `EVAL` then.
 ///
 /// ```no_run
 /// # fn main() -> Result<(), lock_runtime::LockError> {

@@ -102,7 +102,7 @@ async fn the_lock_cycle_works_over_tls_and_a_wrong_ca_is_refused() {
     make_certificates(certs.path());
     let file = |name: &str| certs.path().join(name).to_string_lossy().into_owned();
     let tls_port = free_port();
-    let server = RedisServer::builder()
+    let builder = RedisServer::builder()
         .arg("--tls-port")
         .arg(tls_port.to_string())
         .arg("--tls-cert-file")
@@ -112,8 +112,26 @@ async fn the_lock_cycle_works_over_tls_and_a_wrong_ca_is_refused() {
         .arg("--tls-ca-cert-file")
         .arg(file("ca.crt"))
         .arg("--tls-auth-clients")
-        .arg("no")
-        .start();
+        .arg("no");
+    // A server built without TLS (BUILD_TLS=no, or TLS as a module that is not loaded)
+    // exits at startup with "Failed finding TLS support": nothing to test there. Only a
+    // server chosen with REDIS_SERVER_BIN may lack it (the registry builds of Redis 8.2
+    // and Valkey 9.1 do); the default one must have it.
+    let server = match std::panic::catch_unwind(|| builder.start()) {
+        Ok(server) => server,
+        Err(panic) => {
+            let text = panic
+                .downcast_ref::<String>()
+                .map_or("", String::as_str);
+            if text.contains("Failed finding TLS support")
+                && std::env::var_os("REDIS_SERVER_BIN").is_some()
+            {
+                eprintln!("skipped: this redis-server has no TLS support");
+                return;
+            }
+            std::panic::resume_unwind(panic);
+        }
+    };
 
     let client = tls_client(tls_port, &certs.path().join("ca.crt"));
     // A 60 s lease and a 30 s backoff: only the release notification, over its own TLS
