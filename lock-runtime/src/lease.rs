@@ -159,7 +159,7 @@ impl LeaseState {
             Status::Lost
         } else if times.stopped {
             Status::Released
-        } else if now >= times.valid_until {
+        } else if now >= times.valid_until && !crate::mutants::no_deadline() {
             self.lose(times, "the lease ran out before a renewal was confirmed");
             Status::Lost
         } else {
@@ -379,15 +379,18 @@ impl LeaseState {
         let Status::Held { valid_until } = self.status_locked(&mut times, now) else {
             return None;
         };
-        if self.renews_at(now) && !times.renewing {
-            Some(times.next_renewal.min(valid_until))
-        } else {
-            Some(valid_until)
+        // (With the deadline switched off, only renewals are left to watch.)
+        let end = (!crate::mutants::no_deadline()).then_some(valid_until);
+        let renewal = (self.renews_at(now) && !times.renewing).then_some(times.next_renewal);
+        match (renewal, end) {
+            (Some(renewal), Some(end)) => Some(renewal.min(end)),
+            (renewal, end) => renewal.or(end),
         }
     }
 
     /// Resolves once the lease is lost: at its validity end at the latest, whatever any
-    /// command in flight does. Never resolves for a released lease.
+    /// command in flight does, or when a release finds it gone. Never resolves for a
+    /// lease released in time.
     pub(crate) async fn lost(&self) {
         loop {
             let changed = self.changed.notified();
@@ -395,12 +398,20 @@ impl LeaseState {
             changed.as_mut().enable();
             match self.status(Instant::now()) {
                 Status::Lost => return,
-                Status::Released => std::future::pending::<()>().await,
+                // A release that finds the key gone or another owner's still makes the
+                // lease lost; a release that succeeded changes nothing more.
+                Status::Released => changed.await,
                 Status::Held { valid_until } => {
                     let end = tokio::time::Instant::from_std(valid_until);
+                    let deadline = async {
+                        if crate::mutants::no_deadline() {
+                            std::future::pending::<()>().await;
+                        }
+                        tokio::time::sleep_until(end).await;
+                    };
                     tokio::select! {
                         () = changed => {}
-                        () = tokio::time::sleep_until(end) => {}
+                        () = deadline => {}
                     }
                 }
             }
@@ -415,10 +426,10 @@ impl LeaseState {
             let now = Instant::now();
             let wake = match self.status_locked(&mut times, now) {
                 Status::Lost => return true,
-                Status::Released => give_up,
-                Status::Held { valid_until } => {
+                Status::Held { valid_until } if !crate::mutants::no_deadline() => {
                     Some(give_up.map_or(valid_until, |g| g.min(valid_until)))
                 }
+                Status::Released | Status::Held { .. } => give_up,
             };
             match wake {
                 Some(at) if at <= now => return false,
@@ -485,6 +496,18 @@ impl Lease {
     /// ```
     pub async fn lost(&self) {
         self.0.lost().await;
+    }
+
+    /// Blocks until the lease is known lost or `timeout` passes; whether it was lost
+    /// (see [`blocking::LockGuard::lost_within`](crate::blocking::LockGuard::lost_within)).
+    ///
+    /// ```no_run
+    /// # fn f(lease: lock_runtime::Lease) {
+    /// if lease.lost_within(std::time::Duration::from_millis(100)) { eprintln!("lost"); }
+    /// # }
+    /// ```
+    pub fn lost_within(&self, timeout: Duration) -> bool {
+        self.0.lost_within(timeout)
     }
 
     /// Whether the lease is lost: its validity end has passed without a confirmed

@@ -35,6 +35,7 @@ mod grant;
 mod guard;
 mod lease;
 mod locks;
+mod mutants;
 mod node;
 mod notify;
 mod queue;
@@ -66,5 +67,10 @@ pub mod __private {
     pub use crate::registry::SCRIPTS;
     pub use crate::script::{Invocation, Script};
     pub use linkme;
+    /// Known bugs put back, for the chaos checker's own tests (feature `mutants`).
+    #[cfg(feature = "mutants")]
+    pub mod mutants {
+        pub use crate::mutants::set_no_deadline;
+    }
     pub use redis::ToRedisArgs;
 }

@@ -4,6 +4,7 @@
 // Test support fails loudly by design: every helper panics with the reason.
 #![allow(clippy::missing_panics_doc)]
 
+pub mod chaos;
 pub mod cluster;
 pub mod contenders;
 pub mod fixtures;

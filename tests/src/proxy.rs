@@ -2,8 +2,8 @@
 //! loopback and can, on demand:
 //!
 //! - delay every reply ([`Proxy::set_delay`]);
-//! - black-hole: accept connections and swallow everything in both directions, so
-//!   clients wait for replies that never come ([`Proxy::set_blackhole`]);
+//! - black-hole: accept connections and hold everything in both directions until it
+//!   ends, so clients wait for replies that do not come ([`Proxy::set_blackhole`]);
 //! - reset every open connection ([`Proxy::reset`]);
 //! - act once on a request that contains given bytes (e.g. a script's digest): delay
 //!   the reply to it ([`Proxy::delay_reply_to`]) or forward it and then cut the
@@ -136,8 +136,10 @@ impl Proxy {
         self.shared.delay_us.store(us, Ordering::SeqCst);
     }
 
-    /// While on, the proxy accepts connections and swallows every byte in both
-    /// directions: requests never reach the server, replies never reach the client.
+    /// While on, the proxy accepts connections and holds every byte in both directions:
+    /// requests do not reach the server, replies do not reach the client, until it is
+    /// turned off (then they flow on, in order, as TCP would deliver them after a
+    /// partition heals).
     pub fn set_blackhole(&self, on: bool) {
         self.shared.blackhole.store(on, Ordering::SeqCst);
     }
@@ -255,8 +257,14 @@ fn pump(
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
-            if shared.blackhole.load(Ordering::SeqCst) {
-                continue;
+            // A black hole holds bytes, it never drops them: TCP delivers a stream in
+            // order or breaks the connection, and a client that pipelines on one
+            // connection (a multiplexed one) matches replies to requests by their order.
+            while shared.blackhole.load(Ordering::SeqCst) {
+                if shared.stopped.load(Ordering::SeqCst) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(1));
             }
             let chunk = &buf[..n];
             let mut reset = false;

@@ -1,8 +1,8 @@
 //! The loss bound, measured. For every handle (async `Locks`, `blocking::Locks`,
 //! `Redlock`, `Locks` on a Cluster) and every fault (the server killed with SIGKILL or
-//! SIGTERM, frozen with SIGSTOP, paused with `CLIENT PAUSE ALL`; a proxy that swallows
+//! SIGTERM, frozen with SIGSTOP, paused with `CLIENT PAUSE ALL`; a proxy that holds
 //! everything, delays replies past the lease, or keeps resetting every connection
-//! while swallowing what new ones send), the holder's
+//! while holding what new ones send), the holder's
 //! `lost()` fires at the lease's validity end: not before it (nothing refused the
 //! lease) and at most [`SLACK`] after it. A holder whose signal waited for a reconnect
 //! or a renewal in flight misses the bound by seconds.
@@ -37,11 +37,11 @@ enum Fault {
     Stop,
     /// `CLIENT PAUSE 3000 ALL`.
     PauseAll,
-    /// The proxy swallows every byte.
+    /// The proxy holds every byte (a partition).
     Blackhole,
     /// The proxy delays every reply by 700 ms, past the lease.
     Delay,
-    /// The proxy resets every connection, and swallows every byte of the new ones:
+    /// The proxy resets every connection, and holds every byte of the new ones:
     /// reconnecting does not help.
     Resets,
 }

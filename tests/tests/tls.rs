@@ -120,9 +120,7 @@ async fn the_lock_cycle_works_over_tls_and_a_wrong_ca_is_refused() {
     let server = match std::panic::catch_unwind(|| builder.start()) {
         Ok(server) => server,
         Err(panic) => {
-            let text = panic
-                .downcast_ref::<String>()
-                .map_or("", String::as_str);
+            let text = panic.downcast_ref::<String>().map_or("", String::as_str);
             if text.contains("Failed finding TLS support")
                 && std::env::var_os("REDIS_SERVER_BIN").is_some()
             {

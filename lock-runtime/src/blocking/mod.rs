@@ -41,10 +41,10 @@ use crate::token::Token;
 use crate::wait::{Progress, Step, Wait};
 use crate::{LockError, builtin};
 
-/// Re-opens a connection that broke.
-type Reopen<C> = Box<dyn Fn() -> redis::RedisResult<C> + Send + Sync>;
+/// Re-opens a connection that broke, within the given time.
+type Reopen<C> = Arc<dyn Fn(Duration) -> redis::RedisResult<C> + Send + Sync>;
 /// Applies a response timeout to a connection.
-type Tune<C> = Box<dyn Fn(&C, Duration) -> redis::RedisResult<()> + Send + Sync>;
+type Tune<C> = Arc<dyn Fn(&C, Duration) -> redis::RedisResult<()> + Send + Sync>;
 
 /// The handle's sync connection, re-opened after it breaks when the handle made it.
 pub(crate) struct Conn<C> {
@@ -59,26 +59,49 @@ impl<C: redis::ConnectionLike + Send> Conn<C> {
         self.current.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Runs `f` on the connection, with `timeout` as its response timeout when given
-    /// (and when the handle can set it), after re-opening a broken connection.
+    /// A second connection like this one, for the background thread (so renewals never
+    /// wait behind a caller's command, nor a caller behind a renewal); `None` when the
+    /// handle was given its connection and cannot open another.
+    fn fork(&self) -> Option<Self> {
+        let reopen = self.reopen.as_ref()?;
+        Some(Self {
+            current: Mutex::new((reopen(crate::DEFAULT_RESPONSE_TIMEOUT).ok()?, None)),
+            reopen: self.reopen.clone(),
+            tune: self.tune.clone(),
+        })
+    }
+
+    /// Runs `f` on the connection, with `timeout` as its response timeout (when the
+    /// handle can set it; without one, the last one applied or the default), after
+    /// re-opening a broken connection.
     pub(crate) fn with<T>(
         &self,
         timeout: Option<Duration>,
         f: impl FnOnce(&mut C) -> Result<T, LockError>,
     ) -> Result<T, LockError> {
+        let started = Instant::now();
         let mut guard = self.lock();
         let (conn, applied) = &mut *guard;
+        // Without a timeout of its own, a call keeps the last one (or the default).
+        let timeout = timeout
+            .or(*applied)
+            .unwrap_or(crate::DEFAULT_RESPONSE_TIMEOUT);
+        let mut left = timeout;
         if !conn.is_open()
             && let Some(reopen) = &self.reopen
         {
-            *conn = reopen()?;
+            // Re-opening and the command share the one response timeout.
+            *conn = reopen(timeout)?;
             *applied = None;
+            left = timeout
+                .saturating_sub(started.elapsed())
+                .max(Duration::from_millis(1));
         }
-        if let (Some(tune), Some(timeout)) = (&self.tune, timeout)
-            && *applied != Some(timeout)
+        if let Some(tune) = &self.tune
+            && *applied != Some(left)
         {
-            tune(conn, timeout)?;
-            *applied = Some(timeout);
+            tune(conn, left)?;
+            *applied = (left == timeout).then_some(timeout);
         }
         f(conn)
     }
@@ -94,7 +117,10 @@ impl<C: redis::ConnectionLike + Send + 'static> Shared<C> {
     /// The background thread, started on first use.
     fn worker(&self) -> Option<&Arc<Worker>> {
         self.worker
-            .get_or_init(|| Worker::start(Arc::clone(&self.conn)))
+            .get_or_init(|| {
+                let own = self.conn.fork().map(Arc::new);
+                Worker::start(own.unwrap_or_else(|| Arc::clone(&self.conn)))
+            })
             .as_ref()
     }
 
@@ -210,7 +236,8 @@ impl<C> fmt::Debug for Locks<C> {
 impl Locks<redis::Connection> {
     /// Opens a sync connection and enables release notifications. The connection's
     /// reads and writes are bounded by the response timeout (500 ms unless set), and it
-    /// is re-opened when it breaks (a server restart, a reset).
+    /// is re-opened when it breaks (a server restart, a reset). The background thread
+    /// that renews leases gets a second connection, so callers never wait for it.
     ///
     /// ```no_run
     /// # fn main() -> Result<(), lock_runtime::LockError> {
@@ -222,16 +249,16 @@ impl Locks<redis::Connection> {
     pub fn connect(client: &redis::Client) -> Result<Self, LockError> {
         let open = {
             let client = client.clone();
-            move || client.get_connection_with_timeout(Duration::from_secs(1))
+            move |within| client.get_connection_with_timeout(within)
         };
-        let conn = open()?;
-        let tune: Tune<redis::Connection> = Box::new(|conn, timeout| {
+        let conn = open(Duration::from_secs(1))?;
+        let tune: Tune<redis::Connection> = Arc::new(|conn, timeout| {
             conn.set_read_timeout(Some(timeout))?;
             conn.set_write_timeout(Some(timeout))
         });
         Ok(Self::with_conn(Conn {
             current: Mutex::new((conn, None)),
-            reopen: Some(Box::new(open)),
+            reopen: Some(Arc::new(open)),
             tune: Some(tune),
         })
         .notifications(client.clone()))
@@ -244,8 +271,11 @@ where
 {
     /// Uses an existing sync connection. Without
     /// [`notifications`](Self::notifications), waiters poll with the retry policy. The
-    /// connection's own timeouts bound each call (set a read timeout on it), and a
-    /// broken connection is not re-opened: [`connect`](Locks::connect) does both.
+    /// connection's own timeouts bound each call (set a read timeout on it), a broken
+    /// connection is not re-opened, and the background thread renews through the same
+    /// connection, so a call may first wait for a renewal in flight (one more response
+    /// timeout at worst). [`connect`](Locks::connect) sets the timeouts, re-opens, and
+    /// gives the thread a connection of its own.
     ///
     /// ```no_run
     /// # fn main() -> Result<(), lock_runtime::LockError> {

@@ -1,0 +1,144 @@
+//! `chaos`: random faults against real servers, many worker processes, every history
+//! checked for safety and liveness.
+//!
+//! ```text
+//! chaos run [--topology single|aof|cluster|redlock|all] [--seed N] [--seconds S]
+//!           [--minutes M] [--workers W] [--mutant no-deadline] [--dir DIR]
+//! chaos check DIR    check a recorded run again
+//! ```
+//!
+//! `run` runs one schedule of `--seconds` (default 20) per topology and seed; with
+//! `--minutes`, schedules with seeds N, N+1, ... until that much time has passed per
+//! topology (a soak), and prints the totals. Exit status 1 when any violation was
+//! found.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use lockscript_tests::chaos::checker::{self, Bounds};
+use lockscript_tests::chaos::history;
+use lockscript_tests::chaos::run::{self, RunConfig, SLACK};
+use lockscript_tests::chaos::worker::{self, CONFIG_VAR, Topology, WorkerConfig};
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: chaos run [--topology single|aof|cluster|redlock|all] [--seed N] [--seconds S] \
+         [--minutes M] [--workers W] [--mutant no-deadline] [--dir DIR]\n       chaos check DIR"
+    );
+    std::process::exit(2);
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("worker") => {
+            let config = std::env::var(CONFIG_VAR).unwrap_or_else(|_| usage());
+            let config: WorkerConfig =
+                serde_json::from_str(&config).expect("a worker configuration");
+            worker::run(config);
+        }
+        Some("check") => {
+            let dir = PathBuf::from(args.get(1).unwrap_or_else(|| usage()));
+            let events: Vec<_> = run::histories(&dir)
+                .iter()
+                .flat_map(|p| history::read(p))
+                .collect();
+            let bounds = Bounds {
+                slack: SLACK,
+                wait_timeout: Duration::from_secs(2),
+                call: lock_runtime::DEFAULT_RESPONSE_TIMEOUT,
+            };
+            let report = checker::check(&events, &bounds);
+            for v in &report.violations {
+                println!("VIOLATION {v}");
+            }
+            println!("{} violations", report.violations.len());
+            std::process::exit(i32::from(!report.violations.is_empty()));
+        }
+        Some("run") => std::process::exit(run_command(&args[1..])),
+        _ => usage(),
+    }
+}
+
+fn run_command(args: &[String]) -> i32 {
+    let mut topologies = Topology::ALL.to_vec();
+    let mut seed = 1u64;
+    let mut seconds = 20u64;
+    let mut minutes = None;
+    let mut workers = 4u32;
+    let mut mutant = None;
+    let mut dir = std::env::temp_dir().join("lockscript-chaos");
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().cloned().unwrap_or_else(|| usage());
+        match arg.as_str() {
+            "--topology" => {
+                let name = value();
+                topologies = if name == "all" {
+                    Topology::ALL.to_vec()
+                } else {
+                    vec![
+                        *Topology::ALL
+                            .iter()
+                            .find(|t| t.name() == name)
+                            .unwrap_or_else(|| usage()),
+                    ]
+                };
+            }
+            "--seed" => seed = value().parse().unwrap_or_else(|_| usage()),
+            "--seconds" => seconds = value().parse().unwrap_or_else(|_| usage()),
+            "--minutes" => minutes = Some(value().parse::<u64>().unwrap_or_else(|_| usage())),
+            "--workers" => workers = value().parse().unwrap_or_else(|_| usage()),
+            "--mutant" => mutant = Some(value()),
+            "--dir" => dir = PathBuf::from(value()),
+            _ => usage(),
+        }
+    }
+    let exe = std::env::current_exe().expect("this binary's path");
+    let mut violations = 0;
+    for topology in topologies {
+        let soak = minutes.map(|m| Duration::from_secs(m * 60));
+        let started = Instant::now();
+        let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+        let mut schedules = 0;
+        let mut next_seed = seed;
+        loop {
+            let cfg = RunConfig {
+                topology,
+                seed: next_seed,
+                run_for: Duration::from_secs(seconds),
+                workers,
+                ttl: Duration::from_millis(300),
+                wait: Duration::from_secs(2),
+                dir: dir.join(format!("{}-{next_seed}", topology.name())),
+                exe: exe.clone(),
+                mutant: mutant.clone(),
+            };
+            let outcome = run::run(&cfg);
+            run::print(&cfg, &outcome);
+            violations += outcome.report.violations.len();
+            for (what, n) in outcome.report.figures {
+                *totals.entry(what).or_default() += n;
+            }
+            schedules += 1;
+            next_seed += 1;
+            if soak.is_none_or(|soak| started.elapsed() >= soak) {
+                break;
+            }
+        }
+        if soak.is_some() {
+            println!(
+                "\nsoak {}: {schedules} schedules (seeds {seed}..{}) in {:?}",
+                topology.name(),
+                next_seed - 1,
+                started.elapsed()
+            );
+            for (what, n) in &totals {
+                println!("  {what:<48} {n:>8}");
+            }
+        }
+    }
+    println!("\n{violations} violations");
+    i32::from(violations > 0)
+}

@@ -1,0 +1,766 @@
+//! The checker: reads a whole chaos history and reports every violation of what the
+//! README promises, with the shortest window of the timeline that shows it.
+//!
+//! 1. **Exclusion as the holder sees it.** No holder finds its lease valid
+//!    (`is_lost()` false before a write) after another holder of the same lock was
+//!    granted it later. The exception the topology table states: a server forgot the lock
+//!    in between (a restart without persistence, a failover); those cases are counted.
+//!    Fenced writes are checked on the store's own log: the tokens it accepted for a lock
+//!    never go down.
+//! 2. **Timely loss.** Every lease that ended lost had `lost()` fire no later than its
+//!    validity end plus the slack (or, if the nemesis had frozen that worker then, the
+//!    slack after it resumed); a release never succeeds after the loss was signalled.
+//! 3. **Fences.** A grant known before another was requested has a lower fencing token,
+//!    except across a forgetting fault, where repeats are counted.
+//! 4. **Call durations.** `lock()` returns within `wait_timeout` plus one response
+//!    timeout, the other calls within one response timeout (three node timeouts for
+//!    Redlock), plus the slack and any time the worker was frozen.
+//!
+//! Workers that crash or hang, and locks left behind, are found by the run itself and
+//! added to the report.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::time::Duration;
+
+use super::history::Event;
+
+/// The bounds the history is held to.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    /// How late `lost()` may fire, and how much a call may overrun its bound (the
+    /// README's scheduling slack).
+    pub slack: Duration,
+    /// The workers' `wait_timeout`.
+    pub wait_timeout: Duration,
+    /// The bound of one call that is not `lock()`.
+    pub call: Duration,
+}
+
+/// One violation: what, when (nanoseconds on the timeline), and the events that show it.
+#[derive(Clone, Debug)]
+pub struct Violation {
+    /// Which promise: `exclusion`, `timely loss`, `fences`, `call duration`, `store
+    /// order`, or one the run adds (`worker`, `left behind`).
+    pub kind: &'static str,
+    /// What happened, in words.
+    pub what: String,
+    /// The shortest window of the timeline that shows it.
+    pub from: u64,
+    /// Its end.
+    pub to: u64,
+    /// The events that show it.
+    pub events: Vec<Event>,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} (window {:.3} ms)",
+            self.kind,
+            self.what,
+            ms(self.to.saturating_sub(self.from))
+        )?;
+        for e in &self.events {
+            write!(f, "\n    {}", serde_json::to_string(e).unwrap_or_default())?;
+        }
+        Ok(())
+    }
+}
+
+fn ms(ns: u64) -> f64 {
+    // Precision is not the point here: a report line.
+    #[allow(clippy::cast_precision_loss)]
+    let ms = ns as f64 / 1e6;
+    ms
+}
+
+fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// What the checker found.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Every violation found.
+    pub violations: Vec<Violation>,
+    /// Counts: grants, writes, faults by kind, and the exempted cases.
+    pub figures: BTreeMap<String, u64>,
+}
+
+impl Report {
+    fn count(&mut self, what: &str, n: u64) {
+        *self.figures.entry(what.to_owned()).or_default() += n;
+    }
+
+    fn violate(&mut self, kind: &'static str, what: String, events: Vec<Event>) {
+        let times = events.iter().flat_map(times);
+        let (from, to) = times.fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t), hi.max(t)));
+        self.violations.push(Violation {
+            kind,
+            what,
+            from: from.min(to),
+            to,
+            events,
+        });
+    }
+}
+
+/// Every instant an event names.
+fn times(e: &Event) -> Vec<u64> {
+    match e {
+        Event::Start { t, .. }
+        | Event::End { t, .. }
+        | Event::Check { t, .. }
+        | Event::Lost { t, .. } => vec![*t],
+        Event::Grant { t, t_sent, .. } => vec![*t_sent, *t],
+        Event::Write { t_sent, t_done, .. } => vec![*t_sent, *t_done],
+        Event::Release { t_start, t_end, .. }
+        | Event::Call { t_start, t_end, .. }
+        | Event::Fault { t_start, t_end, .. } => vec![*t_start, *t_end],
+        Event::StoreLog { .. } => vec![],
+    }
+}
+
+/// A grant as the checker indexes it.
+struct Grant<'a> {
+    event: &'a Event,
+    worker: u32,
+    id: u64,
+    lock: &'a str,
+    fence: u64,
+    t_sent: u64,
+    t: u64,
+}
+
+/// The intervals in which the nemesis had frozen each worker, and the faults after
+/// which a server may have forgotten held locks or fencing counters.
+struct Faults<'a> {
+    frozen: HashMap<u32, Vec<(u64, u64)>>,
+    forgot_locks: Vec<&'a Event>,
+    forgot_fences: Vec<&'a Event>,
+}
+
+impl<'a> Faults<'a> {
+    fn new(events: &'a [Event]) -> Self {
+        let mut frozen: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
+        let (mut forgot_locks, mut forgot_fences) = (Vec::new(), Vec::new());
+        for e in events {
+            if let Event::Fault {
+                kind,
+                target,
+                t_start,
+                t_end,
+                forgets_locks,
+                forgets_fences,
+            } = e
+            {
+                if kind == "freeze_worker"
+                    && let Some(w) = target.strip_prefix("worker:").and_then(|w| w.parse().ok())
+                {
+                    frozen.entry(w).or_default().push((*t_start, *t_end));
+                }
+                if *forgets_locks {
+                    forgot_locks.push(e);
+                }
+                if *forgets_locks || *forgets_fences {
+                    forgot_fences.push(e);
+                }
+            }
+        }
+        Self {
+            frozen,
+            forgot_locks,
+            forgot_fences,
+        }
+    }
+
+    /// How long `worker` was frozen within `from..to`.
+    fn frozen_within(&self, worker: u32, from: u64, to: u64) -> u64 {
+        self.frozen.get(&worker).map_or(0, |spans| {
+            spans
+                .iter()
+                .map(|&(s, e)| e.min(to).saturating_sub(s.max(from)))
+                .sum()
+        })
+    }
+
+    /// The end of the last freeze of `worker` that covers `at`, if any.
+    fn thawed_after(&self, worker: u32, at: u64) -> Option<u64> {
+        self.frozen
+            .get(&worker)?
+            .iter()
+            .filter(|&&(s, e)| s <= at && at <= e)
+            .map(|&(_, e)| e)
+            .max()
+    }
+
+    /// A fault that may have made a server forget held locks, overlapping `from..=to`.
+    fn forgot_locks_between(&self, from: u64, to: u64) -> bool {
+        overlaps(&self.forgot_locks, from, to)
+    }
+
+    /// A fault that may have set a fencing counter back, overlapping `from..=to`.
+    fn forgot_fences_between(&self, from: u64, to: u64) -> bool {
+        overlaps(&self.forgot_fences, from, to)
+    }
+}
+
+fn overlaps(faults: &[&Event], from: u64, to: u64) -> bool {
+    faults.iter().any(|e| match e {
+        Event::Fault { t_start, t_end, .. } => *t_start <= to && *t_end >= from,
+        _ => false,
+    })
+}
+
+/// Checks a whole history against `bounds`.
+pub fn check(events: &[Event], bounds: &Bounds) -> Report {
+    let mut report = Report::default();
+    let faults = Faults::new(events);
+    let mut grants: Vec<Grant<'_>> = Vec::new();
+    let mut by_id: HashMap<(u32, u64), usize> = HashMap::new();
+    for e in events {
+        if let Event::Grant {
+            worker,
+            grant,
+            lock,
+            fence,
+            t_sent,
+            t,
+            how,
+            ..
+        } = e
+        {
+            by_id.insert((*worker, *grant), grants.len());
+            grants.push(Grant {
+                event: e,
+                worker: *worker,
+                id: *grant,
+                lock,
+                fence: *fence,
+                t_sent: *t_sent,
+                t: *t,
+            });
+            report.count("grants", 1);
+            report.count(&format!("grants by {how}"), 1);
+        }
+        if let Event::Fault { kind, .. } = e {
+            report.count(&format!("fault {kind}"), 1);
+        }
+    }
+    let mut per_lock: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, g) in grants.iter().enumerate() {
+        per_lock.entry(g.lock).or_default().push(i);
+    }
+    for ids in per_lock.values_mut() {
+        ids.sort_by_key(|&i| grants[i].t);
+    }
+    check_exclusion(events, &grants, &by_id, &per_lock, &faults, &mut report);
+    check_loss(events, &grants, &by_id, &faults, bounds, &mut report);
+    check_fences(&grants, &per_lock, &faults, &mut report);
+    check_calls(events, &faults, bounds, &mut report);
+    check_store(events, &mut report);
+    report.count("violations", report.violations.len() as u64);
+    report
+}
+
+/// 1: no holder finds its lease valid after a later grant of the same lock.
+fn check_exclusion(
+    events: &[Event],
+    grants: &[Grant<'_>],
+    by_id: &HashMap<(u32, u64), usize>,
+    per_lock: &HashMap<&str, Vec<usize>>,
+    faults: &Faults<'_>,
+    report: &mut Report,
+) {
+    for e in events {
+        match e {
+            Event::Check {
+                worker,
+                grant,
+                lost: false,
+                t,
+            } => {
+                let Some(&a) = by_id.get(&(*worker, *grant)) else {
+                    continue;
+                };
+                let a = &grants[a];
+                report.count("writes checked", 1);
+                // The first later grant of the same lock known before this check.
+                let later = per_lock[a.lock]
+                    .iter()
+                    .map(|&i| &grants[i])
+                    .find(|b| b.t > a.t && b.t < *t && (b.worker, b.id) != (a.worker, a.id));
+                if let Some(b) = later {
+                    if faults.forgot_locks_between(a.t, b.t) {
+                        report.count("holders overlapping after a forgetting fault", 1);
+                    } else {
+                        report.violate(
+                            "exclusion",
+                            format!(
+                                "worker {} found its grant of `{}` (fence {}) valid {:.3} ms after \
+                                 worker {} was granted it (fence {})",
+                                a.worker,
+                                a.lock,
+                                a.fence,
+                                ms(t - b.t),
+                                b.worker,
+                                b.fence
+                            ),
+                            vec![a.event.clone(), b.event.clone(), e.clone()],
+                        );
+                    }
+                }
+            }
+            Event::Write { outcome, .. } => {
+                report.count(&format!("writes {outcome}"), 1);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// 2: `lost()` fired in time for every lease that ended lost, and no release succeeded
+/// after it.
+fn check_loss(
+    events: &[Event],
+    grants: &[Grant<'_>],
+    by_id: &HashMap<(u32, u64), usize>,
+    faults: &Faults<'_>,
+    bounds: &Bounds,
+    report: &mut Report,
+) {
+    // When each grant's holder stopped using it (its release or drop began).
+    let mut stopped: HashMap<(u32, u64), u64> = HashMap::new();
+    for e in events {
+        if let Event::Release {
+            worker,
+            grant,
+            t_start,
+            ..
+        } = e
+        {
+            stopped.insert((*worker, *grant), *t_start);
+        }
+    }
+    let mut lost: HashMap<(u32, u64), &Event> = HashMap::new();
+    for e in events {
+        if let Event::Lost {
+            worker,
+            grant,
+            t,
+            valid_until,
+        } = e
+        {
+            lost.insert((*worker, *grant), e);
+            report.count("losses signalled", 1);
+            // A holder that had stopped before its validity end learns of a loss found
+            // by its release (a key that expired while a slow release was on its way).
+            if stopped
+                .get(&(*worker, *grant))
+                .is_some_and(|&s| s <= *valid_until)
+            {
+                report.count("losses found by the release", 1);
+                continue;
+            }
+            let deadline = faults
+                .thawed_after(*worker, *valid_until)
+                .unwrap_or(*valid_until)
+                .max(*valid_until)
+                + ns(bounds.slack);
+            if *t > deadline {
+                let grant = by_id
+                    .get(&(*worker, *grant))
+                    .map(|&i| grants[i].event.clone());
+                report.violate(
+                    "timely loss",
+                    format!(
+                        "worker {worker}'s lost() fired {:.3} ms after the lease's validity end \
+                         (slack {:?})",
+                        ms(t - valid_until),
+                        bounds.slack
+                    ),
+                    grant.into_iter().chain([e.clone()]).collect(),
+                );
+            }
+        }
+    }
+    for e in events {
+        if let Event::Release {
+            worker,
+            grant,
+            outcome,
+            t_start,
+            ..
+        } = e
+        {
+            report.count(&format!("ends {outcome}"), 1);
+            let signalled = lost.get(&(*worker, *grant));
+            let grant_event = by_id
+                .get(&(*worker, *grant))
+                .map(|&i| grants[i].event.clone());
+            match (outcome.as_str(), signalled) {
+                ("released", Some(l)) if matches!(l, Event::Lost { t, .. } if t < t_start) => {
+                    report.violate(
+                        "timely loss",
+                        format!("worker {worker} released a lease after its loss was signalled"),
+                        grant_event
+                            .into_iter()
+                            .chain([(*l).clone(), e.clone()])
+                            .collect(),
+                    );
+                }
+                ("not_held" | "lost", None) => {
+                    report.violate(
+                        "timely loss",
+                        format!(
+                            "worker {worker}'s lease ended lost ({outcome}) but lost() never fired"
+                        ),
+                        grant_event.into_iter().chain([e.clone()]).collect(),
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// 3: a grant known before another was requested has the lower fencing token.
+fn check_fences(
+    grants: &[Grant<'_>],
+    per_lock: &HashMap<&str, Vec<usize>>,
+    faults: &Faults<'_>,
+    report: &mut Report,
+) {
+    for known in per_lock.values() {
+        // `known` is in the order the grants were known; sweep the requests in the order
+        // they were sent, keeping the highest token known before each.
+        let mut requested = known.clone();
+        requested.sort_by_key(|&i| grants[i].t_sent);
+        let mut highest: Option<&Grant<'_>> = None;
+        let mut next = 0;
+        for &i in &requested {
+            let b = &grants[i];
+            while next < known.len() && grants[known[next]].t < b.t_sent {
+                let a = &grants[known[next]];
+                if highest.is_none_or(|h| a.fence > h.fence) {
+                    highest = Some(a);
+                }
+                next += 1;
+            }
+            let Some(a) = highest else { continue };
+            if b.fence > a.fence {
+                continue;
+            }
+            if faults.forgot_fences_between(a.t, b.t) {
+                report.count("fence repeats after a forgetting fault", 1);
+            } else {
+                report.violate(
+                    "fences",
+                    format!(
+                        "`{}`: fence {} granted after fence {} was known",
+                        b.lock, b.fence, a.fence
+                    ),
+                    vec![a.event.clone(), b.event.clone()],
+                );
+            }
+        }
+    }
+}
+
+/// 4: every call returned within its bound.
+fn check_calls(events: &[Event], faults: &Faults<'_>, bounds: &Bounds, report: &mut Report) {
+    for e in events {
+        let Event::Call {
+            worker,
+            kind,
+            t_start,
+            t_end,
+            outcome,
+            ..
+        } = e
+        else {
+            continue;
+        };
+        report.count(&format!("calls {kind} {outcome}"), 1);
+        let bound = match kind.as_str() {
+            "lock" => bounds.wait_timeout + bounds.call,
+            "try_lock" | "extend" | "release" => bounds.call,
+            _ => continue,
+        };
+        let took = t_end.saturating_sub(*t_start);
+        let allowed = ns(bound + bounds.slack) + faults.frozen_within(*worker, *t_start, *t_end);
+        if took > allowed {
+            report.violate(
+                "call duration",
+                format!(
+                    "worker {worker}'s {kind} took {:.3} ms, over its bound of {bound:?} plus \
+                     the slack",
+                    ms(took)
+                ),
+                vec![e.clone()],
+            );
+        }
+    }
+}
+
+/// The store's log of accepted fencing tokens never goes down for a lock.
+fn check_store(events: &[Event], report: &mut Report) {
+    for e in events {
+        if let Event::StoreLog { lock, fences } = e
+            && let Some(w) = fences.windows(2).find(|w| w[1] < w[0])
+        {
+            report.violate(
+                "store order",
+                format!(
+                    "the store accepted fence {} for `{lock}` after fence {}",
+                    w[1], w[0]
+                ),
+                vec![e.clone()],
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn bounds() -> Bounds {
+        Bounds {
+            slack: Duration::from_millis(100),
+            wait_timeout: Duration::from_secs(2),
+            call: Duration::from_millis(500),
+        }
+    }
+
+    fn grant(worker: u32, id: u64, fence: u64, t: u64) -> Event {
+        Event::Grant {
+            worker,
+            grant: id,
+            lock: "hot".into(),
+            fence,
+            how: "lock".into(),
+            t_sent: t - MS,
+            t,
+            valid_until: t + 300 * MS,
+        }
+    }
+
+    fn check_at(worker: u32, id: u64, t: u64) -> Event {
+        Event::Check {
+            worker,
+            grant: id,
+            lost: false,
+            t,
+        }
+    }
+
+    fn kinds(report: &Report) -> Vec<&'static str> {
+        report.violations.iter().map(|v| v.kind).collect()
+    }
+
+    #[test]
+    fn a_clean_history_has_no_violation() {
+        let events = vec![
+            grant(1, 1, 1, 100 * MS),
+            check_at(1, 1, 150 * MS),
+            Event::Release {
+                worker: 1,
+                grant: 1,
+                outcome: "released".into(),
+                t_start: 160 * MS,
+                t_end: 161 * MS,
+            },
+            grant(2, 1, 2, 162 * MS),
+            check_at(2, 1, 170 * MS),
+        ];
+        let report = check(&events, &bounds());
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.figures["grants"], 2);
+    }
+
+    #[test]
+    fn a_holder_acting_after_a_later_grant_is_a_violation() {
+        let events = vec![
+            grant(1, 1, 1, 100 * MS),
+            grant(2, 1, 2, 500 * MS),
+            check_at(1, 1, 520 * MS),
+        ];
+        let report = check(&events, &bounds());
+        assert_eq!(kinds(&report), ["exclusion"]);
+        let v = &report.violations[0];
+        assert_eq!((v.from, v.to), (99 * MS, 520 * MS));
+        assert!(v.to_string().contains("20.000 ms after worker 2"), "{v}");
+    }
+
+    #[test]
+    fn after_a_forgetting_fault_an_overlap_is_counted_not_reported() {
+        let events = vec![
+            grant(1, 1, 1, 100 * MS),
+            Event::Fault {
+                kind: "kill_restart".into(),
+                target: "server".into(),
+                t_start: 200 * MS,
+                t_end: 210 * MS,
+                forgets_locks: true,
+                forgets_fences: true,
+            },
+            grant(2, 1, 1, 300 * MS),
+            check_at(1, 1, 320 * MS),
+        ];
+        let report = check(&events, &bounds());
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(
+            report.figures["holders overlapping after a forgetting fault"],
+            1
+        );
+        assert_eq!(report.figures["fence repeats after a forgetting fault"], 1);
+    }
+
+    #[test]
+    fn a_late_loss_signal_is_a_violation_unless_the_worker_was_frozen() {
+        let lost = |t| Event::Lost {
+            worker: 1,
+            grant: 1,
+            t,
+            valid_until: 400 * MS,
+        };
+        let report = check(&[grant(1, 1, 1, 100 * MS), lost(550 * MS)], &bounds());
+        assert_eq!(kinds(&report), ["timely loss"]);
+        let report = check(&[grant(1, 1, 1, 100 * MS), lost(480 * MS)], &bounds());
+        assert!(report.violations.is_empty());
+        let frozen = Event::Fault {
+            kind: "freeze_worker".into(),
+            target: "worker:1".into(),
+            t_start: 350 * MS,
+            t_end: 500 * MS,
+            forgets_locks: false,
+            forgets_fences: false,
+        };
+        let report = check(
+            &[grant(1, 1, 1, 100 * MS), frozen, lost(550 * MS)],
+            &bounds(),
+        );
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+    }
+
+    #[test]
+    fn a_loss_found_by_a_release_begun_in_time_is_no_violation() {
+        let events = [
+            grant(1, 1, 1, 100 * MS),
+            Event::Release {
+                worker: 1,
+                grant: 1,
+                outcome: "not_held".into(),
+                t_start: 390 * MS,
+                t_end: 800 * MS,
+            },
+            Event::Lost {
+                worker: 1,
+                grant: 1,
+                t: 800 * MS,
+                valid_until: 400 * MS,
+            },
+        ];
+        let report = check(&events, &bounds());
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.figures["losses found by the release"], 1);
+    }
+
+    #[test]
+    fn a_lease_that_ended_lost_without_a_signal_is_a_violation() {
+        let end = |outcome: &str| Event::Release {
+            worker: 1,
+            grant: 1,
+            outcome: outcome.into(),
+            t_start: 500 * MS,
+            t_end: 501 * MS,
+        };
+        let report = check(&[grant(1, 1, 1, 100 * MS), end("not_held")], &bounds());
+        assert_eq!(kinds(&report), ["timely loss"]);
+        let signalled = Event::Lost {
+            worker: 1,
+            grant: 1,
+            t: 401 * MS,
+            valid_until: 400 * MS,
+        };
+        let report = check(
+            &[grant(1, 1, 1, 100 * MS), signalled.clone(), end("released")],
+            &bounds(),
+        );
+        assert_eq!(kinds(&report), ["timely loss"], "released after the loss");
+        let report = check(
+            &[grant(1, 1, 1, 100 * MS), signalled, end("not_held")],
+            &bounds(),
+        );
+        assert!(report.violations.is_empty());
+    }
+
+    #[test]
+    fn a_fence_that_does_not_rise_is_a_violation() {
+        let events = vec![grant(1, 1, 5, 100 * MS), grant(2, 1, 5, 200 * MS)];
+        let report = check(&events, &bounds());
+        assert_eq!(kinds(&report), ["fences"]);
+        // Overlapping requests do not order the grants.
+        let events = vec![grant(1, 1, 6, 100 * MS), grant(2, 1, 5, 100 * MS + 1)];
+        assert!(check(&events, &bounds()).violations.is_empty());
+    }
+
+    #[test]
+    fn a_call_over_its_bound_is_a_violation_unless_the_worker_was_frozen() {
+        let call = |kind: &str, took_ms| Event::Call {
+            worker: 1,
+            kind: kind.into(),
+            lock: "hot".into(),
+            outcome: "timeout".into(),
+            detail: String::new(),
+            t_start: 0,
+            t_end: took_ms * MS,
+        };
+        let report = check(&[call("lock", 2_700)], &bounds());
+        assert_eq!(kinds(&report), ["call duration"]);
+        assert!(
+            check(&[call("lock", 2_550)], &bounds())
+                .violations
+                .is_empty()
+        );
+        assert_eq!(
+            kinds(&check(&[call("release", 700)], &bounds())),
+            ["call duration"]
+        );
+        let frozen = Event::Fault {
+            kind: "freeze_worker".into(),
+            target: "worker:1".into(),
+            t_start: 100 * MS,
+            t_end: 400 * MS,
+            forgets_locks: false,
+            forgets_fences: false,
+        };
+        assert!(
+            check(&[frozen, call("release", 700)], &bounds())
+                .violations
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_store_that_accepted_a_lower_token_is_a_violation() {
+        let log = |fences: Vec<u64>| Event::StoreLog {
+            lock: "hot".into(),
+            fences,
+        };
+        assert_eq!(
+            kinds(&check(&[log(vec![1, 2, 2, 1])], &bounds())),
+            ["store order"]
+        );
+        assert!(
+            check(&[log(vec![1, 2, 2, 3])], &bounds())
+                .violations
+                .is_empty()
+        );
+    }
+}

@@ -1,0 +1,260 @@
+//! What a chaos run records: every event of every worker process and of the nemesis,
+//! stamped on one timeline (the machine's `CLOCK_MONOTONIC`, shared by all processes),
+//! as JSON lines.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// Nanoseconds on `CLOCK_MONOTONIC`: the same clock in every process of the machine.
+pub fn now_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(t.tv_nsec).unwrap_or(0);
+    secs * 1_000_000_000 + nanos
+}
+
+/// Converts this process's `Instant`s (also `CLOCK_MONOTONIC` on Linux) to the shared
+/// timeline, from one reading of both taken together.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeline {
+    instant: Instant,
+    ns: u64,
+}
+
+impl Timeline {
+    /// Reads both clocks now.
+    pub fn new() -> Self {
+        let instant = Instant::now();
+        Self {
+            instant,
+            ns: now_ns(),
+        }
+    }
+
+    /// `at` on the shared timeline.
+    pub fn ns(&self, at: Instant) -> u64 {
+        match at.checked_duration_since(self.instant) {
+            Some(after) => self.ns + nanos(after),
+            None => self
+                .ns
+                .saturating_sub(nanos(self.instant.duration_since(at))),
+        }
+    }
+}
+
+impl Default for Timeline {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// One recorded event. Times are nanoseconds on the shared timeline; `worker` numbers
+/// the worker process, `grant` a grant within it.
+// Each variant says what its fields hold.
+#[allow(missing_docs)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "e", rename_all = "snake_case")]
+pub enum Event {
+    /// A worker process started.
+    Start { worker: u32, pid: u32, t: u64 },
+    /// A worker process finished cleanly.
+    End { worker: u32, t: u64 },
+    /// A grant: `lock` with fencing token `fence`, requested at `t_sent` (the granting
+    /// command was sent), known to the worker at `t` (the call returned), valid until
+    /// `valid_until`. `grant` numbers grants within the worker.
+    Grant {
+        worker: u32,
+        grant: u64,
+        lock: String,
+        fence: u64,
+        /// How it was taken: `lock`, `handover`, `try_lock`, `with_lock`, `blocking`.
+        how: String,
+        t_sent: u64,
+        t: u64,
+        valid_until: u64,
+    },
+    /// The holder asked `is_lost()` before a write, at `t`.
+    Check {
+        worker: u32,
+        grant: u64,
+        lost: bool,
+        t: u64,
+    },
+    /// A fenced write, sent at `t_sent`, answered at `t_done`: `written` (the store took
+    /// it), `refused` (a higher token had written), or `error`.
+    Write {
+        worker: u32,
+        grant: u64,
+        outcome: String,
+        t_sent: u64,
+        t_done: u64,
+    },
+    /// `lost()` fired at `t`; the lease's validity end was then `valid_until`.
+    Lost {
+        worker: u32,
+        grant: u64,
+        t: u64,
+        valid_until: u64,
+    },
+    /// The grant ended: `released`, `not_held`, `error` (release failed), `dropped`
+    /// (without release), `lost` (with_lock reported the loss).
+    Release {
+        worker: u32,
+        grant: u64,
+        outcome: String,
+        t_start: u64,
+        t_end: u64,
+    },
+    /// A call that may wait or fail (`lock`, `try_lock`, `with_lock`, `extend`,
+    /// `release`, `cancelled_lock`), for the duration bounds.
+    Call {
+        worker: u32,
+        kind: String,
+        lock: String,
+        /// `ok`, `held` (try_lock: None), `timeout`, `error`, `cancelled`.
+        outcome: String,
+        detail: String,
+        t_start: u64,
+        t_end: u64,
+    },
+    /// A fault the nemesis injected, from `t_start` to `t_end`. `forgets_locks` marks
+    /// faults after which a server may have forgotten held locks (a restart without
+    /// persistence, a failover), where the topology table promises no exclusion;
+    /// `forgets_fences` those after which a fencing counter may have gone back.
+    Fault {
+        kind: String,
+        target: String,
+        t_start: u64,
+        t_end: u64,
+        forgets_locks: bool,
+        forgets_fences: bool,
+    },
+    /// The fencing tokens the store accepted for `lock`, in the order it accepted them.
+    StoreLog { lock: String, fences: Vec<u64> },
+}
+
+impl Event {
+    /// The worker that recorded it, if any.
+    pub fn worker(&self) -> Option<u32> {
+        match self {
+            Event::Start { worker, .. }
+            | Event::End { worker, .. }
+            | Event::Grant { worker, .. }
+            | Event::Check { worker, .. }
+            | Event::Write { worker, .. }
+            | Event::Lost { worker, .. }
+            | Event::Release { worker, .. }
+            | Event::Call { worker, .. } => Some(*worker),
+            Event::Fault { .. } | Event::StoreLog { .. } => None,
+        }
+    }
+}
+
+/// Appends events to a file, one JSON line each, written through at once: a worker
+/// killed by the nemesis leaves every event it recorded.
+pub struct Recorder {
+    file: Mutex<File>,
+    /// The worker's number, stamped on its events by the callers.
+    pub worker: u32,
+    /// This process's `Instant`s on the shared timeline.
+    pub timeline: Timeline,
+}
+
+impl Recorder {
+    /// Records into a new file at `path`.
+    ///
+    /// # Panics
+    ///
+    /// If the file cannot be created.
+    pub fn create(path: &Path, worker: u32) -> Self {
+        let file =
+            File::create(path).unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
+        Self {
+            file: Mutex::new(file),
+            worker,
+            timeline: Timeline::new(),
+        }
+    }
+
+    /// Writes `event` as one line.
+    pub fn record(&self, event: &Event) {
+        let mut line = serde_json::to_vec(event).unwrap_or_default();
+        line.push(b'\n');
+        let mut file = self
+            .file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _ = file.write_all(&line);
+    }
+
+    /// `at` on the shared timeline.
+    pub fn ns(&self, at: Instant) -> u64 {
+        self.timeline.ns(at)
+    }
+}
+
+/// Reads the events of a history file; a last line cut off by a kill is skipped.
+///
+/// # Panics
+///
+/// If the file cannot be read.
+pub fn read(path: &Path) -> Vec<Event> {
+    let file = File::open(path).unwrap_or_else(|e| panic!("cannot open {}: {e}", path.display()));
+    BufReader::new(file)
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|line| serde_json::from_str(&line).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instants_map_onto_the_shared_clock() {
+        let timeline = Timeline::new();
+        let later = Instant::now() + Duration::from_millis(5);
+        let ns = timeline.ns(later);
+        assert!(ns >= now_ns() + 4_000_000, "5 ms ahead of now");
+        let earlier = timeline.ns(timeline
+            .instant
+            .checked_sub(Duration::from_millis(1))
+            .unwrap());
+        assert_eq!(timeline.ns - earlier, 1_000_000);
+    }
+
+    #[test]
+    fn events_round_trip_as_json_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.jsonl");
+        let rec = Recorder::create(&path, 3);
+        let event = Event::Grant {
+            worker: 3,
+            grant: 1,
+            lock: "hot0".into(),
+            fence: 7,
+            how: "lock".into(),
+            t_sent: 9,
+            t: 10,
+            valid_until: 20,
+        };
+        rec.record(&event);
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"{\"e\":\"grant\",\"wor")
+            .unwrap();
+        assert_eq!(read(&path), vec![event]);
+    }
+}

@@ -1,0 +1,416 @@
+//! The nemesis: the servers of a topology, a fault-injecting proxy in front of each
+//! (where clients can be made to use one), and faults drawn from the seed, several at
+//! once at times. Every fault is recorded with its start and end on the shared timeline.
+
+use std::time::{Duration, Instant};
+
+use rand::RngExt;
+use rand::rngs::StdRng;
+
+use super::history::{Event, now_ns};
+use super::worker::Topology;
+use crate::cluster::RedisCluster;
+use crate::proxy::{Proxy, Resetting};
+use crate::server::RedisServer;
+
+/// One server and the proxy clients reach it through.
+pub struct Node {
+    /// The server.
+    pub server: RedisServer,
+    /// The proxy in front of it.
+    pub proxy: Proxy,
+    resetting: Option<Resetting>,
+}
+
+impl Node {
+    fn start(builder: crate::server::ServerBuilder) -> Self {
+        let server = builder.start();
+        let proxy = Proxy::start(server.port());
+        Self {
+            server,
+            proxy,
+            resetting: None,
+        }
+    }
+}
+
+/// The servers of a topology.
+pub enum Servers {
+    /// One server (with or without AOF).
+    One(Node),
+    /// A Redis Cluster; clients connect to the nodes directly.
+    Cluster(RedisCluster),
+    /// Independent masters.
+    Masters(Vec<Node>),
+}
+
+impl Servers {
+    /// Starts what `topology` needs.
+    pub fn start(topology: Topology) -> Self {
+        match topology {
+            Topology::Single => Servers::One(Node::start(RedisServer::builder())),
+            Topology::Aof => Servers::One(Node::start(
+                RedisServer::builder()
+                    .arg("--appendonly")
+                    .arg("yes")
+                    .arg("--appendfsync")
+                    .arg("always"),
+            )),
+            Topology::Cluster => Servers::Cluster(RedisCluster::start(3, 1)),
+            Topology::Redlock => Servers::Masters(
+                (0..5)
+                    .map(|_| Node::start(RedisServer::builder()))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The URLs workers lock through.
+    pub fn urls(&self) -> Vec<String> {
+        match self {
+            Servers::One(node) => vec![node.proxy.url()],
+            Servers::Cluster(cluster) => cluster.urls(),
+            Servers::Masters(nodes) => nodes.iter().map(|n| n.proxy.url()).collect(),
+        }
+    }
+
+    /// Every running server (the cluster's nodes too), for the final checks.
+    pub fn running(&self) -> Vec<&RedisServer> {
+        match self {
+            Servers::One(node) => vec![&node.server],
+            Servers::Cluster(cluster) => cluster.nodes().iter().collect(),
+            Servers::Masters(nodes) => nodes.iter().map(|n| &n.server).collect(),
+        }
+        .into_iter()
+        .filter(|s| s.is_running())
+        .collect()
+    }
+}
+
+/// A fault the nemesis can inject.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    FreezeServer,
+    KillRestart,
+    Delay,
+    Blackhole,
+    Resets,
+    ScriptFlush,
+    ClientPause,
+    FreezeWorker,
+    Failover,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::FreezeServer => "freeze_server",
+            Kind::KillRestart => "kill_restart",
+            Kind::Delay => "delay",
+            Kind::Blackhole => "blackhole",
+            Kind::Resets => "resets",
+            Kind::ScriptFlush => "script_flush",
+            Kind::ClientPause => "client_pause",
+            Kind::FreezeWorker => "freeze_worker",
+            Kind::Failover => "failover",
+        }
+    }
+}
+
+/// A fault in progress.
+struct Active {
+    kind: Kind,
+    /// Which server (index) or worker.
+    target: usize,
+    t_start: u64,
+    heal_at: Instant,
+    forgets_locks: bool,
+    forgets_fences: bool,
+}
+
+/// Drives faults against `servers` and the worker processes `workers` (their pids).
+pub struct Nemesis {
+    rng: StdRng,
+    topology: Topology,
+    ttl: Duration,
+    workers: Vec<u32>,
+    active: Vec<Active>,
+    /// The faults injected so far, as events.
+    pub history: Vec<Event>,
+}
+
+impl Nemesis {
+    /// A nemesis for `topology` whose choices come from `rng`.
+    pub fn new(rng: StdRng, topology: Topology, ttl: Duration, workers: Vec<u32>) -> Self {
+        Self {
+            rng,
+            topology,
+            ttl,
+            workers,
+            active: Vec::new(),
+            history: Vec::new(),
+        }
+    }
+
+    /// Runs faults until `until`, then heals everything.
+    pub fn run(&mut self, servers: &mut Servers, until: Instant) {
+        while Instant::now() < until {
+            let nap = Duration::from_millis(self.rng.random_range(100..700));
+            let next = (Instant::now() + nap).min(until);
+            while Instant::now() < next {
+                self.heal_due(servers, Instant::now());
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // Up to two faults at once (three on Redlock, sometimes a majority).
+            let most = if self.topology == Topology::Redlock {
+                3
+            } else {
+                2
+            };
+            if self.active.len() < most {
+                self.inject(servers);
+            }
+        }
+        let far = Instant::now() + Duration::from_secs(3600);
+        self.heal_due(servers, far);
+    }
+
+    fn heal_due(&mut self, servers: &mut Servers, now: Instant) {
+        let (due, rest): (Vec<Active>, Vec<Active>) =
+            self.active.drain(..).partition(|a| a.heal_at <= now);
+        self.active = rest;
+        for fault in due {
+            self.heal(servers, &fault);
+            self.history.push(Event::Fault {
+                kind: fault.kind.name().to_owned(),
+                target: target_name(fault.kind, fault.target),
+                t_start: fault.t_start,
+                t_end: now_ns(),
+                forgets_locks: fault.forgets_locks,
+                forgets_fences: fault.forgets_fences,
+            });
+        }
+    }
+
+    fn busy(&self, kind: Kind, target: usize) -> bool {
+        let worker = kind == Kind::FreezeWorker;
+        self.active
+            .iter()
+            .any(|a| a.target == target && (a.kind == Kind::FreezeWorker) == worker)
+    }
+
+    fn ms(&mut self, range: std::ops::Range<u64>) -> Duration {
+        Duration::from_millis(self.rng.random_range(range))
+    }
+
+    /// Picks a fault and a target that is not already faulted, and injects it.
+    fn inject(&mut self, servers: &mut Servers) {
+        let menu: &[Kind] = match self.topology {
+            Topology::Single | Topology::Aof | Topology::Redlock => &[
+                Kind::FreezeServer,
+                Kind::KillRestart,
+                Kind::Delay,
+                Kind::Blackhole,
+                Kind::Resets,
+                Kind::ScriptFlush,
+                Kind::ClientPause,
+                Kind::FreezeWorker,
+            ],
+            Topology::Cluster => &[
+                Kind::FreezeServer,
+                Kind::Failover,
+                Kind::ScriptFlush,
+                Kind::ClientPause,
+                Kind::FreezeWorker,
+            ],
+        };
+        let kind = menu[self.rng.random_range(0..menu.len())];
+        let targets = match kind {
+            Kind::FreezeWorker => self.workers.len(),
+            _ => match servers {
+                Servers::One(_) => 1,
+                Servers::Masters(nodes) => nodes.len(),
+                Servers::Cluster(cluster) => cluster.nodes().len(),
+            },
+        };
+        let mut target = self.rng.random_range(0..targets);
+        if let Servers::Cluster(cluster) = servers
+            && kind != Kind::FreezeWorker
+        {
+            // Faults go to masters (a frozen replica would only delay a failover).
+            let masters = cluster.masters();
+            target = masters[self.rng.random_range(0..masters.len())];
+        }
+        if self.busy(kind, target) {
+            return;
+        }
+        let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(1_000);
+        let t_start = now_ns();
+        let (mut forgets_locks, mut forgets_fences) = (false, false);
+        let lasts = match (kind, &mut *servers) {
+            (Kind::FreezeWorker, _) => {
+                let pid = self.workers[target];
+                signal(pid, rustix::process::Signal::STOP);
+                // Sometimes longer than a lease.
+                self.ms(50..ttl_ms * 3)
+            }
+            (Kind::Failover, Servers::Cluster(cluster)) => {
+                cluster.node_mut(target).stop();
+                cluster.wait_until_ok(Duration::from_secs(60));
+                forgets_locks = true;
+                forgets_fences = true;
+                Duration::ZERO
+            }
+            (kind, Servers::Cluster(cluster)) => {
+                let server = cluster.node_mut(target);
+                match kind {
+                    // Well below the cluster's node timeout (1 s): no failover.
+                    Kind::FreezeServer => {
+                        server.signal("STOP");
+                        self.ms(100..500)
+                    }
+                    Kind::ScriptFlush => {
+                        let _: Result<(), _> = redis::cmd("SCRIPT")
+                            .arg("FLUSH")
+                            .query(&mut server.connection());
+                        Duration::ZERO
+                    }
+                    _ => {
+                        let pause = self.ms(100..500);
+                        client_pause(server, pause, self.rng.random_bool(0.5));
+                        pause
+                    }
+                }
+            }
+            (kind, Servers::One(node)) => {
+                let aof = self.topology == Topology::Aof;
+                let lasts = self.server_fault(kind, node, false);
+                if kind == Kind::KillRestart && !aof {
+                    (forgets_locks, forgets_fences) = (true, true);
+                }
+                lasts
+            }
+            (kind, Servers::Masters(nodes)) => {
+                let lasts = self.server_fault(kind, &mut nodes[target], true);
+                if kind == Kind::KillRestart {
+                    // Down past every lease it held (Redlock's assumption), but its
+                    // fencing counter is gone.
+                    forgets_fences = true;
+                }
+                lasts
+            }
+        };
+        self.active.push(Active {
+            kind,
+            target,
+            t_start,
+            heal_at: Instant::now() + lasts,
+            forgets_locks,
+            forgets_fences,
+        });
+    }
+
+    /// A fault on one server behind its proxy; how long it lasts. A restarted Redlock
+    /// master stays down past a lease.
+    fn server_fault(&mut self, kind: Kind, node: &mut Node, redlock: bool) -> Duration {
+        let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(1_000);
+        match kind {
+            Kind::FreezeServer => {
+                node.server.signal("STOP");
+                self.ms(100..1_200)
+            }
+            Kind::KillRestart => {
+                node.server.stop();
+                if redlock {
+                    self.ms(ttl_ms + 100..ttl_ms * 3)
+                } else {
+                    self.ms(0..800)
+                }
+            }
+            Kind::Delay => {
+                let delay = self.ms(20..700);
+                node.proxy.set_delay(delay);
+                self.ms(300..1_500)
+            }
+            Kind::Blackhole => {
+                node.proxy.set_blackhole(true);
+                self.ms(200..1_200)
+            }
+            Kind::Resets => {
+                if self.rng.random_bool(0.5) {
+                    node.proxy.reset();
+                    Duration::ZERO
+                } else {
+                    node.resetting = Some(node.proxy.keep_resetting(Duration::from_millis(20)));
+                    self.ms(200..1_000)
+                }
+            }
+            Kind::ScriptFlush => {
+                let _: Result<(), _> = redis::cmd("SCRIPT")
+                    .arg("FLUSH")
+                    .query(&mut node.server.connection());
+                Duration::ZERO
+            }
+            _ => {
+                let pause = self.ms(100..1_000);
+                client_pause(&node.server, pause, self.rng.random_bool(0.5));
+                pause
+            }
+        }
+    }
+
+    fn heal(&mut self, servers: &mut Servers, fault: &Active) {
+        match (fault.kind, servers) {
+            (Kind::FreezeWorker, _) => {
+                signal(self.workers[fault.target], rustix::process::Signal::CONT);
+            }
+            (Kind::Failover, Servers::Cluster(cluster)) => {
+                // The killed master comes back and rejoins as a replica.
+                cluster.node_mut(fault.target).restart();
+                cluster.wait_until_ok(Duration::from_secs(60));
+            }
+            (Kind::FreezeServer, Servers::Cluster(cluster)) => {
+                cluster.node(fault.target).signal("CONT");
+            }
+            (_, Servers::Cluster(_)) => {}
+            (kind, Servers::One(node)) => heal_node(kind, node),
+            (kind, Servers::Masters(nodes)) => heal_node(kind, &mut nodes[fault.target]),
+        }
+    }
+}
+
+fn target_name(kind: Kind, target: usize) -> String {
+    if kind == Kind::FreezeWorker {
+        format!("worker:{target}")
+    } else {
+        format!("server:{target}")
+    }
+}
+
+fn heal_node(kind: Kind, node: &mut Node) {
+    match kind {
+        Kind::FreezeServer => node.server.signal("CONT"),
+        Kind::KillRestart => node.server.restart(),
+        Kind::Delay => node.proxy.set_delay(Duration::ZERO),
+        Kind::Blackhole => node.proxy.set_blackhole(false),
+        Kind::Resets => node.resetting = None,
+        _ => {}
+    }
+}
+
+fn client_pause(server: &RedisServer, pause: Duration, all: bool) {
+    let _: Result<(), _> = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(u64::try_from(pause.as_millis()).unwrap_or(1_000))
+        .arg(if all { "ALL" } else { "WRITE" })
+        .query(&mut server.connection());
+}
+
+fn signal(pid: u32, sig: rustix::process::Signal) {
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process(pid, sig);
+    }
+}

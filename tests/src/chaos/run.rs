@@ -1,0 +1,293 @@
+//! One chaos run: servers, worker processes, the nemesis, then the checks over the
+//! whole history (the checker's, plus what only the run can see: workers that crashed
+//! or hung, locks left behind, the store's log).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use super::checker::{self, Bounds, Report};
+use super::history::{self, Event, now_ns};
+use super::nemesis::{Nemesis, Servers};
+use super::worker::{CONFIG_VAR, Topology, WorkerConfig};
+use crate::server::RedisServer;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Where the locks live.
+    pub topology: Topology,
+    /// Seeds the nemesis and the workers.
+    pub seed: u64,
+    /// How long the workers run under faults.
+    pub run_for: Duration,
+    /// How many worker processes.
+    pub workers: u32,
+    /// The lease.
+    pub ttl: Duration,
+    /// `lock()`'s wait.
+    pub wait: Duration,
+    /// Where histories and worker output go.
+    pub dir: PathBuf,
+    /// The chaos binary (it runs the workers with `worker`).
+    pub exe: PathBuf,
+    /// A known bug to put back in the workers (`no-deadline`).
+    pub mutant: Option<String>,
+}
+
+/// How late `lost()` may fire and how far a call may overrun its bound: the README's
+/// figure.
+pub const SLACK: Duration = Duration::from_millis(100);
+
+/// What a run found.
+pub struct Outcome {
+    /// The checker's report, with the run's own findings added.
+    pub report: Report,
+    /// Every event of the run.
+    pub events: Vec<Event>,
+    /// When the run started on the timeline (to print windows relative to it).
+    pub t0: u64,
+}
+
+/// The bound of one call that is not `lock()`, for a topology: the response timeout, or
+/// for Redlock three node timeouts.
+fn call_bound(topology: Topology) -> Duration {
+    match topology {
+        Topology::Redlock => lock_runtime::DEFAULT_NODE_TIMEOUT * 3,
+        _ => lock_runtime::DEFAULT_RESPONSE_TIMEOUT,
+    }
+}
+
+/// Runs `cfg` and checks it.
+///
+/// # Panics
+///
+/// If the servers or the worker processes cannot be started.
+pub fn run(cfg: &RunConfig) -> Outcome {
+    std::fs::create_dir_all(&cfg.dir).expect("the run's directory");
+    let t0 = now_ns();
+    let store = RedisServer::start();
+    let mut servers = Servers::start(cfg.topology);
+    let mut children: Vec<(u32, Child, PathBuf)> = Vec::new();
+    for worker in 0..cfg.workers {
+        let out = cfg.dir.join(format!("worker-{worker}.jsonl"));
+        let config = WorkerConfig {
+            worker,
+            topology: cfg.topology,
+            urls: servers.urls(),
+            store: store.url(),
+            seed: cfg.seed.wrapping_mul(1_000).wrapping_add(u64::from(worker)),
+            run_for_ms: millis(cfg.run_for),
+            ttl_ms: millis(cfg.ttl),
+            wait_ms: millis(cfg.wait),
+            out: out.clone(),
+            mutant: cfg.mutant.clone(),
+        };
+        let log = cfg.dir.join(format!("worker-{worker}.log"));
+        let log = std::fs::File::create(&log).expect("a worker's log file");
+        let child = Command::new(&cfg.exe)
+            .arg("worker")
+            .env(
+                CONFIG_VAR,
+                serde_json::to_string(&config).expect("a config"),
+            )
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", cfg.exe.display()));
+        children.push((worker, child, out));
+    }
+    let pids = children.iter().map(|(_, c, _)| c.id()).collect();
+    let mut nemesis = Nemesis::new(StdRng::seed_from_u64(cfg.seed), cfg.topology, cfg.ttl, pids);
+    // The workers connect first; then faults until they stop working.
+    std::thread::sleep(Duration::from_millis(300));
+    nemesis.run(&mut servers, Instant::now() + cfg.run_for);
+
+    let mut events = nemesis.history.clone();
+    let mut found = Vec::new();
+    let deadline = Instant::now() + cfg.wait + Duration::from_secs(15);
+    for (worker, mut child, out) in children {
+        let status = wait_until(&mut child, deadline);
+        let log = std::fs::read_to_string(cfg.dir.join(format!("worker-{worker}.log")))
+            .unwrap_or_default();
+        match status {
+            Some(s) if s.success() => {}
+            Some(s) => found.push(format!("worker {worker} failed ({s}): {}", tail(&log, 20))),
+            None => found.push(format!(
+                "worker {worker} did not stop within {:?} of the end",
+                cfg.wait + Duration::from_secs(15)
+            )),
+        }
+        if log.contains("panicked") {
+            found.push(format!("worker {worker} panicked: {}", tail(&log, 20)));
+        }
+        events.extend(history::read(&out));
+    }
+    let left = left_behind(&servers, cfg.ttl + Duration::from_secs(2));
+    if !left.is_empty() {
+        found.push(format!(
+            "locks left behind {:?} after every worker stopped: {left:?}",
+            cfg.ttl + Duration::from_secs(2)
+        ));
+    }
+    let logs = store_logs(&store);
+    record_all(
+        &cfg.dir.join("nemesis.jsonl"),
+        nemesis.history.iter().chain(&logs),
+    );
+    events.extend(logs);
+    let bounds = Bounds {
+        slack: SLACK,
+        wait_timeout: cfg.wait,
+        call: call_bound(cfg.topology),
+    };
+    let mut report = checker::check(&events, &bounds);
+    for what in found {
+        report.violations.push(checker::Violation {
+            kind: "run",
+            what,
+            from: t0,
+            to: now_ns(),
+            events: Vec::new(),
+        });
+    }
+    report
+        .figures
+        .insert("violations".to_owned(), report.violations.len() as u64);
+    drop(servers);
+    Outcome { report, events, t0 }
+}
+
+/// Writes `events` to `path`, one JSON line each (the nemesis's history and the store's
+/// log, beside the workers' files).
+fn record_all<'a>(path: &Path, events: impl Iterator<Item = &'a Event>) {
+    let lines: Vec<String> = events
+        .filter_map(|e| serde_json::to_string(e).ok())
+        .collect();
+    let _ = std::fs::write(path, lines.join("\n") + "\n");
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// The child's exit status, or `None` (and the child killed) if it is still running at
+/// `deadline`.
+fn wait_until(child: &mut Child, deadline: Instant) -> Option<std::process::ExitStatus> {
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Lock keys still present on any server after `within` (their TTL frees the ones of a
+/// worker that could not release).
+fn left_behind(servers: &Servers, within: Duration) -> Vec<String> {
+    let give_up = Instant::now() + within;
+    loop {
+        let mut left = Vec::new();
+        for server in servers.running() {
+            let Ok(mut conn) = server.client().get_connection() else {
+                continue;
+            };
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg("lock:*")
+                .query(&mut conn)
+                .unwrap_or_default();
+            left.extend(keys.into_iter().filter(|k| !k.ends_with(":fence")));
+        }
+        left.sort();
+        left.dedup();
+        // A replica lists its master's keys too; they go with them.
+        if left.is_empty() || Instant::now() >= give_up {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The store's logs of accepted fencing tokens, one event per lock.
+fn store_logs(store: &RedisServer) -> Vec<Event> {
+    let mut conn = store.connection();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("data:*:log")
+        .query(&mut conn)
+        .unwrap_or_default();
+    keys.into_iter()
+        .map(|key| {
+            let fences: Vec<u64> = redis::cmd("LRANGE")
+                .arg(&key)
+                .arg(0)
+                .arg(-1)
+                .query(&mut conn)
+                .unwrap_or_default();
+            let lock = key
+                .trim_start_matches("data:{")
+                .trim_end_matches("}:log")
+                .to_owned();
+            Event::StoreLog { lock, fences }
+        })
+        .collect()
+}
+
+/// Prints a run's figures and violations; windows are shown in ms since the run's start.
+pub fn print(cfg: &RunConfig, outcome: &Outcome) {
+    let figures: &BTreeMap<String, u64> = &outcome.report.figures;
+    println!(
+        "\nchaos {} seed {} ({:?}, {} workers){}",
+        cfg.topology.name(),
+        cfg.seed,
+        cfg.run_for,
+        cfg.workers,
+        cfg.mutant
+            .as_ref()
+            .map_or(String::new(), |m| format!(", mutant {m}"))
+    );
+    for (what, n) in figures {
+        println!("  {what:<48} {n:>8}");
+    }
+    for v in &outcome.report.violations {
+        let at = |t: u64| {
+            #[allow(clippy::cast_precision_loss)]
+            let ms = t.saturating_sub(outcome.t0) as f64 / 1e6;
+            ms
+        };
+        println!(
+            "VIOLATION (seed {}) at {:.1}..{:.1} ms: {v}",
+            cfg.seed,
+            at(v.from),
+            at(v.to)
+        );
+    }
+}
+
+/// The history files of a run directory (to check a recorded run again).
+pub fn histories(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}

@@ -1,0 +1,704 @@
+//! A chaos worker process: several actors doing what users do, each grant's critical
+//! section a series of fenced writes made only after the guard says it still holds the
+//! lock, every step recorded.
+//!
+//! The actors: three tasks sharing one handle (handover), a task with its own handle
+//! (release notifications), a `try_lock` poller, a `with_lock` user, one that extends
+//! and then drops its guard without releasing, one whose `lock()` futures are
+//! cancelled, and (on one server) a thread on `blocking::Locks`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use lock_runtime::{Lease, LockError, Locks, Redlock, blocking, lock_script};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use super::history::{Event, Recorder};
+
+/// Writes `value` under fencing token `token`, and logs the accepted token.
+#[lock_script("chaos/fenced-append.lua")]
+pub fn fenced_append(
+    #[key] value: &str,
+    #[key] seen: &str,
+    #[key] log: &str,
+    token: u64,
+    writer: &str,
+) -> i64;
+
+/// The store's keys for lock `name`: value, highest token seen, log of accepted tokens.
+pub fn store_keys(name: &str) -> [String; 3] {
+    [
+        format!("data:{{{name}}}"),
+        format!("data:{{{name}}}:seen"),
+        format!("data:{{{name}}}:log"),
+    ]
+}
+
+/// The servers a topology locks on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Topology {
+    /// One redis-server, no persistence.
+    Single,
+    /// One redis-server with `appendonly yes`, `appendfsync always`.
+    Aof,
+    /// A Redis Cluster of three masters with a replica each.
+    Cluster,
+    /// Five independent masters.
+    Redlock,
+}
+
+impl Topology {
+    /// Every topology.
+    pub const ALL: [Topology; 4] = [
+        Topology::Single,
+        Topology::Aof,
+        Topology::Cluster,
+        Topology::Redlock,
+    ];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Topology::Single => "single",
+            Topology::Aof => "aof",
+            Topology::Cluster => "cluster",
+            Topology::Redlock => "redlock",
+        }
+    }
+}
+
+/// What a worker process is told to do (passed as JSON in an environment variable).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WorkerConfig {
+    /// Its number.
+    pub worker: u32,
+    /// Where the locks live.
+    pub topology: Topology,
+    /// The lock servers (through their proxies), or the cluster's nodes.
+    pub urls: Vec<String>,
+    /// The fenced store (never faulted).
+    pub store: String,
+    /// Seeds its choices.
+    pub seed: u64,
+    /// How long to run.
+    pub run_for_ms: u64,
+    /// The lease.
+    pub ttl_ms: u64,
+    /// `lock()`'s wait.
+    pub wait_ms: u64,
+    /// Where to record.
+    pub out: PathBuf,
+    /// A known bug to put back (`no-deadline`).
+    pub mutant: Option<String>,
+}
+
+/// The environment variable that carries a worker's configuration.
+pub const CONFIG_VAR: &str = "LOCKSCRIPT_CHAOS_WORKER";
+
+/// What the actors share.
+struct Ctx {
+    rec: Recorder,
+    cfg: WorkerConfig,
+    grants: AtomicU64,
+    stop: AtomicBool,
+    store: redis::aio::MultiplexedConnection,
+}
+
+impl Ctx {
+    fn ttl(&self) -> Duration {
+        Duration::from_millis(self.cfg.ttl_ms)
+    }
+
+    /// The lease's validity from its start: ttl minus 1% + 2 ms.
+    fn validity(&self) -> Duration {
+        let ttl = self.ttl();
+        ttl.saturating_sub(ttl / 100 + Duration::from_millis(2))
+    }
+
+    fn now(&self) -> u64 {
+        self.rec.ns(Instant::now())
+    }
+
+    fn record(&self, event: &Event) {
+        self.rec.record(event);
+    }
+
+    fn call(&self, kind: &str, lock: &str, started: Instant, outcome: &str, detail: String) {
+        self.record(&Event::Call {
+            worker: self.cfg.worker,
+            kind: kind.to_owned(),
+            lock: lock.to_owned(),
+            outcome: outcome.to_owned(),
+            detail,
+            t_start: self.rec.ns(started),
+            t_end: self.now(),
+        });
+    }
+
+    /// Records a grant of `lock` (whose lease ends at `valid_until`) and numbers it.
+    fn granted(&self, lock: &str, fence: u64, how: &str, valid_until: Instant) -> u64 {
+        let grant = self.grants.fetch_add(1, Ordering::Relaxed) + 1;
+        let valid_until = self.rec.ns(valid_until);
+        let t_sent = valid_until
+            .saturating_sub(u64::try_from(self.validity().as_nanos()).unwrap_or(u64::MAX));
+        self.record(&Event::Grant {
+            worker: self.cfg.worker,
+            grant,
+            lock: lock.to_owned(),
+            fence,
+            how: how.to_owned(),
+            t_sent,
+            t: self.now(),
+            valid_until,
+        });
+        grant
+    }
+
+    fn ended(&self, grant: u64, outcome: &str, started: Instant) {
+        self.record(&Event::Release {
+            worker: self.cfg.worker,
+            grant,
+            outcome: outcome.to_owned(),
+            t_start: self.rec.ns(started),
+            t_end: self.now(),
+        });
+    }
+}
+
+fn outcome_of(result: &Result<(), LockError>) -> &'static str {
+    match result {
+        Ok(()) => "released",
+        Err(LockError::NotHeld { .. }) => "not_held",
+        Err(LockError::Lost { .. }) => "lost",
+        Err(_) => "error",
+    }
+}
+
+/// A lock name: mostly one of two hot ones, sometimes one of many cold ones.
+fn pick_name(rng: &mut StdRng) -> String {
+    if rng.random_bool(0.75) {
+        format!("hot{}", rng.random_range(0..2))
+    } else {
+        format!("cold{}", rng.random_range(0..24))
+    }
+}
+
+/// The async handles of a topology, over one guard type each.
+trait Taker: Clone + Send + Sync + 'static {
+    type Guard: Held;
+    fn lock(&self, name: &str) -> impl Future<Output = Result<Self::Guard, LockError>> + Send;
+    fn try_lock(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Self::Guard>, LockError>> + Send;
+    fn with_lock<T: Send, F, Fut>(
+        &self,
+        name: &str,
+        work: F,
+    ) -> impl Future<Output = Result<T, LockError>> + Send
+    where
+        F: FnOnce(Lease) -> Fut + Send,
+        Fut: Future<Output = T> + Send;
+}
+
+/// What the actors do with a guard.
+trait Held: Send + Sync + 'static {
+    fn lease(&self) -> Lease;
+    fn attempts(&self) -> u32;
+    fn extend(&self, ttl: Duration) -> impl Future<Output = Result<(), LockError>> + Send;
+    fn release(self) -> impl Future<Output = Result<(), LockError>> + Send;
+}
+
+macro_rules! taker {
+    ($handle:ident, $guard:ident) => {
+        impl<C> Taker for lock_runtime::$handle<C>
+        where
+            C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+        {
+            type Guard = lock_runtime::$guard<C>;
+            async fn lock(&self, name: &str) -> Result<Self::Guard, LockError> {
+                lock_runtime::$handle::lock(self, name).await
+            }
+            async fn try_lock(&self, name: &str) -> Result<Option<Self::Guard>, LockError> {
+                lock_runtime::$handle::try_lock(self, name).await
+            }
+            async fn with_lock<T: Send, F, Fut>(&self, name: &str, work: F) -> Result<T, LockError>
+            where
+                F: FnOnce(Lease) -> Fut + Send,
+                Fut: Future<Output = T> + Send,
+            {
+                lock_runtime::$handle::with_lock(self, name, work).await
+            }
+        }
+
+        impl<C> Held for lock_runtime::$guard<C>
+        where
+            C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+        {
+            fn lease(&self) -> Lease {
+                lock_runtime::$guard::lease(self)
+            }
+            fn attempts(&self) -> u32 {
+                lock_runtime::$guard::attempts(self)
+            }
+            async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
+                lock_runtime::$guard::extend(self, ttl).await
+            }
+            async fn release(self) -> Result<(), LockError> {
+                lock_runtime::$guard::release(self).await
+            }
+        }
+    };
+}
+
+taker!(Locks, LockGuard);
+taker!(Redlock, RedlockGuard);
+
+/// Watches a lease for its loss until `done`: records when `lost()` fired.
+fn watch(ctx: &Arc<Ctx>, grant: u64, lease: Lease) -> tokio::sync::oneshot::Sender<()> {
+    let (done, mut finished) = tokio::sync::oneshot::channel::<()>();
+    let ctx = Arc::clone(ctx);
+    tokio::spawn(async move {
+        tokio::select! {
+            biased;
+            () = lease.lost() => {
+                let t = ctx.now();
+                ctx.record(&Event::Lost {
+                    worker: ctx.cfg.worker,
+                    grant,
+                    t,
+                    valid_until: ctx.rec.ns(lease.valid_until()),
+                });
+            }
+            _ = &mut finished => {}
+        }
+    });
+    done
+}
+
+/// The critical section: a few fenced writes, each only after `is_lost()` said the
+/// lease still holds, with pauses in between (sometimes past a renewal or two).
+async fn section(ctx: &Ctx, grant: u64, lock: &str, lease: &Lease, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let [value, highest, log] = store_keys(lock);
+    let mut store = ctx.store.clone();
+    let writer = format!("w{}g{grant}", ctx.cfg.worker);
+    for i in 0..rng.random_range(1..=3) {
+        if i > 0 {
+            let pause = rng.random_range(0..=ctx.cfg.ttl_ms * 2 / 3);
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+        }
+        let t = ctx.now();
+        let lost = lease.is_lost();
+        ctx.record(&Event::Check {
+            worker: ctx.cfg.worker,
+            grant,
+            lost,
+            t,
+        });
+        if lost {
+            return;
+        }
+        let t_sent = ctx.now();
+        let written = fenced_append(&value, &highest, &log, lease.fencing_token(), &writer)
+            .invoke_async(&mut store)
+            .await;
+        let outcome = match written {
+            Ok(1) => "written",
+            Ok(_) => "refused",
+            Err(_) => "error",
+        };
+        ctx.record(&Event::Write {
+            worker: ctx.cfg.worker,
+            grant,
+            outcome: outcome.to_owned(),
+            t_sent,
+            t_done: ctx.now(),
+        });
+    }
+}
+
+/// Takes a lock with `lock()` (or `try_lock()`), runs the section, then releases or
+/// (when `drop_it`) extends and drops the guard.
+async fn take_and_hold<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng, style: Style) {
+    let name = pick_name(rng);
+    let started = Instant::now();
+    let guard = match style {
+        Style::TryLock => match locks.try_lock(&name).await {
+            Ok(Some(guard)) => {
+                ctx.call("try_lock", &name, started, "ok", String::new());
+                guard
+            }
+            Ok(None) => {
+                ctx.call("try_lock", &name, started, "held", String::new());
+                tokio::time::sleep(Duration::from_millis(rng.random_range(1..20))).await;
+                return;
+            }
+            Err(e) => {
+                ctx.call("try_lock", &name, started, "error", e.to_string());
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                return;
+            }
+        },
+        Style::Lock | Style::Drop => match locks.lock(&name).await {
+            Ok(guard) => {
+                ctx.call("lock", &name, started, "ok", String::new());
+                guard
+            }
+            Err(e) => {
+                let outcome = if matches!(e, LockError::Timeout { .. }) {
+                    "timeout"
+                } else {
+                    "error"
+                };
+                ctx.call("lock", &name, started, outcome, e.to_string());
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                return;
+            }
+        },
+    };
+    let lease = guard.lease();
+    let how = match style {
+        Style::TryLock => "try_lock",
+        _ if guard.attempts() == 0 => "handover",
+        _ => "lock",
+    };
+    let grant = ctx.granted(&name, lease.fencing_token(), how, lease.valid_until());
+    let done = watch(ctx, grant, lease.clone());
+    section(ctx, grant, &name, &lease, rng.random()).await;
+    let ending = Instant::now();
+    if style == Style::Drop {
+        let extended = guard.extend(ctx.ttl()).await;
+        let outcome = if extended.is_ok() { "ok" } else { "error" };
+        ctx.call("extend", &name, ending, outcome, String::new());
+        drop(guard);
+        ctx.ended(grant, "dropped", ending);
+    } else {
+        let released = guard.release().await;
+        let outcome = outcome_of(&released);
+        ctx.call("release", &name, ending, outcome, String::new());
+        ctx.ended(grant, outcome, ending);
+    }
+    let _ = done.send(());
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Style {
+    Lock,
+    TryLock,
+    Drop,
+}
+
+/// A grant, and the sender that ends its watcher.
+type Watched = (u64, tokio::sync::oneshot::Sender<()>);
+
+/// `with_lock`: the section runs inside it.
+async fn with_lock_once<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng) {
+    let name = pick_name(rng);
+    let started = Instant::now();
+    let seed: u64 = rng.random();
+    let record: Arc<std::sync::Mutex<Option<Watched>>> = Arc::default();
+    let result = {
+        let (ctx, name, record) = (Arc::clone(ctx), name.clone(), Arc::clone(&record));
+        locks
+            .with_lock(&name.clone(), move |lease| async move {
+                let grant = ctx.granted(
+                    &name,
+                    lease.fencing_token(),
+                    "with_lock",
+                    lease.valid_until(),
+                );
+                let done = watch(&ctx, grant, lease.clone());
+                *record.lock().unwrap() = Some((grant, done));
+                section(&ctx, grant, &name, &lease, seed).await;
+            })
+            .await
+    };
+    let ended = record.lock().unwrap().take();
+    if let Some((grant, done)) = ended {
+        ctx.ended(grant, outcome_of(&result), started);
+        let _ = done.send(());
+    } else {
+        let outcome = if matches!(result, Err(LockError::Timeout { .. })) {
+            "timeout"
+        } else {
+            "error"
+        };
+        let detail = result.err().map(|e| e.to_string()).unwrap_or_default();
+        ctx.call("lock", &name, started, outcome, detail);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A `lock()` cancelled after a few milliseconds, or granted and released at once.
+async fn cancelled_lock<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng) {
+    let name = pick_name(rng);
+    let cutoff = Duration::from_micros(rng.random_range(0..20_000));
+    let started = Instant::now();
+    if let Ok(Ok(guard)) = tokio::time::timeout(cutoff, locks.lock(&name)).await {
+        let lease = guard.lease();
+        let grant = ctx.granted(&name, lease.fencing_token(), "lock", lease.valid_until());
+        let ending = Instant::now();
+        let released = guard.release().await;
+        ctx.ended(grant, outcome_of(&released), ending);
+    } else {
+        ctx.call("cancelled_lock", &name, started, "cancelled", String::new());
+        tokio::time::sleep(Duration::from_millis(rng.random_range(1..30))).await;
+    }
+}
+
+async fn actor<T: Taker>(ctx: Arc<Ctx>, locks: T, seed: u64, role: u32) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    while !ctx.stop.load(Ordering::Relaxed) {
+        match role {
+            0 => take_and_hold(&ctx, &locks, &mut rng, Style::Lock).await,
+            1 => take_and_hold(&ctx, &locks, &mut rng, Style::TryLock).await,
+            2 => with_lock_once(&ctx, &locks, &mut rng).await,
+            3 => {
+                let style = if rng.random_bool(0.5) {
+                    Style::Drop
+                } else {
+                    Style::Lock
+                };
+                take_and_hold(&ctx, &locks, &mut rng, style).await;
+            }
+            _ => cancelled_lock(&ctx, &locks, &mut rng).await,
+        }
+    }
+}
+
+/// Spawns every async actor on `shared` (three tasks on one handle) and `own` (one
+/// handle per actor, made by `make`).
+async fn spawn_actors<T, M, MF>(ctx: &Arc<Ctx>, make: M) -> Vec<tokio::task::JoinHandle<()>>
+where
+    T: Taker,
+    M: Fn() -> MF,
+    MF: Future<Output = T>,
+{
+    let mut tasks = Vec::new();
+    let shared = make().await;
+    let seed = ctx.cfg.seed;
+    for i in 0..3 {
+        tasks.push(tokio::spawn(actor(
+            Arc::clone(ctx),
+            shared.clone(),
+            seed ^ (i + 1),
+            0,
+        )));
+    }
+    for role in 0..5u32 {
+        let own = make().await;
+        tasks.push(tokio::spawn(actor(
+            Arc::clone(ctx),
+            own,
+            seed ^ (u64::from(role) + 10),
+            role,
+        )));
+    }
+    tasks
+}
+
+/// The blocking actor (one server only): its own handle, on a thread.
+fn blocking_actor(ctx: &Arc<Ctx>, url: &str, store: &str) -> Option<std::thread::JoinHandle<()>> {
+    let client = redis::Client::open(url).ok()?;
+    let locks = blocking::Locks::connect(&client)
+        .ok()?
+        .ttl(ctx.ttl())
+        .wait_timeout(Duration::from_millis(ctx.cfg.wait_ms));
+    let mut store = redis::Client::open(store).ok()?.get_connection().ok()?;
+    let ctx = Arc::clone(ctx);
+    Some(std::thread::spawn(move || {
+        let mut rng = StdRng::seed_from_u64(ctx.cfg.seed ^ 0x63);
+        while !ctx.stop.load(Ordering::Relaxed) {
+            let name = pick_name(&mut rng);
+            let started = Instant::now();
+            let guard = match locks.lock(&name) {
+                Ok(guard) => {
+                    ctx.call("lock", &name, started, "ok", String::new());
+                    guard
+                }
+                Err(e) => {
+                    let outcome = if matches!(e, LockError::Timeout { .. }) {
+                        "timeout"
+                    } else {
+                        "error"
+                    };
+                    ctx.call("lock", &name, started, outcome, e.to_string());
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+            };
+            let lease = guard.lease();
+            let grant = ctx.granted(
+                &name,
+                lease.fencing_token(),
+                "blocking",
+                lease.valid_until(),
+            );
+            let watching = Arc::new(AtomicBool::new(true));
+            let watcher = {
+                let (ctx, lease, watching) =
+                    (Arc::clone(&ctx), lease.clone(), Arc::clone(&watching));
+                std::thread::spawn(move || {
+                    while watching.load(Ordering::Relaxed) {
+                        if lease.lost_within(Duration::from_millis(20)) {
+                            ctx.record(&Event::Lost {
+                                worker: ctx.cfg.worker,
+                                grant,
+                                t: ctx.now(),
+                                valid_until: ctx.rec.ns(lease.valid_until()),
+                            });
+                            return;
+                        }
+                    }
+                })
+            };
+            let [value, highest, log] = store_keys(&name);
+            let writer = format!("w{}g{grant}", ctx.cfg.worker);
+            for i in 0..rng.random_range(1..=3) {
+                if i > 0 {
+                    std::thread::sleep(Duration::from_millis(
+                        rng.random_range(0..=ctx.cfg.ttl_ms * 2 / 3),
+                    ));
+                }
+                let t = ctx.now();
+                let lost = guard.is_lost();
+                ctx.record(&Event::Check {
+                    worker: ctx.cfg.worker,
+                    grant,
+                    lost,
+                    t,
+                });
+                if lost {
+                    break;
+                }
+                let t_sent = ctx.now();
+                let written = fenced_append(&value, &highest, &log, guard.fencing_token(), &writer)
+                    .invoke(&mut store);
+                let outcome = match written {
+                    Ok(1) => "written",
+                    Ok(_) => "refused",
+                    Err(_) => "error",
+                };
+                ctx.record(&Event::Write {
+                    worker: ctx.cfg.worker,
+                    grant,
+                    outcome: outcome.to_owned(),
+                    t_sent,
+                    t_done: ctx.now(),
+                });
+            }
+            let ending = Instant::now();
+            let released = guard.release();
+            let outcome = outcome_of(&released);
+            ctx.call("release", &name, ending, outcome, String::new());
+            ctx.ended(grant, outcome, ending);
+            watching.store(false, Ordering::Relaxed);
+            let _ = watcher.join();
+        }
+    }))
+}
+
+/// Runs a worker process: its actors until `run_for`, then lets them finish their grants
+/// and records its end.
+///
+/// # Panics
+///
+/// If the store or the lock servers cannot be reached at start.
+pub fn run(cfg: WorkerConfig) {
+    if cfg.mutant.as_deref() == Some("no-deadline") {
+        lock_runtime::__private::mutants::set_no_deadline(true);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let rec = Recorder::create(&cfg.out, cfg.worker);
+    rec.record(&Event::Start {
+        worker: cfg.worker,
+        pid: std::process::id(),
+        t: rec.ns(Instant::now()),
+    });
+    runtime.block_on(async move {
+        let store = redis::Client::open(cfg.store.as_str())
+            .expect("the store's url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("the store");
+        let ctx = Arc::new(Ctx {
+            rec,
+            cfg,
+            grants: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            store,
+        });
+        let ttl = ctx.ttl();
+        let wait = Duration::from_millis(ctx.cfg.wait_ms);
+        let urls = ctx.cfg.urls.clone();
+        let mut threads = Vec::new();
+        let tasks = match ctx.cfg.topology {
+            Topology::Single | Topology::Aof => {
+                let client = redis::Client::open(urls[0].as_str()).expect("the server's url");
+                threads.extend(blocking_actor(&ctx, &urls[0], &ctx.cfg.store));
+                spawn_actors(&ctx, || async {
+                    Locks::connect(&client)
+                        .await
+                        .expect("connect")
+                        .ttl(ttl)
+                        .wait_timeout(wait)
+                })
+                .await
+            }
+            Topology::Cluster => {
+                spawn_actors(&ctx, || async {
+                    Locks::connect_cluster(urls.clone())
+                        .await
+                        .expect("connect_cluster")
+                        .ttl(ttl)
+                        .wait_timeout(wait)
+                })
+                .await
+            }
+            Topology::Redlock => {
+                let clients: Vec<redis::Client> = urls
+                    .iter()
+                    .map(|u| redis::Client::open(u.as_str()).expect("a master's url"))
+                    .collect();
+                spawn_actors(&ctx, || async {
+                    Redlock::connect(&clients)
+                        .await
+                        .expect("connect")
+                        .ttl(ttl)
+                        .wait_timeout(wait)
+                })
+                .await
+            }
+        };
+        tokio::time::sleep(Duration::from_millis(ctx.cfg.run_for_ms)).await;
+        ctx.stop.store(true, Ordering::Relaxed);
+        for task in tasks {
+            let _ = task.await;
+        }
+        let ctx2 = Arc::clone(&ctx);
+        tokio::task::spawn_blocking(move || {
+            for thread in threads {
+                let _ = thread.join();
+            }
+            drop(ctx2);
+        })
+        .await
+        .expect("the blocking actor");
+        // Background releases of dropped guards get a moment to land.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        ctx.record(&Event::End {
+            worker: ctx.cfg.worker,
+            t: ctx.now(),
+        });
+    });
+}

@@ -1,0 +1,260 @@
+//! The chaos checker, in CI: a fixed seed on every topology must show no violation, the
+//! checker must catch a client with its lease deadline switched off, and every kind of
+//! violation planted in a recorded history must be reported.
+//!
+//! The long soak is `./run chaos --topology all --minutes 30`.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use lockscript_tests::chaos::checker::{self, Bounds, Report};
+use lockscript_tests::chaos::history::{self, Event};
+use lockscript_tests::chaos::run::{self, SLACK};
+
+/// Runs the chaos binary with `args`; its exit code and output.
+fn chaos(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_chaos"))
+        .arg("run")
+        .args(args)
+        .output()
+        .expect("the chaos binary runs");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), text)
+}
+
+/// One schedule of 20 s with a fixed seed on each topology (about 100 s in all).
+#[test]
+fn a_fixed_seed_on_every_topology_shows_no_violation() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().to_string_lossy().into_owned();
+    let (code, out) = chaos(&[
+        "--topology",
+        "all",
+        "--seed",
+        "7",
+        "--seconds",
+        "20",
+        "--dir",
+        &dir,
+    ]);
+    println!("{out}");
+    assert!(out.contains("\n0 violations"), "{out}");
+    assert_eq!(code, Some(0), "{out}");
+    for topology in ["single", "aof", "cluster", "redlock"] {
+        assert!(
+            out.contains(&format!("chaos {topology} seed 7")),
+            "{topology} ran: {out}"
+        );
+    }
+}
+
+/// The checker is trusted because it catches a known bug: with the lease's deadline
+/// switched off (the loss signalled only when a renewal is refused), a worker frozen
+/// past its lease goes on writing after another was granted the lock.
+#[test]
+fn the_checker_catches_a_client_without_the_lease_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().to_string_lossy().into_owned();
+    let (code, out) = chaos(&[
+        "--topology",
+        "single",
+        "--seed",
+        "1",
+        "--seconds",
+        "20",
+        "--mutant",
+        "no-deadline",
+        "--dir",
+        &dir,
+    ]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("VIOLATION (seed 1)")
+            && (out.contains("exclusion:") || out.contains("timely loss:")),
+        "the checker reports the mutant's overlaps or late losses: {out}"
+    );
+}
+
+fn bounds() -> Bounds {
+    Bounds {
+        slack: SLACK,
+        wait_timeout: Duration::from_secs(2),
+        call: lock_runtime::DEFAULT_RESPONSE_TIMEOUT,
+    }
+}
+
+fn kinds(report: &Report) -> Vec<&'static str> {
+    report.violations.iter().map(|v| v.kind).collect()
+}
+
+/// A recorded run (8 s on one server) is clean; each kind of violation planted in it is
+/// reported, with the window that shows it.
+#[test]
+fn planted_violations_in_a_recorded_history_are_each_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_string_lossy().into_owned();
+    let (code, out) = chaos(&[
+        "--topology",
+        "single",
+        "--seed",
+        "3",
+        "--seconds",
+        "8",
+        "--dir",
+        &path,
+    ]);
+    assert_eq!(code, Some(0), "{out}");
+    let recorded = read_all(&dir.path().join("single-3"));
+    assert!(check(&recorded).violations.is_empty());
+    let grants: Vec<&Event> = recorded
+        .iter()
+        .filter(|e| matches!(e, Event::Grant { .. }))
+        .collect();
+    assert!(grants.len() > 50, "a busy history: {} grants", grants.len());
+
+    // Exclusion: a holder that found its lease valid after a later grant of its lock.
+    let (a, b) = two_grants_of_one_lock(&grants, &recorded);
+    let mut planted = recorded.clone();
+    planted.push(Event::Check {
+        worker: worker_of(a),
+        grant: grant_of(a),
+        lost: false,
+        t: time_of(b) + 1_000_000,
+    });
+    assert_eq!(kinds(&check(&planted)), ["exclusion"]);
+
+    // Fences: a later grant with the same token.
+    let mut planted = recorded.clone();
+    let Event::Grant { lock, fence, t, .. } = a else {
+        unreachable!()
+    };
+    planted.push(Event::Grant {
+        worker: 99,
+        grant: 1,
+        lock: lock.clone(),
+        fence: *fence,
+        how: "lock".into(),
+        t_sent: t + 10_000_000,
+        t: t + 11_000_000,
+        valid_until: t + 300_000_000,
+    });
+    let reported = kinds(&check(&planted));
+    assert!(reported.contains(&"fences"), "{reported:?}");
+
+    // Timely loss: a loss signalled 300 ms after the validity end of a lease its holder
+    // had not stopped using.
+    let mut planted = recorded.clone();
+    let Event::Grant {
+        worker,
+        grant,
+        valid_until,
+        ..
+    } = a
+    else {
+        unreachable!()
+    };
+    planted.retain(|e| {
+        !matches!(e, Event::Release { worker: w, grant: g, .. } | Event::Lost { worker: w, grant: g, .. }
+            if w == worker && g == grant)
+    });
+    planted.push(Event::Lost {
+        worker: *worker,
+        grant: *grant,
+        t: valid_until + 300_000_000,
+        valid_until: *valid_until,
+    });
+    assert_eq!(kinds(&check(&planted)), ["timely loss"]);
+
+    // Call duration: a lock() that waited a second past its bound.
+    let mut planted = recorded.clone();
+    planted.push(Event::Call {
+        worker: 0,
+        kind: "lock".into(),
+        lock: lock.clone(),
+        outcome: "timeout".into(),
+        detail: String::new(),
+        t_start: *t,
+        t_end: t + 3_600_000_000,
+    });
+    assert_eq!(kinds(&check(&planted)), ["call duration"]);
+
+    // Store order: the store took a lower token after a higher one.
+    let mut planted = recorded;
+    let log = planted
+        .iter_mut()
+        .find_map(|e| match e {
+            Event::StoreLog { fences, .. } if !fences.is_empty() => Some(fences),
+            _ => None,
+        })
+        .expect("the store logged writes");
+    log.push(0);
+    assert_eq!(kinds(&check(&planted)), ["store order"]);
+}
+
+fn check(events: &[Event]) -> Report {
+    checker::check(events, &bounds())
+}
+
+fn read_all(dir: &Path) -> Vec<Event> {
+    run::histories(dir)
+        .iter()
+        .flat_map(|p| history::read(p))
+        .collect()
+}
+
+/// Two grants of one lock by different workers, the second known later, away from any
+/// fault that made the server forget locks or counters (where overlaps are allowed).
+fn two_grants_of_one_lock<'a>(grants: &[&'a Event], all: &[Event]) -> (&'a Event, &'a Event) {
+    let forgot = |from: u64, to: u64| {
+        all.iter().any(|e| {
+            matches!(e, Event::Fault { t_start, t_end, forgets_locks, forgets_fences, .. }
+                if (*forgets_locks || *forgets_fences) && *t_start <= to + 1_000_000_000 && *t_end + 1_000_000_000 >= from)
+        })
+    };
+    for (i, a) in grants.iter().enumerate() {
+        for b in &grants[i + 1..] {
+            if let (
+                Event::Grant {
+                    lock: la,
+                    worker: wa,
+                    t: ta,
+                    ..
+                },
+                Event::Grant {
+                    lock: lb,
+                    worker: wb,
+                    t: tb,
+                    ..
+                },
+            ) = (a, b)
+                && la == lb
+                && wa != wb
+                && tb > ta
+                && !forgot(*ta, *tb)
+            {
+                return (a, b);
+            }
+        }
+    }
+    panic!("no lock was granted to two workers");
+}
+
+fn worker_of(e: &Event) -> u32 {
+    e.worker().expect("a worker's event")
+}
+
+fn grant_of(e: &Event) -> u64 {
+    match e {
+        Event::Grant { grant, .. } => *grant,
+        _ => unreachable!(),
+    }
+}
+
+fn time_of(e: &Event) -> u64 {
+    match e {
+        Event::Grant { t, .. } => *t,
+        _ => unreachable!(),
+    }
+}
