@@ -305,3 +305,33 @@ fn many_threads_never_overlap_and_fences_rise() {
     assert_eq!(history.len(), 8 * 12);
     lockscript_tests::history::assert_exclusive(&mut history);
 }
+
+/// A call that must first re-open its connection (the server restarted), to a server
+/// that then stops answering, still returns within the one response timeout: the
+/// re-open and the command share it. (redis-rs's `CLIENT SETINFO` at connect would have
+/// waited the whole timeout twice more.)
+#[test]
+fn a_reopen_to_a_frozen_server_stays_within_the_response_timeout() {
+    let mut server = RedisServer::start();
+    let locks = locks(&server);
+    for round in 0..3 {
+        server.stop();
+        server.restart();
+        // The first call finds the old connection broken (or succeeds if it was
+        // re-opened since); the next one must re-open.
+        drop(locks.try_lock("q"));
+        server.signal("STOP");
+        let started = Instant::now();
+        let frozen = locks.try_lock("q");
+        let took = started.elapsed();
+        server.signal("CONT");
+        assert!(
+            matches!(frozen, Err(LockError::Redis(ref e)) if e.is_timeout()),
+            "{frozen:?}"
+        );
+        assert!(
+            took <= lock_runtime::DEFAULT_RESPONSE_TIMEOUT + Duration::from_millis(100),
+            "round {round}: the re-open and the attempt took {took:?}"
+        );
+    }
+}

@@ -247,10 +247,13 @@ impl Locks<redis::Connection> {
     /// # }
     /// ```
     pub fn connect(client: &redis::Client) -> Result<Self, LockError> {
-        let open = {
-            let client = client.clone();
-            move |within| client.get_connection_with_timeout(within)
-        };
+        // Without `CLIENT SETINFO` at connect: each of its two replies would be awaited
+        // for the whole timeout on a server that stopped answering, and a re-open must
+        // fit in the call's one response timeout. (Redis 7.0 refuses it anyway.)
+        let info = client.get_connection_info().clone();
+        let redis = info.redis_settings().clone().set_skip_set_lib_name();
+        let lean = redis::Client::open(info.set_redis_settings(redis))?;
+        let open = move |within| lean.get_connection_with_timeout(within);
         let conn = open(Duration::from_secs(1))?;
         let tune: Tune<redis::Connection> = Arc::new(|conn, timeout| {
             conn.set_read_timeout(Some(timeout))?;

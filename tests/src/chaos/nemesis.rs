@@ -244,6 +244,14 @@ impl Nemesis {
         if self.busy(kind, target) {
             return;
         }
+        // On a cluster one server fault at a time: a failover waits for the cluster to
+        // settle, which it cannot while another master is frozen.
+        if self.topology == Topology::Cluster
+            && kind != Kind::FreezeWorker
+            && self.active.iter().any(|a| a.kind != Kind::FreezeWorker)
+        {
+            return;
+        }
         let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(1_000);
         let t_start = now_ns();
         let (mut forgets_locks, mut forgets_fences) = (false, false);
