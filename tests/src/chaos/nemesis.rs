@@ -203,8 +203,8 @@ impl Nemesis {
         Duration::from_millis(self.rng.random_range(range))
     }
 
-    /// Picks a fault and a target that is not already faulted, and injects it.
-    fn inject(&mut self, servers: &mut Servers) {
+    /// A fault and a target that is not already faulted (`None`: not now).
+    fn pick(&mut self, servers: &Servers) -> Option<(Kind, usize)> {
         let menu: &[Kind] = match self.topology {
             Topology::Single | Topology::Aof | Topology::Redlock => &[
                 Kind::FreezeServer,
@@ -225,87 +225,56 @@ impl Nemesis {
             ],
         };
         let kind = menu[self.rng.random_range(0..menu.len())];
-        let targets = match kind {
-            Kind::FreezeWorker => self.workers.len(),
-            _ => match servers {
-                Servers::One(_) => 1,
-                Servers::Masters(nodes) => nodes.len(),
-                Servers::Cluster(cluster) => cluster.nodes().len(),
-            },
-        };
-        let mut target = self.rng.random_range(0..targets);
-        if let Servers::Cluster(cluster) = servers
-            && kind != Kind::FreezeWorker
-        {
+        let target = match (kind, servers) {
+            (Kind::FreezeWorker, _) => self.rng.random_range(0..self.workers.len()),
+            (_, Servers::One(_)) => 0,
+            (_, Servers::Masters(nodes)) => self.rng.random_range(0..nodes.len()),
             // Faults go to masters (a frozen replica would only delay a failover).
-            let masters = cluster.masters();
-            target = masters[self.rng.random_range(0..masters.len())];
-        }
-        if self.busy(kind, target) {
-            return;
-        }
+            (_, Servers::Cluster(cluster)) => {
+                let masters = cluster.masters();
+                masters[self.rng.random_range(0..masters.len())]
+            }
+        };
         // On a cluster one server fault at a time: a failover waits for the cluster to
         // settle, which it cannot while another master is frozen.
-        if self.topology == Topology::Cluster
+        let exclusive = self.topology == Topology::Cluster
             && kind != Kind::FreezeWorker
-            && self.active.iter().any(|a| a.kind != Kind::FreezeWorker)
-        {
+            && self.active.iter().any(|a| a.kind != Kind::FreezeWorker);
+        (!exclusive && !self.busy(kind, target)).then_some((kind, target))
+    }
+
+    /// Picks a fault and a target that is not already faulted, and injects it.
+    fn inject(&mut self, servers: &mut Servers) {
+        let Some((kind, target)) = self.pick(servers) else {
             return;
-        }
+        };
         let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(1_000);
         let t_start = now_ns();
         let (mut forgets_locks, mut forgets_fences) = (false, false);
         let lasts = match (kind, &mut *servers) {
             (Kind::FreezeWorker, _) => {
-                let pid = self.workers[target];
-                signal(pid, rustix::process::Signal::STOP);
+                signal(self.workers[target], rustix::process::Signal::STOP);
                 // Sometimes longer than a lease.
                 self.ms(50..ttl_ms * 3)
             }
             (Kind::Failover, Servers::Cluster(cluster)) => {
                 cluster.node_mut(target).stop();
                 cluster.wait_until_ok(Duration::from_secs(60));
-                forgets_locks = true;
-                forgets_fences = true;
+                (forgets_locks, forgets_fences) = (true, true);
                 Duration::ZERO
             }
-            (kind, Servers::Cluster(cluster)) => {
-                let server = cluster.node_mut(target);
-                match kind {
-                    // Well below the cluster's node timeout (1 s): no failover.
-                    Kind::FreezeServer => {
-                        server.signal("STOP");
-                        self.ms(100..500)
-                    }
-                    Kind::ScriptFlush => {
-                        let _: Result<(), _> = redis::cmd("SCRIPT")
-                            .arg("FLUSH")
-                            .query(&mut server.connection());
-                        Duration::ZERO
-                    }
-                    _ => {
-                        let pause = self.ms(100..500);
-                        client_pause(server, pause, self.rng.random_bool(0.5));
-                        pause
-                    }
-                }
-            }
+            (kind, Servers::Cluster(cluster)) => self.cluster_fault(kind, cluster.node_mut(target)),
             (kind, Servers::One(node)) => {
-                let aof = self.topology == Topology::Aof;
-                let lasts = self.server_fault(kind, node, false);
-                if kind == Kind::KillRestart && !aof {
+                if kind == Kind::KillRestart && self.topology != Topology::Aof {
                     (forgets_locks, forgets_fences) = (true, true);
                 }
-                lasts
+                self.server_fault(kind, node, false)
             }
             (kind, Servers::Masters(nodes)) => {
-                let lasts = self.server_fault(kind, &mut nodes[target], true);
-                if kind == Kind::KillRestart {
-                    // Down past every lease it held (Redlock's assumption), but its
-                    // fencing counter is gone.
-                    forgets_fences = true;
-                }
-                lasts
+                // A restarted master stays down past every lease it held (Redlock's
+                // assumption), but its fencing counter is gone.
+                forgets_fences = kind == Kind::KillRestart;
+                self.server_fault(kind, &mut nodes[target], true)
             }
         };
         self.active.push(Active {
@@ -316,6 +285,28 @@ impl Nemesis {
             forgets_locks,
             forgets_fences,
         });
+    }
+
+    /// A fault on one master of a cluster; how long it lasts.
+    fn cluster_fault(&mut self, kind: Kind, server: &RedisServer) -> Duration {
+        match kind {
+            // Well below the cluster's node timeout (1 s): no failover.
+            Kind::FreezeServer => {
+                server.signal("STOP");
+                self.ms(100..500)
+            }
+            Kind::ScriptFlush => {
+                let _: Result<(), _> = redis::cmd("SCRIPT")
+                    .arg("FLUSH")
+                    .query(&mut server.connection());
+                Duration::ZERO
+            }
+            _ => {
+                let pause = self.ms(100..500);
+                client_pause(server, pause, self.rng.random_bool(0.5));
+                pause
+            }
+        }
     }
 
     /// A fault on one server behind its proxy; how long it lasts. A restarted Redlock
