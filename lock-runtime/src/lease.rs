@@ -68,6 +68,10 @@ struct Times {
     lost: Option<&'static str>,
     /// The guard released or dropped the lease.
     stopped: bool,
+    /// Threads blocked in [`LeaseState::lost_within`]. `changed_sync` is signalled only
+    /// while there are some: a condvar signal is a futex syscall even with nobody waiting,
+    /// and every release would pay it.
+    sync_waiters: u32,
 }
 
 /// A held lease, shared by its guard, the watchdog and [`Lease`] views.
@@ -119,6 +123,7 @@ impl LeaseState {
                 renewing: false,
                 lost: None,
                 stopped: false,
+                sync_waiters: 0,
             }),
             changed: Notify::new(),
             changed_sync: Condvar::new(),
@@ -176,7 +181,9 @@ impl LeaseState {
             tracing::warn!(lock = %self.keys.name, fence = self.fence, reason = why, "lock lost");
         }
         self.changed.notify_waiters();
-        self.changed_sync.notify_all();
+        if times.sync_waiters > 0 {
+            self.changed_sync.notify_all();
+        }
     }
 
     /// Whether the lease is lost now (or was). Released leases are not lost.
@@ -195,9 +202,12 @@ impl LeaseState {
         let mut times = self.times();
         let lost = self.status_locked(&mut times, Instant::now()) == Status::Lost;
         times.stopped = true;
+        let sync_waiters = times.sync_waiters > 0;
         drop(times);
         self.changed.notify_waiters();
-        self.changed_sync.notify_all();
+        if sync_waiters {
+            self.changed_sync.notify_all();
+        }
         lost
     }
 
@@ -431,22 +441,23 @@ impl LeaseState {
                 }
                 Status::Released | Status::Held { .. } => give_up,
             };
-            match wake {
-                Some(at) if at <= now => return false,
+            if wake.is_some_and(|at| at <= now) {
+                return false;
+            }
+            times.sync_waiters += 1;
+            times = match wake {
                 Some(at) => {
-                    times = self
-                        .changed_sync
+                    self.changed_sync
                         .wait_timeout(times, at - now)
                         .unwrap_or_else(PoisonError::into_inner)
-                        .0;
+                        .0
                 }
-                None => {
-                    times = self
-                        .changed_sync
-                        .wait(times)
-                        .unwrap_or_else(PoisonError::into_inner);
-                }
-            }
+                None => self
+                    .changed_sync
+                    .wait(times)
+                    .unwrap_or_else(PoisonError::into_inner),
+            };
+            times.sync_waiters -= 1;
             if give_up.is_some_and(|g| Instant::now() >= g) {
                 return self.status_locked(&mut times, Instant::now()) == Status::Lost;
             }
@@ -754,6 +765,35 @@ mod tests {
         assert!(now - end < Duration::from_millis(200), "{:?}", now - end);
         let (lease, _) = new_lease(10_000, true);
         assert!(!lease.lost_within(Duration::from_millis(5)));
+    }
+
+    #[test]
+    fn a_blocked_lost_within_wakes_at_the_loss() {
+        // The condvar is signalled only while a thread is counted as waiting; a missed
+        // signal would leave this one asleep for its whole 30 s timeout (the lease is
+        // good for a minute), so a return within 1 s of the loss proves the wake-up.
+        let (lease, _) = new_lease(60_000, true);
+        let lease = Arc::new(lease);
+        let waiter = {
+            let lease = Arc::clone(&lease);
+            std::thread::spawn(move || {
+                let lost = lease.lost_within(Duration::from_secs(30));
+                (lost, Instant::now())
+            })
+        };
+        while lease.times().sync_waiters == 0 {
+            std::thread::yield_now();
+        }
+        let refused = Instant::now();
+        lease.refused("gone");
+        let (lost, returned) = waiter.join().unwrap();
+        assert!(lost, "the loss is reported");
+        let after = returned.saturating_duration_since(refused);
+        assert!(
+            after < Duration::from_secs(1),
+            "woken {after:?} after the loss"
+        );
+        assert_eq!(lease.times().sync_waiters, 0);
     }
 
     #[tokio::test]

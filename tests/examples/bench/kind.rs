@@ -1,0 +1,287 @@
+//! The connection kinds the lock cycle is measured on, each against its own floors: a
+//! plain sync `redis::Connection` on the main thread, and a `MultiplexedConnection` on
+//! a current-thread and on a multi-thread tokio runtime (driven from the main thread, or
+//! from a task on a worker).
+//!
+//! Every kind runs, one after the other in each round: the `PING` round trip, the `SET`
+//! floor, the script floor and the face's `try_lock` + `release` (watchdog on, the
+//! default). The floors use the plain redis crate on a connection of the same kind as
+//! the face's, with a key and a token of the face's sizes, so the script floor sends the
+//! server the same bytes as the face and the server does the same work.
+
+use std::future::Future;
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use lock_runtime::builtin::{acquire, compare_del};
+use lock_runtime::{Locks, blocking};
+use redis::aio::MultiplexedConnection;
+use tokio::runtime::Runtime;
+
+use crate::BoxError;
+use crate::measure::{PerCycle, Samples, percentile};
+
+/// The face's lock name; its key is `lock:{bench:face}`.
+const FACE_LOCK: &str = "bench:face";
+/// The floors' key and fencing counter, as long as the face's.
+const FLOOR_KEY: &str = "lock:{bench:base}";
+const FLOOR_FENCE: &str = "lock:{bench:base}:fence";
+/// The floors' owner token: 32 hex digits, like the face's.
+const FLOOR_TOKEN: &str = "0123456789abcdef0123456789abcdef";
+
+/// The scripts' digests, read once: the floor's loop must not pay for building an
+/// `Invocation` per cycle just to learn them.
+static ACQUIRE_SHA: LazyLock<&str> = LazyLock::new(|| acquire("k", "f", "t", 1).script().sha1());
+static COMPARE_DEL_SHA: LazyLock<&str> = LazyLock::new(|| compare_del("k", "t").script().sha1());
+
+/// How a raw floor cycle takes its lock; it frees it with `EVALSHA` compare-del.lua.
+#[derive(Clone, Copy)]
+pub enum Take {
+    /// `SET NX PX`: the physical floor.
+    Set,
+    /// `EVALSHA` acquire-with-retry.lua, the script the face runs (`SET NX PX` and the
+    /// fencing `INCR` in one atomic call): the face's server work, without its client.
+    Script,
+}
+
+impl Take {
+    pub const BOTH: [Take; 2] = [Take::Set, Take::Script];
+
+    /// The figures' stem after the kind: `floor_set`, `floor_script`.
+    pub fn stem(self) -> &'static str {
+        match self {
+            Take::Set => "floor_set",
+            Take::Script => "floor_script",
+        }
+    }
+
+    /// The command that takes lock `key` (fencing counter `fence`).
+    fn cmd(self, key: &str, fence: &str) -> redis::Cmd {
+        match self {
+            Take::Set => {
+                let mut cmd = redis::cmd("SET");
+                cmd.arg(key)
+                    .arg(FLOOR_TOKEN)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(30_000);
+                cmd
+            }
+            Take::Script => {
+                let mut cmd = redis::cmd("EVALSHA");
+                cmd.arg(*ACQUIRE_SHA)
+                    .arg(2)
+                    .arg(key)
+                    .arg(fence)
+                    .arg(FLOOR_TOKEN)
+                    .arg(30_000);
+                cmd
+            }
+        }
+    }
+
+    /// Whether `reply` to [`cmd`](Self::cmd) granted the lock: `OK`, or `{1, fence}`.
+    fn granted(self, reply: &redis::Value) -> bool {
+        match (self, reply) {
+            (Take::Set, redis::Value::Okay) => true,
+            (Take::Script, redis::Value::Array(items)) => {
+                items.first() == Some(&redis::Value::Int(1))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// `EVALSHA` compare-del.lua for the floor's token on `key`.
+fn free_cmd(key: &str) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(*COMPARE_DEL_SHA).arg(1).arg(key).arg(FLOOR_TOKEN);
+    cmd
+}
+
+/// A raw cycle with the plain redis crate on an async connection: take `key` as `take`
+/// says, then free it with compare-del.
+pub async fn floor_cycle(
+    conn: &mut MultiplexedConnection,
+    key: &str,
+    fence: &str,
+    take: Take,
+) -> Result<(), BoxError> {
+    let reply: redis::Value = take.cmd(key, fence).query_async(conn).await?;
+    if !take.granted(&reply) {
+        return Err(format!("the floor's key was not free: {reply:?}").into());
+    }
+    let deleted: i64 = free_cmd(key).query_async(conn).await?;
+    if deleted != 1 {
+        return Err("the floor's compare-del found another token".into());
+    }
+    Ok(())
+}
+
+/// The same on a sync connection.
+fn sync_floor_cycle(conn: &mut redis::Connection, take: Take) -> Result<(), BoxError> {
+    let reply: redis::Value = take.cmd(FLOOR_KEY, FLOOR_FENCE).query(conn)?;
+    if !take.granted(&reply) {
+        return Err(format!("the floor's key was not free: {reply:?}").into());
+    }
+    let deleted: i64 = free_cmd(FLOOR_KEY).query(conn)?;
+    if deleted != 1 {
+        return Err("the floor's compare-del found another token".into());
+    }
+    Ok(())
+}
+
+/// The sync kind: plain `redis::Connection`s, used on the main thread outside any
+/// runtime.
+pub struct SyncKind {
+    /// The floors' and the `PING`s' connection.
+    conn: redis::Connection,
+    /// `blocking::Locks::new(client.get_connection())`: exactly a plain connection.
+    face: blocking::Locks,
+    /// `blocking::Locks::connect(client)`: the same with socket read and write timeouts
+    /// (set once) and re-opened when it breaks.
+    connected: blocking::Locks,
+}
+
+impl SyncKind {
+    pub fn new(client: &redis::Client) -> Result<Self, BoxError> {
+        Ok(Self {
+            conn: client.get_connection()?,
+            face: blocking::Locks::new(client.get_connection()?),
+            connected: blocking::Locks::connect(client)?,
+        })
+    }
+
+    /// One round of `n` cycles per contender: `PING`, the floors, the face made with
+    /// `new`, the face made with `connect`.
+    pub fn round(&mut self, n: usize, samples: &mut Samples) -> Result<(), BoxError> {
+        let mut rtts = Vec::with_capacity(n);
+        for _ in 0..n {
+            let t = Instant::now();
+            let _: String = redis::cmd("PING").query(&mut self.conn)?;
+            rtts.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        rtts.sort_by(f64::total_cmp);
+        samples.push("sync_rtt_p50_us", percentile(&rtts, 0.5));
+        for take in Take::BOTH {
+            let conn = &mut self.conn;
+            PerCycle::measure(n, || (0..n).try_for_each(|_| sync_floor_cycle(conn, take)))?
+                .push(samples, &format!("sync_{}", take.stem()));
+        }
+        for (stem, locks) in [("sync", &self.face), ("sync_connect", &self.connected)] {
+            PerCycle::measure(n, || {
+                for _ in 0..n {
+                    let guard = locks
+                        .try_lock(FACE_LOCK)?
+                        .ok_or("the face's lock was free")?;
+                    guard.release()?;
+                }
+                Ok(())
+            })?
+            .push(samples, stem);
+        }
+        Ok(())
+    }
+}
+
+/// An async kind: a `MultiplexedConnection` made on `runtime` (its driver task runs
+/// there), the floors on clones of it, and `Locks::new` on another clone.
+pub struct AsyncKind<'rt> {
+    /// The figures' prefix: `ct`, `mt`, `mtw`.
+    name: &'static str,
+    runtime: &'rt Runtime,
+    /// Run each contender as a task on a worker of a multi-thread runtime (where a
+    /// service's request handlers run) rather than in `block_on` on the main thread.
+    on_worker: bool,
+    pub conn: MultiplexedConnection,
+    pub face: Locks<MultiplexedConnection>,
+}
+
+impl<'rt> AsyncKind<'rt> {
+    /// `on_worker`: see the field.
+    pub fn new(
+        name: &'static str,
+        runtime: &'rt Runtime,
+        on_worker: bool,
+        client: &redis::Client,
+    ) -> Result<Self, BoxError> {
+        let conn = runtime.block_on(client.get_multiplexed_async_connection())?;
+        Ok(Self {
+            name,
+            runtime,
+            on_worker,
+            face: Locks::new(conn.clone()),
+            conn,
+        })
+    }
+
+    /// Runs `contender` on this kind's runtime, to its end.
+    pub fn run<T: Send + 'static>(
+        &self,
+        contender: impl Future<Output = Result<T, BoxError>> + Send + 'static,
+    ) -> Result<T, BoxError> {
+        if self.on_worker {
+            self.runtime
+                .block_on(async move { tokio::spawn(contender).await? })
+        } else {
+            self.runtime.block_on(contender)
+        }
+    }
+
+    /// The median `PING` round trip over `n` pings, each sent `idle` after the last reply
+    /// (zero: back to back). After an idle millisecond the machine has to wake up (on
+    /// this VM that costs more than the round trip itself), which is what a handoff after
+    /// 1 ms of held work pays.
+    pub fn rtt_p50_us(&self, n: usize, idle: Duration) -> Result<f64, BoxError> {
+        let mut conn = self.conn.clone();
+        self.run(async move {
+            let mut samples = Vec::with_capacity(n);
+            for _ in 0..n {
+                if !idle.is_zero() {
+                    tokio::time::sleep(idle).await;
+                }
+                let t = Instant::now();
+                let _: String = redis::cmd("PING").query_async(&mut conn).await?;
+                samples.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+            samples.sort_by(f64::total_cmp);
+            Ok(percentile(&samples, 0.5))
+        })
+    }
+
+    /// One round of `n` cycles per contender: `PING`, the floors, the face.
+    pub fn round(&self, n: usize, samples: &mut Samples) -> Result<(), BoxError> {
+        let name = self.name;
+        samples.push(
+            format!("{name}_rtt_p50_us"),
+            self.rtt_p50_us(n, Duration::ZERO)?,
+        );
+        for take in Take::BOTH {
+            let mut conn = self.conn.clone();
+            PerCycle::measure(n, || {
+                self.run(async move {
+                    for _ in 0..n {
+                        floor_cycle(&mut conn, FLOOR_KEY, FLOOR_FENCE, take).await?;
+                    }
+                    Ok(())
+                })
+            })?
+            .push(samples, &format!("{name}_{}", take.stem()));
+        }
+        let locks = self.face.clone();
+        PerCycle::measure(n, || {
+            self.run(async move {
+                for _ in 0..n {
+                    let guard = locks
+                        .try_lock(FACE_LOCK)
+                        .await?
+                        .ok_or("the face's lock was free")?;
+                    guard.release().await?;
+                }
+                Ok(())
+            })
+        })?
+        .push(samples, name);
+        Ok(())
+    }
+}

@@ -1,0 +1,129 @@
+//! The bench's arithmetic and clocks: samples per figure and their medians, percentiles,
+//! and the CPU time of this process (the client) and of the server.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+
+use crate::BoxError;
+
+/// Each figure's samples, one per round.
+#[derive(Default)]
+pub struct Samples(BTreeMap<String, Vec<f64>>);
+
+impl Samples {
+    pub fn push(&mut self, figure: impl Into<String>, value: f64) {
+        self.0.entry(figure.into()).or_default().push(value);
+    }
+
+    /// `num / den` in each round (the two were measured minutes apart at most), lowest
+    /// and highest: how far noise moved a ratio whose medians the report compares.
+    pub fn round_ratio_range(&self, num: &str, den: &str) -> Option<(f64, f64)> {
+        let ratios = self
+            .0
+            .get(num)?
+            .iter()
+            .zip(self.0.get(den)?)
+            .map(|(n, d)| n / d);
+        ratios.fold(None, |range, r| match range {
+            None => Some((r, r)),
+            Some((lo, hi)) => Some((f64::min(lo, r), f64::max(hi, r))),
+        })
+    }
+
+    /// Each figure's median over the rounds.
+    pub fn medians(self) -> BTreeMap<String, f64> {
+        self.0.into_iter().map(|(k, v)| (k, median(v))).collect()
+    }
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs.get(xs.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i]
+}
+
+pub fn per_op_us(elapsed: Duration, n: usize) -> f64 {
+    #[allow(clippy::cast_precision_loss)]
+    let n = n as f64;
+    elapsed.as_secs_f64() * 1e6 / n
+}
+
+/// What `n` back-to-back cycles cost, per cycle.
+pub struct PerCycle {
+    /// Wall-clock microseconds.
+    pub wall_us: f64,
+    /// Microseconds of CPU that this process's threads ran, all of them: the caller's,
+    /// a runtime's workers and I/O driver, the faces' watchdogs.
+    pub client_cpu_us: f64,
+}
+
+impl PerCycle {
+    /// Runs `cycles` (which does `n` cycles) and measures it.
+    pub fn measure(
+        n: usize,
+        cycles: impl FnOnce() -> Result<(), BoxError>,
+    ) -> Result<Self, BoxError> {
+        let cpu_before = threads_cpu_ns()?;
+        let started = Instant::now();
+        cycles()?;
+        let wall = started.elapsed();
+        let cpu = Duration::from_nanos(threads_cpu_ns()?.saturating_sub(cpu_before));
+        Ok(Self {
+            wall_us: per_op_us(wall, n),
+            client_cpu_us: per_op_us(cpu, n),
+        })
+    }
+
+    /// Pushes `<stem>_cycle_us` and `<stem>_cycle_client_cpu_us`.
+    pub fn push(&self, samples: &mut Samples, stem: &str) {
+        samples.push(format!("{stem}_cycle_us"), self.wall_us);
+        samples.push(format!("{stem}_cycle_client_cpu_us"), self.client_cpu_us);
+    }
+}
+
+/// The nanoseconds of CPU this process's live threads have run: the first field of each
+/// `/proc/self/task/<tid>/schedstat` (the scheduler's own accounting, to the
+/// nanosecond, where `/proc/self/stat` counts 10 ms ticks). A thread that ends takes its
+/// time with it; none ends while a cycle is measured (runtimes and watchdogs live for the
+/// whole run).
+pub fn threads_cpu_ns() -> Result<u64, BoxError> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir("/proc/self/task")? {
+        let Ok(stat) = std::fs::read_to_string(task?.path().join("schedstat")) else {
+            continue; // the thread ended between the listing and the read
+        };
+        total += stat
+            .split_whitespace()
+            .next()
+            .ok_or("/proc/self/task/*/schedstat: empty")?
+            .parse::<u64>()?;
+    }
+    Ok(total)
+}
+
+/// The CPU seconds the server has used (`INFO cpu`, user + system).
+pub async fn server_cpu_s(conn: &mut MultiplexedConnection) -> Result<f64, BoxError> {
+    let info: String = redis::cmd("INFO").arg("cpu").query_async(conn).await?;
+    Ok(info
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("used_cpu_sys:")
+                .or_else(|| l.strip_prefix("used_cpu_user:"))
+        })
+        .filter_map(|v| v.trim().parse::<f64>().ok())
+        .sum())
+}

@@ -1,0 +1,203 @@
+//! The report on stdout: a table of the cycle per connection kind, every figure, the
+//! targets, and the ratios that explain them.
+
+use std::collections::BTreeMap;
+
+use crate::measure::Samples;
+
+/// The connection kinds, by figure prefix, as the report names them.
+const KINDS: [(&str, &str); 4] = [
+    (
+        "sync",
+        "redis::Connection, blocking::Locks::new, main thread",
+    ),
+    (
+        "ct",
+        "MultiplexedConnection, current-thread runtime, Locks::new",
+    ),
+    (
+        "mt",
+        "MultiplexedConnection, multi-thread runtime (2 workers), Locks::new, block_on",
+    ),
+    (
+        "mtw",
+        "MultiplexedConnection, multi-thread runtime (2 workers), Locks::new, on a worker",
+    ),
+];
+
+/// Each kind's lowest and highest per-round ratio of its cycle to its script floor.
+pub fn round_ranges(samples: &Samples) -> BTreeMap<&'static str, (f64, f64)> {
+    KINDS
+        .iter()
+        .filter_map(|(kind, _)| {
+            let range = samples.round_ratio_range(
+                &format!("{kind}_cycle_us"),
+                &format!("{kind}_floor_script_cycle_us"),
+            )?;
+            Some((*kind, range))
+        })
+        .collect()
+}
+
+/// Prints the figures and the targets; `ranges` holds each kind's lowest and highest
+/// per-round ratio of its cycle to its script floor, and `samples` counts the handoffs
+/// measured: one handle, a handle each, raw floor, polling.
+pub fn print(
+    figures: &BTreeMap<String, f64>,
+    ranges: &BTreeMap<&str, (f64, f64)>,
+    quick: bool,
+    samples: [usize; 4],
+) {
+    let [handoffs, separate, floors, polls] = samples;
+    let get = |k: &str| figures.get(k).copied().unwrap_or(f64::NAN);
+    println!(
+        "lockscript bench ({}; {} cores; redis-server on loopback)\n",
+        if quick { "--quick" } else { "full" },
+        std::thread::available_parallelism().map_or(0, std::num::NonZero::get)
+    );
+    kinds(&get);
+    println!("\n{:<44} {:>12}", "figure", "value");
+    for (k, v) in figures {
+        // Ratios and core counts are small: show them to two places.
+        let places = if v.abs() < 10.0 { 2 } else { 1 };
+        println!("{k:<44} {v:>12.places$}");
+    }
+    println!(
+        "\n(handoff samples: {handoffs} one handle, {separate} a handle each, {floors} raw floor, {polls} polling)"
+    );
+    targets(&get, ranges);
+    explaining(&get);
+}
+
+/// A table per connection kind: the round trip, both floors and the face, wall time and
+/// client CPU per cycle, and the ratios to the floors.
+fn kinds(get: &impl Fn(&str) -> f64) {
+    println!("the cycle per connection kind (medians; µs per cycle; client CPU of all threads):");
+    for (kind, what) in KINDS {
+        println!("\n{kind}: {what}");
+        println!(
+            "  {:<36} {:>9} {:>11} {:>9} {:>9}",
+            "", "wall µs", "client CPU", "/ script", "/ SET"
+        );
+        println!(
+            "  {:<36} {:>9.1}",
+            "PING round trip",
+            get(&format!("{kind}_rtt_p50_us"))
+        );
+        let script = get(&format!("{kind}_floor_script_cycle_us"));
+        let set = get(&format!("{kind}_floor_set_cycle_us"));
+        let mut rows = vec![
+            (
+                "floor: SET NX PX + compare-del",
+                format!("{kind}_floor_set"),
+            ),
+            (
+                "floor: acquire.lua + compare-del",
+                format!("{kind}_floor_script"),
+            ),
+            ("face: try_lock + release", kind.to_owned()),
+        ];
+        if kind == "sync" {
+            rows.push(("face made with connect", "sync_connect".to_owned()));
+        }
+        for (label, stem) in rows {
+            let wall = get(&format!("{stem}_cycle_us"));
+            println!(
+                "  {label:<36} {wall:>9.1} {:>11.1} {:>9.2} {:>9.2}",
+                get(&format!("{stem}_cycle_client_cpu_us")),
+                wall / script,
+                wall / set
+            );
+        }
+    }
+}
+
+/// The targets: each kind's cycle within 1.10 x its script floor (with the range of
+/// the per-round ratios), and the handoffs.
+fn targets(get: &impl Fn(&str) -> f64, ranges: &BTreeMap<&str, (f64, f64)>) {
+    println!("\ntargets (ratios of this run's medians):");
+    let mut checks: Vec<(String, f64, f64, String)> = KINDS
+        .iter()
+        .map(|(kind, _)| {
+            let range = ranges.get(kind).map_or_else(String::new, |(lo, hi)| {
+                format!("  (rounds {lo:.2}..{hi:.2})")
+            });
+            (
+                format!("{kind}_cycle_us <= 1.10 x {kind}_floor_script_cycle_us"),
+                get(&format!("{kind}_cycle_us")) / get(&format!("{kind}_floor_script_cycle_us")),
+                1.10,
+                range,
+            )
+        })
+        .collect();
+    checks.push((
+        "handoff_p50_us <= 3 x mt_rtt_p50_us".to_owned(),
+        get("handoff_p50_us") / get("mt_rtt_p50_us"),
+        3.0,
+        String::new(),
+    ));
+    checks.push((
+        "attempts_per_acquire <= 2".to_owned(),
+        get("attempts_per_acquire"),
+        2.0,
+        String::new(),
+    ));
+    for (what, ratio, bound, range) in checks {
+        let status = if ratio <= bound { "holds" } else { "MISSED" };
+        let line = format!("  {what:<56} {ratio:>6.2}  {status:<6}{range}");
+        println!("{}", line.trim_end());
+    }
+}
+
+/// Ratios that explain the targets, and the client CPU each face adds to its floor.
+fn explaining(get: &impl Fn(&str) -> f64) {
+    let mut ratios: Vec<(String, String)> = Vec::new();
+    for (kind, _) in KINDS {
+        ratios.push((
+            format!("{kind}_cycle_us"),
+            format!("{kind}_floor_set_cycle_us"),
+        ));
+        ratios.push((
+            format!("{kind}_floor_script_cycle_us"),
+            format!("{kind}_floor_set_cycle_us"),
+        ));
+    }
+    for (num, den) in [
+        ("sync_connect_cycle_us", "sync_floor_script_cycle_us"),
+        ("mt_rslock_cycle_us", "mt_cycle_us"),
+        ("mt_rslock_cycle_us", "mt_floor_set_cycle_us"),
+        (
+            "mtw_throughput_cycles_per_s",
+            "mtw_floor_script_throughput_cycles_per_s",
+        ),
+        (
+            "mtw_throughput_cycles_per_s",
+            "mtw_floor_set_throughput_cycles_per_s",
+        ),
+        (
+            "mtw_floor_script_throughput_cycles_per_s",
+            "mtw_floor_set_throughput_cycles_per_s",
+        ),
+        ("handoff_p50_us", "floor_handoff_p50_us"),
+        ("handoff_p50_us", "mt_rtt_after_idle_p50_us"),
+        // The handoff's contenders are tasks on workers: their own round trip.
+        ("handoff_p50_us", "mtw_rtt_p50_us"),
+        ("handoff_p50_us", "mtw_rtt_after_idle_p50_us"),
+        ("handoff_separate_p50_us", "floor_handoff_p50_us"),
+        ("handoff_separate_p50_us", "mt_rtt_p50_us"),
+    ] {
+        ratios.push((num.to_owned(), den.to_owned()));
+    }
+    println!("\nexplaining ratios:");
+    for (num, den) in ratios {
+        println!("  {num} / {den}: {:.2}", get(&num) / get(&den));
+    }
+    println!("\nclient CPU per cycle beyond the script floor's (µs):");
+    for (kind, _) in KINDS {
+        println!(
+            "  {kind}: {:+.1}",
+            get(&format!("{kind}_cycle_client_cpu_us"))
+                - get(&format!("{kind}_floor_script_cycle_client_cpu_us"))
+        );
+    }
+}
