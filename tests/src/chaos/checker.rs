@@ -411,6 +411,12 @@ fn check_loss(
                             .collect(),
                     );
                 }
+                // A holder that stopped before even its first validity end was not
+                // holding on after it: the loss was found by its release.
+                ("not_held" | "lost", None)
+                    if by_id
+                        .get(&(*worker, *grant))
+                        .is_some_and(|&i| first_end(grants[i].event) > *t_start) => {}
                 ("not_held" | "lost", None) => {
                     report.violate(
                         "timely loss",
@@ -423,6 +429,14 @@ fn check_loss(
                 _ => {}
             }
         }
+    }
+}
+
+/// The validity end a grant started with (renewals only move it later).
+fn first_end(grant: &Event) -> u64 {
+    match grant {
+        Event::Grant { valid_until, .. } => *valid_until,
+        _ => 0,
     }
 }
 
@@ -682,6 +696,17 @@ mod tests {
         };
         let report = check(&[grant(1, 1, 1, 100 * MS), end("not_held")], &bounds());
         assert_eq!(kinds(&report), ["timely loss"]);
+        // Released before its first validity end, found gone by the release: the holder
+        // had stopped in time.
+        let early = Event::Release {
+            worker: 1,
+            grant: 1,
+            outcome: "not_held".into(),
+            t_start: 150 * MS,
+            t_end: 700 * MS,
+        };
+        let report = check(&[grant(1, 1, 1, 100 * MS), early], &bounds());
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
         let signalled = Event::Lost {
             worker: 1,
             grant: 1,
