@@ -257,6 +257,58 @@ impl RedisCluster {
         })
     }
 
+    /// Makes node `i` announce `port` as its client port (its cluster bus port stays the
+    /// real one), e.g. a proxy's in front of it, and waits until every live node's
+    /// `CLUSTER NODES` says so: cluster clients, which connect to the addresses the
+    /// cluster announces, then reach node `i` through that port. The setting is not kept
+    /// across a restart of the node: announce again after one.
+    ///
+    /// # Panics
+    ///
+    /// If the node refuses the setting, or the others do not learn of it within 30 s.
+    pub fn announce_port(&self, i: usize, port: u16) {
+        let node = self.node(i);
+        let mut conn = node.connection();
+        for (option, value) in [
+            ("cluster-announce-bus-port", node.port() + 10_000),
+            ("cluster-announce-port", port),
+        ] {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(option)
+                .arg(value)
+                .query(&mut conn)
+                .unwrap_or_else(|e| panic!("node {i}: CONFIG SET {option} {value}: {e}"));
+        }
+        let id = self.node_id(i).to_owned();
+        let wanted = format!(":{port}@");
+        let start = Instant::now();
+        for j in 0..self.nodes.len() {
+            if !self.node(j).is_running() {
+                continue;
+            }
+            let mut conn = self.node(j).connection();
+            loop {
+                let nodes: String = redis::cmd("CLUSTER")
+                    .arg("NODES")
+                    .query(&mut conn)
+                    .unwrap_or_default();
+                let seen = nodes
+                    .lines()
+                    .find(|l| l.starts_with(&id))
+                    .is_some_and(|l| l.contains(&wanted));
+                if seen {
+                    break;
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "node {j} does not see node {i} at port {port}: {nodes}"
+                );
+                thread::sleep(POLL_INTERVAL);
+            }
+        }
+    }
+
     /// The indexes of the live nodes that currently report themselves as masters, ascending.
     #[must_use]
     pub fn masters(&self) -> Vec<usize> {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use lockscript_tests::chaos::checker::{self, Bounds, Report};
 use lockscript_tests::chaos::history::{self, Event};
-use lockscript_tests::chaos::run::{self, SLACK};
+use lockscript_tests::chaos::run::{self, CALL_SLACK, SLACK};
 
 /// One chaos run at a time: each loads the machine's two cores on its own, and the
 /// bounds it checks are timing bounds.
@@ -86,6 +86,7 @@ fn the_checker_catches_a_client_without_the_lease_deadline() {
 fn bounds() -> Bounds {
     Bounds {
         slack: SLACK,
+        call_slack: CALL_SLACK,
         wait_timeout: Duration::from_secs(2),
         call: lock_runtime::DEFAULT_RESPONSE_TIMEOUT,
     }

@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use lock_runtime::{LockError, Locks};
-use lockscript_tests::cluster::{RedisCluster, key_slot};
+use lockscript_tests::cluster::RedisCluster;
 use lockscript_tests::command_calls;
 use lockscript_tests::proxy::Proxy;
 use redis::Value;
@@ -42,67 +42,13 @@ fn release_sha() -> &'static str {
     lock_runtime::builtin::compare_del("k", "t").script().sha1()
 }
 
-/// The port `conn`'s node names in `CLUSTER SLOTS` for the master of `slot`.
-fn announced_port(conn: &mut redis::Connection, slot: u16) -> Option<i64> {
-    let ranges: Vec<Value> = redis::cmd("CLUSTER")
-        .arg("SLOTS")
-        .query(conn)
-        .expect("CLUSTER SLOTS");
-    ranges.iter().find_map(|range| {
-        let Value::Array(fields) = range else {
-            return None;
-        };
-        let (Value::Int(lo), Value::Int(hi), Value::Array(master)) =
-            (fields.first()?, fields.get(1)?, fields.get(2)?)
-        else {
-            return None;
-        };
-        if !(*lo..=*hi).contains(&i64::from(slot)) {
-            return None;
-        }
-        match master.get(1)? {
-            Value::Int(port) => Some(*port),
-            _ => None,
-        }
-    })
-}
-
 /// Puts a proxy in front of the master that owns `key`: the master announces the
-/// proxy's port (its bus port stays the real one), and this returns once every node's
-/// `CLUSTER SLOTS` names the proxy for `key`'s slot. Returns the master and the proxy.
+/// proxy's port (its bus port stays the real one), and this returns once every node
+/// names the proxy for it. Returns the master and the proxy.
 fn proxy_the_master_of(cluster: &RedisCluster, key: &str) -> (usize, Proxy) {
     let master = cluster.master_for_key(key);
-    let real = cluster.node(master).port();
-    let proxy = Proxy::start(real);
-    let mut conn = cluster.node(master).connection();
-    for (option, port) in [
-        ("cluster-announce-bus-port", real + 10_000),
-        ("cluster-announce-port", proxy.port()),
-    ] {
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg(option)
-            .arg(port)
-            .query(&mut conn)
-            .unwrap_or_else(|e| panic!("CONFIG SET {option} {port}: {e}"));
-    }
-    let slot = key_slot(key);
-    let wanted = i64::from(proxy.port());
-    let start = Instant::now();
-    for i in 0..cluster.nodes().len() {
-        let mut conn = cluster.node(i).connection();
-        loop {
-            let seen = announced_port(&mut conn, slot);
-            if seen == Some(wanted) {
-                break;
-            }
-            assert!(
-                start.elapsed() < PATIENCE,
-                "node {i} still names port {seen:?} for slot {slot}, not the proxy's {wanted}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+    let proxy = Proxy::start(cluster.node(master).port());
+    cluster.announce_port(master, proxy.port());
     (master, proxy)
 }
 

@@ -7,9 +7,8 @@
 //! lease) and at most [`SLACK`] after it. A holder whose signal waited for a reconnect
 //! or a renewal in flight misses the bound by seconds.
 //!
-//! The Cluster runs the server faults on the master that holds the lock; the network
-//! faults are covered on one server (a proxy before a cluster node needs
-//! `cluster-announce-port`, as `cluster_resend.rs` does).
+//! On the Cluster the faults hit the master that holds the lock, which clients reach
+//! through a proxy it announces (`cluster-announce-port`).
 
 use std::time::{Duration, Instant};
 
@@ -180,14 +179,33 @@ async fn redlock(fault: Fault) {
 
 async fn cluster(fault: Fault) {
     let mut cluster = RedisCluster::start(3, 0);
+    let master = cluster.master_for_key("lock:{loss}");
+    // Clients reach the lock's master through a proxy it announces.
+    let proxy = Proxy::start(cluster.node(master).port());
+    cluster.announce_port(master, proxy.port());
     let locks = Locks::connect_cluster(cluster.urls())
         .await
         .unwrap()
         .ttl(TTL);
     let guard = locks.lock("loss").await.unwrap();
     tokio::time::sleep(TTL / 2).await;
-    let master = cluster.master_for_key("lock:{loss}");
     inject(cluster.node_mut(master), fault);
+    let _resetting = match fault {
+        Fault::Blackhole => {
+            proxy.set_blackhole(true);
+            None
+        }
+        Fault::Delay => {
+            proxy.set_delay(Duration::from_millis(700));
+            None
+        }
+        Fault::Resets => {
+            let resetting = proxy.keep_resetting(Duration::from_millis(10));
+            proxy.set_blackhole(true);
+            Some(resetting)
+        }
+        _ => None,
+    };
     tokio::time::timeout(PATIENCE, guard.lost())
         .await
         .unwrap_or_else(|_| panic!("{fault:?}: lost() never fired"));
@@ -240,10 +258,4 @@ macro_rules! every_fault {
 every_fault!(async_cases, async_locks);
 every_fault!(blocking_cases, blocking_locks);
 every_fault!(async_cases, redlock);
-
-async_cases!(cluster:
-    killed => Kill,
-    terminated => Term,
-    frozen => Stop,
-    paused => PauseAll,
-);
+every_fault!(async_cases, cluster);

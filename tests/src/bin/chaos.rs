@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use lockscript_tests::chaos::checker::{self, Bounds};
 use lockscript_tests::chaos::history;
-use lockscript_tests::chaos::run::{self, RunConfig, SLACK};
+use lockscript_tests::chaos::run::{self, CALL_SLACK, RunConfig, SLACK};
 use lockscript_tests::chaos::worker::{self, CONFIG_VAR, Topology, WorkerConfig};
 
 fn usage() -> ! {
@@ -46,6 +46,7 @@ fn main() {
                 .collect();
             let bounds = Bounds {
                 slack: SLACK,
+                call_slack: CALL_SLACK,
                 wait_timeout: Duration::from_secs(2),
                 call: lock_runtime::DEFAULT_RESPONSE_TIMEOUT,
             };

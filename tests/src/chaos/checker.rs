@@ -14,7 +14,7 @@
 //!    except across a forgetting fault, where repeats are counted.
 //! 4. **Call durations.** `lock()` returns within `wait_timeout` plus one response
 //!    timeout, the other calls within one response timeout (three node timeouts for
-//!    Redlock), plus the slack and any time the worker was frozen.
+//!    Redlock), plus a scheduling slack and any time the worker was frozen.
 //!
 //! Workers that crash or hang, and locks left behind, are found by the run itself and
 //! added to the report.
@@ -28,9 +28,11 @@ use super::history::Event;
 /// The bounds the history is held to.
 #[derive(Clone, Copy, Debug)]
 pub struct Bounds {
-    /// How late `lost()` may fire, and how much a call may overrun its bound (the
-    /// README's scheduling slack).
+    /// How late `lost()` may fire (the README's loss slack).
     pub slack: Duration,
+    /// How much a call may overrun its bound: the scheduling delay of its last timer
+    /// on a loaded machine.
+    pub call_slack: Duration,
     /// The workers' `wait_timeout`.
     pub wait_timeout: Duration,
     /// The bound of one call that is not `lock()`.
@@ -504,7 +506,8 @@ fn check_calls(events: &[Event], faults: &Faults<'_>, bounds: &Bounds, report: &
             _ => continue,
         };
         let took = t_end.saturating_sub(*t_start);
-        let allowed = ns(bound + bounds.slack) + faults.frozen_within(*worker, *t_start, *t_end);
+        let allowed =
+            ns(bound + bounds.call_slack) + faults.frozen_within(*worker, *t_start, *t_end);
         if took > allowed {
             report.violate(
                 "call duration",
@@ -546,6 +549,7 @@ mod tests {
     fn bounds() -> Bounds {
         Bounds {
             slack: Duration::from_millis(100),
+            call_slack: Duration::from_millis(100),
             wait_timeout: Duration::from_secs(2),
             call: Duration::from_millis(500),
         }

@@ -38,8 +38,8 @@ impl Node {
 pub enum Servers {
     /// One server (with or without AOF).
     One(Node),
-    /// A Redis Cluster; clients connect to the nodes directly.
-    Cluster(RedisCluster),
+    /// A Redis Cluster, each node behind a proxy it announces to clients.
+    Cluster(RedisCluster, Vec<Proxy>, Vec<Option<Resetting>>),
     /// Independent masters.
     Masters(Vec<Node>),
 }
@@ -56,7 +56,19 @@ impl Servers {
                     .arg("--appendfsync")
                     .arg("always"),
             )),
-            Topology::Cluster => Servers::Cluster(RedisCluster::start(3, 1)),
+            Topology::Cluster => {
+                let cluster = RedisCluster::start(3, 1);
+                let proxies: Vec<Proxy> = cluster
+                    .nodes()
+                    .iter()
+                    .map(|node| Proxy::start(node.port()))
+                    .collect();
+                for (i, proxy) in proxies.iter().enumerate() {
+                    cluster.announce_port(i, proxy.port());
+                }
+                let resetting = proxies.iter().map(|_| None).collect();
+                Servers::Cluster(cluster, proxies, resetting)
+            }
             Topology::Redlock => Servers::Masters(
                 (0..5)
                     .map(|_| Node::start(RedisServer::builder()))
@@ -69,7 +81,7 @@ impl Servers {
     pub fn urls(&self) -> Vec<String> {
         match self {
             Servers::One(node) => vec![node.proxy.url()],
-            Servers::Cluster(cluster) => cluster.urls(),
+            Servers::Cluster(_, proxies, _) => proxies.iter().map(Proxy::url).collect(),
             Servers::Masters(nodes) => nodes.iter().map(|n| n.proxy.url()).collect(),
         }
     }
@@ -78,7 +90,7 @@ impl Servers {
     pub fn running(&self) -> Vec<&RedisServer> {
         match self {
             Servers::One(node) => vec![&node.server],
-            Servers::Cluster(cluster) => cluster.nodes().iter().collect(),
+            Servers::Cluster(cluster, ..) => cluster.nodes().iter().collect(),
             Servers::Masters(nodes) => nodes.iter().map(|n| &n.server).collect(),
         }
         .into_iter()
@@ -98,10 +110,16 @@ enum Kind {
     ScriptFlush,
     ClientPause,
     FreezeWorker,
+    KillWorker,
     Failover,
+    RestartEmpty,
 }
 
 impl Kind {
+    fn on_worker(self) -> bool {
+        matches!(self, Kind::FreezeWorker | Kind::KillWorker)
+    }
+
     fn name(self) -> &'static str {
         match self {
             Kind::FreezeServer => "freeze_server",
@@ -112,7 +130,9 @@ impl Kind {
             Kind::ScriptFlush => "script_flush",
             Kind::ClientPause => "client_pause",
             Kind::FreezeWorker => "freeze_worker",
+            Kind::KillWorker => "kill_worker",
             Kind::Failover => "failover",
+            Kind::RestartEmpty => "restart_empty",
         }
     }
 }
@@ -134,6 +154,8 @@ pub struct Nemesis {
     topology: Topology,
     ttl: Duration,
     workers: Vec<u32>,
+    /// Workers killed (at most one per schedule); never faulted again.
+    pub killed: Vec<usize>,
     active: Vec<Active>,
     /// The faults injected so far, as events.
     pub history: Vec<Event>,
@@ -147,6 +169,7 @@ impl Nemesis {
             topology,
             ttl,
             workers,
+            killed: Vec::new(),
             active: Vec::new(),
             history: Vec::new(),
         }
@@ -193,10 +216,12 @@ impl Nemesis {
     }
 
     fn busy(&self, kind: Kind, target: usize) -> bool {
-        let worker = kind == Kind::FreezeWorker;
-        self.active
-            .iter()
-            .any(|a| a.target == target && (a.kind == Kind::FreezeWorker) == worker)
+        let worker = kind.on_worker();
+        worker && self.killed.contains(&target)
+            || self
+                .active
+                .iter()
+                .any(|a| a.target == target && a.kind.on_worker() == worker)
     }
 
     fn ms(&mut self, range: std::ops::Range<u64>) -> Duration {
@@ -215,22 +240,32 @@ impl Nemesis {
                 Kind::ScriptFlush,
                 Kind::ClientPause,
                 Kind::FreezeWorker,
+                Kind::KillWorker,
             ],
             Topology::Cluster => &[
                 Kind::FreezeServer,
                 Kind::Failover,
+                Kind::RestartEmpty,
+                Kind::Delay,
+                Kind::Blackhole,
+                Kind::Resets,
                 Kind::ScriptFlush,
                 Kind::ClientPause,
                 Kind::FreezeWorker,
+                Kind::KillWorker,
             ],
         };
         let kind = menu[self.rng.random_range(0..menu.len())];
+        // One worker killed per schedule at most, and never the last one standing.
+        if kind == Kind::KillWorker && (!self.killed.is_empty() || self.workers.len() < 2) {
+            return None;
+        }
         let target = match (kind, servers) {
-            (Kind::FreezeWorker, _) => self.rng.random_range(0..self.workers.len()),
+            (kind, _) if kind.on_worker() => self.rng.random_range(0..self.workers.len()),
             (_, Servers::One(_)) => 0,
             (_, Servers::Masters(nodes)) => self.rng.random_range(0..nodes.len()),
             // Faults go to masters (a frozen replica would only delay a failover).
-            (_, Servers::Cluster(cluster)) => {
+            (_, Servers::Cluster(cluster, ..)) => {
                 let masters = cluster.masters();
                 masters[self.rng.random_range(0..masters.len())]
             }
@@ -238,8 +273,8 @@ impl Nemesis {
         // On a cluster one server fault at a time: a failover waits for the cluster to
         // settle, which it cannot while another master is frozen.
         let exclusive = self.topology == Topology::Cluster
-            && kind != Kind::FreezeWorker
-            && self.active.iter().any(|a| a.kind != Kind::FreezeWorker);
+            && !kind.on_worker()
+            && self.active.iter().any(|a| !a.kind.on_worker());
         (!exclusive && !self.busy(kind, target)).then_some((kind, target))
     }
 
@@ -257,13 +292,33 @@ impl Nemesis {
                 // Sometimes longer than a lease.
                 self.ms(50..ttl_ms * 3)
             }
-            (Kind::Failover, Servers::Cluster(cluster)) => {
+            (Kind::KillWorker, _) => {
+                signal(self.workers[target], rustix::process::Signal::KILL);
+                self.killed.push(target);
+                Duration::ZERO
+            }
+            (Kind::Failover, Servers::Cluster(cluster, ..)) => {
                 cluster.node_mut(target).stop();
                 cluster.wait_until_ok(Duration::from_secs(60));
                 (forgets_locks, forgets_fences) = (true, true);
                 Duration::ZERO
             }
-            (kind, Servers::Cluster(cluster)) => self.cluster_fault(kind, cluster.node_mut(target)),
+            (Kind::RestartEmpty, Servers::Cluster(cluster, proxies, _)) => {
+                // Back before the others notice (node timeout 1 s): the same master of
+                // the same slots, with nothing in it.
+                cluster.node_mut(target).restart();
+                cluster.announce_port(target, proxies[target].port());
+                cluster.wait_until_ok(Duration::from_secs(60));
+                (forgets_locks, forgets_fences) = (true, true);
+                Duration::ZERO
+            }
+            (
+                Kind::Delay | Kind::Blackhole | Kind::Resets,
+                Servers::Cluster(_, proxies, resetting),
+            ) => self.proxy_fault(kind, &proxies[target], &mut resetting[target]),
+            (kind, Servers::Cluster(cluster, ..)) => {
+                self.cluster_fault(kind, cluster.node_mut(target))
+            }
             (kind, Servers::One(node)) => {
                 if kind == Kind::KillRestart && self.topology != Topology::Aof {
                     (forgets_locks, forgets_fences) = (true, true);
@@ -285,6 +340,35 @@ impl Nemesis {
             forgets_locks,
             forgets_fences,
         });
+    }
+
+    /// A fault on the network in front of a server (its proxy); how long it lasts.
+    fn proxy_fault(
+        &mut self,
+        kind: Kind,
+        proxy: &Proxy,
+        resetting: &mut Option<Resetting>,
+    ) -> Duration {
+        match kind {
+            Kind::Delay => {
+                let delay = self.ms(20..700);
+                proxy.set_delay(delay);
+                self.ms(300..1_500)
+            }
+            Kind::Blackhole => {
+                proxy.set_blackhole(true);
+                self.ms(200..1_200)
+            }
+            _ => {
+                if self.rng.random_bool(0.5) {
+                    proxy.reset();
+                    Duration::ZERO
+                } else {
+                    *resetting = Some(proxy.keep_resetting(Duration::from_millis(20)));
+                    self.ms(200..1_000)
+                }
+            }
+        }
     }
 
     /// A fault on one master of a cluster; how long it lasts.
@@ -326,23 +410,8 @@ impl Nemesis {
                     self.ms(0..800)
                 }
             }
-            Kind::Delay => {
-                let delay = self.ms(20..700);
-                node.proxy.set_delay(delay);
-                self.ms(300..1_500)
-            }
-            Kind::Blackhole => {
-                node.proxy.set_blackhole(true);
-                self.ms(200..1_200)
-            }
-            Kind::Resets => {
-                if self.rng.random_bool(0.5) {
-                    node.proxy.reset();
-                    Duration::ZERO
-                } else {
-                    node.resetting = Some(node.proxy.keep_resetting(Duration::from_millis(20)));
-                    self.ms(200..1_000)
-                }
+            Kind::Delay | Kind::Blackhole | Kind::Resets => {
+                self.proxy_fault(kind, &node.proxy, &mut node.resetting)
             }
             Kind::ScriptFlush => {
                 let _: Result<(), _> = redis::cmd("SCRIPT")
@@ -363,15 +432,18 @@ impl Nemesis {
             (Kind::FreezeWorker, _) => {
                 signal(self.workers[fault.target], rustix::process::Signal::CONT);
             }
-            (Kind::Failover, Servers::Cluster(cluster)) => {
+            (Kind::Failover, Servers::Cluster(cluster, proxies, _)) => {
                 // The killed master comes back and rejoins as a replica.
                 cluster.node_mut(fault.target).restart();
+                cluster.announce_port(fault.target, proxies[fault.target].port());
                 cluster.wait_until_ok(Duration::from_secs(60));
             }
-            (Kind::FreezeServer, Servers::Cluster(cluster)) => {
+            (Kind::FreezeServer, Servers::Cluster(cluster, ..)) => {
                 cluster.node(fault.target).signal("CONT");
             }
-            (_, Servers::Cluster(_)) => {}
+            (kind, Servers::Cluster(_, proxies, resetting)) => {
+                heal_proxy(kind, &proxies[fault.target], &mut resetting[fault.target]);
+            }
             (kind, Servers::One(node)) => heal_node(kind, node),
             (kind, Servers::Masters(nodes)) => heal_node(kind, &mut nodes[fault.target]),
         }
@@ -379,10 +451,19 @@ impl Nemesis {
 }
 
 fn target_name(kind: Kind, target: usize) -> String {
-    if kind == Kind::FreezeWorker {
+    if kind.on_worker() {
         format!("worker:{target}")
     } else {
         format!("server:{target}")
+    }
+}
+
+fn heal_proxy(kind: Kind, proxy: &Proxy, resetting: &mut Option<Resetting>) {
+    match kind {
+        Kind::Delay => proxy.set_delay(Duration::ZERO),
+        Kind::Blackhole => proxy.set_blackhole(false),
+        Kind::Resets => *resetting = None,
+        _ => {}
     }
 }
 
@@ -390,10 +471,7 @@ fn heal_node(kind: Kind, node: &mut Node) {
     match kind {
         Kind::FreezeServer => node.server.signal("CONT"),
         Kind::KillRestart => node.server.restart(),
-        Kind::Delay => node.proxy.set_delay(Duration::ZERO),
-        Kind::Blackhole => node.proxy.set_blackhole(false),
-        Kind::Resets => node.resetting = None,
-        _ => {}
+        kind => heal_proxy(kind, &node.proxy, &mut node.resetting),
     }
 }
 
