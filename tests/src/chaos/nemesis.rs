@@ -230,31 +230,26 @@ impl Nemesis {
 
     /// A fault and a target that is not already faulted (`None`: not now).
     fn pick(&mut self, servers: &Servers) -> Option<(Kind, usize)> {
-        let menu: &[Kind] = match self.topology {
-            Topology::Single | Topology::Aof | Topology::Redlock => &[
-                Kind::FreezeServer,
-                Kind::KillRestart,
-                Kind::Delay,
-                Kind::Blackhole,
-                Kind::Resets,
-                Kind::ScriptFlush,
-                Kind::ClientPause,
-                Kind::FreezeWorker,
-                Kind::KillWorker,
-            ],
-            Topology::Cluster => &[
-                Kind::FreezeServer,
-                Kind::Failover,
-                Kind::RestartEmpty,
-                Kind::Delay,
-                Kind::Blackhole,
-                Kind::Resets,
-                Kind::ScriptFlush,
-                Kind::ClientPause,
-                Kind::FreezeWorker,
-                Kind::KillWorker,
-            ],
+        // What every topology suffers, then what only some do.
+        const ANYWHERE: [Kind; 7] = [
+            Kind::FreezeServer,
+            Kind::Delay,
+            Kind::Blackhole,
+            Kind::Resets,
+            Kind::ScriptFlush,
+            Kind::ClientPause,
+            Kind::FreezeWorker,
+        ];
+        let more: &[Kind] = match self.topology {
+            Topology::Single | Topology::Aof | Topology::Redlock => &[Kind::KillRestart],
+            Topology::Cluster => &[Kind::Failover, Kind::RestartEmpty],
         };
+        let menu: Vec<Kind> = ANYWHERE
+            .iter()
+            .chain(more)
+            .chain(&[Kind::KillWorker])
+            .copied()
+            .collect();
         let kind = menu[self.rng.random_range(0..menu.len())];
         // One worker killed per schedule at most, and never the last one standing.
         if kind == Kind::KillWorker && (!self.killed.is_empty() || self.workers.len() < 2) {

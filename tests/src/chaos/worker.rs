@@ -159,6 +159,50 @@ impl Ctx {
         grant
     }
 
+    /// Records how a `lock()` call on `lock` that began at `started` ended; the guard if
+    /// it got one.
+    fn locked<G>(&self, lock: &str, started: Instant, result: Result<G, LockError>) -> Option<G> {
+        let (outcome, detail) = match &result {
+            Ok(_) => ("ok", String::new()),
+            Err(e @ LockError::Timeout { .. }) => ("timeout", e.to_string()),
+            Err(e) => ("error", e.to_string()),
+        };
+        self.call("lock", lock, started, outcome, detail);
+        result.ok()
+    }
+
+    /// Records a holder's `is_lost()` before a write; whether it may write.
+    fn may_write(&self, grant: u64, lost: bool) -> bool {
+        self.record(&Event::Check {
+            worker: self.cfg.worker,
+            grant,
+            lost,
+            t: self.now(),
+        });
+        !lost
+    }
+
+    /// Records a fenced write sent at `t_sent` and what the store answered.
+    fn wrote(&self, grant: u64, t_sent: u64, written: &Result<i64, LockError>) {
+        let outcome = match written {
+            Ok(1) => "written",
+            Ok(_) => "refused",
+            Err(_) => "error",
+        };
+        self.record(&Event::Write {
+            worker: self.cfg.worker,
+            grant,
+            outcome: outcome.to_owned(),
+            t_sent,
+            t_done: self.now(),
+        });
+    }
+
+    /// A pause between two writes of a section: up to two thirds of a lease.
+    fn pause(&self, rng: &mut StdRng) -> Duration {
+        Duration::from_millis(rng.random_range(0..=self.cfg.ttl_ms * 2 / 3))
+    }
+
     fn ended(&self, grant: u64, outcome: &str, started: Instant) {
         self.record(&Event::Release {
             worker: self.cfg.worker,
@@ -290,36 +334,16 @@ async fn section(ctx: &Ctx, grant: u64, lock: &str, lease: &Lease, seed: u64) {
     let writer = format!("w{}g{grant}", ctx.cfg.worker);
     for i in 0..rng.random_range(1..=3) {
         if i > 0 {
-            let pause = rng.random_range(0..=ctx.cfg.ttl_ms * 2 / 3);
-            tokio::time::sleep(Duration::from_millis(pause)).await;
+            tokio::time::sleep(ctx.pause(&mut rng)).await;
         }
-        let t = ctx.now();
-        let lost = lease.is_lost();
-        ctx.record(&Event::Check {
-            worker: ctx.cfg.worker,
-            grant,
-            lost,
-            t,
-        });
-        if lost {
+        if !ctx.may_write(grant, lease.is_lost()) {
             return;
         }
         let t_sent = ctx.now();
         let written = fenced_append(&value, &highest, &log, lease.fencing_token(), &writer)
             .invoke_async(&mut store)
             .await;
-        let outcome = match written {
-            Ok(1) => "written",
-            Ok(_) => "refused",
-            Err(_) => "error",
-        };
-        ctx.record(&Event::Write {
-            worker: ctx.cfg.worker,
-            grant,
-            outcome: outcome.to_owned(),
-            t_sent,
-            t_done: ctx.now(),
-        });
+        ctx.wrote(grant, t_sent, &written);
     }
 }
 
@@ -345,22 +369,13 @@ async fn take_and_hold<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng, st
                 return;
             }
         },
-        Style::Lock | Style::Drop => match locks.lock(&name).await {
-            Ok(guard) => {
-                ctx.call("lock", &name, started, "ok", String::new());
-                guard
-            }
-            Err(e) => {
-                let outcome = if matches!(e, LockError::Timeout { .. }) {
-                    "timeout"
-                } else {
-                    "error"
-                };
-                ctx.call("lock", &name, started, outcome, e.to_string());
+        Style::Lock | Style::Drop => {
+            let Some(guard) = ctx.locked(&name, started, locks.lock(&name).await) else {
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 return;
-            }
-        },
+            };
+            guard
+        }
     };
     let lease = guard.lease();
     let how = match style {
@@ -424,13 +439,8 @@ async fn with_lock_once<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng) {
         ctx.ended(grant, outcome_of(&result), started);
         let _ = done.send(());
     } else {
-        let outcome = if matches!(result, Err(LockError::Timeout { .. })) {
-            "timeout"
-        } else {
-            "error"
-        };
-        let detail = result.err().map(|e| e.to_string()).unwrap_or_default();
-        ctx.call("lock", &name, started, outcome, detail);
+        // No grant: with_lock's own lock() failed.
+        ctx.locked(&name, started, result);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -517,21 +527,9 @@ fn blocking_actor(ctx: &Arc<Ctx>, url: &str, store: &str) -> Option<std::thread:
         while !ctx.stop.load(Ordering::Relaxed) {
             let name = pick_name(&mut rng);
             let started = Instant::now();
-            let guard = match locks.lock(&name) {
-                Ok(guard) => {
-                    ctx.call("lock", &name, started, "ok", String::new());
-                    guard
-                }
-                Err(e) => {
-                    let outcome = if matches!(e, LockError::Timeout { .. }) {
-                        "timeout"
-                    } else {
-                        "error"
-                    };
-                    ctx.call("lock", &name, started, outcome, e.to_string());
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
-                }
+            let Some(guard) = ctx.locked(&name, started, locks.lock(&name)) else {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
             };
             let lease = guard.lease();
             let grant = ctx.granted(
@@ -562,36 +560,15 @@ fn blocking_actor(ctx: &Arc<Ctx>, url: &str, store: &str) -> Option<std::thread:
             let writer = format!("w{}g{grant}", ctx.cfg.worker);
             for i in 0..rng.random_range(1..=3) {
                 if i > 0 {
-                    std::thread::sleep(Duration::from_millis(
-                        rng.random_range(0..=ctx.cfg.ttl_ms * 2 / 3),
-                    ));
+                    std::thread::sleep(ctx.pause(&mut rng));
                 }
-                let t = ctx.now();
-                let lost = guard.is_lost();
-                ctx.record(&Event::Check {
-                    worker: ctx.cfg.worker,
-                    grant,
-                    lost,
-                    t,
-                });
-                if lost {
+                if !ctx.may_write(grant, guard.is_lost()) {
                     break;
                 }
                 let t_sent = ctx.now();
                 let written = fenced_append(&value, &highest, &log, guard.fencing_token(), &writer)
                     .invoke(&mut store);
-                let outcome = match written {
-                    Ok(1) => "written",
-                    Ok(_) => "refused",
-                    Err(_) => "error",
-                };
-                ctx.record(&Event::Write {
-                    worker: ctx.cfg.worker,
-                    grant,
-                    outcome: outcome.to_owned(),
-                    t_sent,
-                    t_done: ctx.now(),
-                });
+                ctx.wrote(grant, t_sent, &written);
             }
             let ending = Instant::now();
             let released = guard.release();
