@@ -127,6 +127,11 @@ impl Wait {
     /// The attempt found the lock held, for `remaining` more if known.
     fn refused(&mut self, remaining: Option<Duration>, now: Instant) -> Step {
         self.failure = None;
+        // Past the deadline, no step but the end: not even the subscription's extra
+        // attempt, which would add a second attempt's time to the call.
+        if now >= self.deadline {
+            return Step::GiveUp(self.give_up(now));
+        }
         if self.subscribe {
             self.subscribe = false;
             let within = self.nap(remaining, now);
@@ -232,6 +237,20 @@ mod tests {
         let step = w.failed(LockError::no_reply(Duration::from_millis(5)), end);
         assert!(
             matches!(step, Step::GiveUp(LockError::Redis(_))),
+            "{step:?}"
+        );
+    }
+
+    #[test]
+    fn a_first_refusal_past_the_deadline_ends_the_wait_without_subscribing() {
+        // The first attempt began just before the deadline and was refused after it: a
+        // second attempt (after subscribing) would take the call a second response
+        // timeout past its bound.
+        let (mut w, now) = wait(true);
+        w.start(now, false);
+        let step = w.refused(None, now + Duration::from_millis(1_200));
+        assert!(
+            matches!(step, Step::GiveUp(LockError::Timeout { attempts: 1, .. })),
             "{step:?}"
         );
     }
