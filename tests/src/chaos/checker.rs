@@ -295,7 +295,9 @@ fn check_exclusion(
                     .map(|&i| &grants[i])
                     .find(|b| b.t > a.t && b.t < *t && (b.worker, b.id) != (a.worker, a.id));
                 if let Some(b) = later {
-                    if faults.forgot_locks_between(a.t, b.t) {
+                    // `a` ran on the server somewhere in `t_sent..=t`: a fault after it
+                    // began may have come after the grant.
+                    if faults.forgot_locks_between(a.t_sent, b.t) {
                         report.count("holders overlapping after a forgetting fault", 1);
                     } else {
                         report.violate(
@@ -469,7 +471,9 @@ fn check_fences(
             if b.fence > a.fence {
                 continue;
             }
-            if faults.forgot_fences_between(a.t, b.t) {
+            // `a` ran on the server somewhere in `t_sent..=t`, its reply possibly held up
+            // until after a fault that came later than the grant itself.
+            if faults.forgot_fences_between(a.t_sent, b.t) {
                 report.count("fence repeats after a forgetting fault", 1);
             } else {
                 report.violate(
@@ -637,6 +641,39 @@ mod tests {
             1
         );
         assert_eq!(report.figures["fence repeats after a forgetting fault"], 1);
+    }
+
+    #[test]
+    fn a_fault_while_the_earlier_grant_was_in_flight_may_have_come_after_it() {
+        // The reply to fence 9 was held up past a restart that forgot the counter:
+        // the grant ran before the restart, so fence 1 afterwards is a counted repeat.
+        let mut slow = grant(1, 1, 9, 300 * MS);
+        if let Event::Grant { t_sent, .. } = &mut slow {
+            *t_sent = 100 * MS;
+        }
+        let restart = Event::Fault {
+            kind: "kill_restart".into(),
+            target: "server".into(),
+            t_start: 150 * MS,
+            t_end: 200 * MS,
+            forgets_locks: true,
+            forgets_fences: true,
+        };
+        let events = vec![
+            slow,
+            restart,
+            grant(2, 1, 1, 400 * MS),
+            check_at(1, 1, 410 * MS),
+        ];
+        let report = check(&events, &bounds());
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.figures["fence repeats after a forgetting fault"], 1);
+        // Without the restart the same history breaks both rules.
+        let report = check(
+            &[events[0].clone(), events[2].clone(), events[3].clone()],
+            &bounds(),
+        );
+        assert_eq!(kinds(&report), ["exclusion", "fences"]);
     }
 
     #[test]
