@@ -338,13 +338,58 @@ impl RedisCluster {
     pub fn wait_until_ok(&self, timeout: Duration) {
         let start = Instant::now();
         loop {
-            let reason = match self.check() {
-                Ok(()) => return,
-                Err(reason) => reason,
-            };
+            let Err(reason) = self.check() else { return };
             assert!(
                 start.elapsed() < timeout,
                 "redis cluster not ok after {timeout:?}: {reason}\n{}",
+                self.logs()
+            );
+            thread::sleep(POLL_INTERVAL);
+        }
+    }
+
+    /// Polls until the cluster has stayed settled for `quiet`: what [`Self::wait_until_ok`]
+    /// waits for, no live node flagged as failing (`fail?` or `fail`) in any live node's
+    /// view, and the same slot owners throughout.
+    ///
+    /// A master that was down for a moment can still lose its slots after
+    /// `wait_until_ok` passes: a failure report made while it was down leads its replica to
+    /// an election a second or two later, and until the old master hears of the new epoch
+    /// both accept writes for those slots. A failover only starts from a `fail` flag, and a
+    /// flag only appears after [`NODE_TIMEOUT`] without an answer, so `quiet` should be at
+    /// least twice that.
+    ///
+    /// # Panics
+    ///
+    /// If the cluster has not stayed settled for `quiet` within `timeout`.
+    pub fn wait_until_settled(&self, quiet: Duration, timeout: Duration) {
+        let start = Instant::now();
+        let mut calm: Option<(Instant, SlotOwners)> = None;
+        loop {
+            let reason = match self.check() {
+                Ok(view) if !view.flagged.is_empty() => {
+                    format!("nodes {:?} are flagged as failing", view.flagged)
+                }
+                Ok(view) => match &calm {
+                    Some((since, owners)) if *owners == view.owners => {
+                        if since.elapsed() >= quiet {
+                            return;
+                        }
+                        String::new()
+                    }
+                    _ => {
+                        calm = Some((Instant::now(), view.owners));
+                        String::new()
+                    }
+                },
+                Err(reason) => reason,
+            };
+            if !reason.is_empty() {
+                calm = None;
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "redis cluster not settled for {quiet:?} within {timeout:?}: {reason}\n{}",
                 self.logs()
             );
             thread::sleep(POLL_INTERVAL);
@@ -443,7 +488,7 @@ impl RedisCluster {
 
     /// `Ok` when the cluster is settled (see [`RedisCluster::wait_until_ok`]), else what is
     /// still wrong.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<View, String> {
         // Probed in parallel, so a frozen node (which costs a PROBE_TIMEOUT) does not make the
         // other views stale.
         let probes: Vec<Probe> = thread::scope(|scope| {
@@ -517,7 +562,19 @@ impl RedisCluster {
         if next != u32::from(SLOT_COUNT) {
             return Err(format!("node {first} sees no owner of slot {next}"));
         }
-        Ok(())
+        let mut flagged: Vec<usize> = views
+            .iter()
+            .flat_map(|(_, state)| &state.nodes)
+            .filter(|line| line.flags.iter().any(|f| f == "fail" || f == "fail?"))
+            .filter_map(|line| self.index_of(&line.id))
+            .filter(|i| live.contains(i))
+            .collect();
+        flagged.sort_unstable();
+        flagged.dedup();
+        Ok(View {
+            owners: reference,
+            flagged,
+        })
     }
 
     /// Node `i`'s state.
@@ -645,6 +702,17 @@ struct NodeState {
     nodes: Vec<NodeLine>,
     /// `INFO replication`.
     replication: String,
+}
+
+/// Slot ranges (first, last) and their owners' ids.
+type SlotOwners = Vec<(u16, u16, String)>;
+
+/// What a settled cluster looks like from its live nodes.
+struct View {
+    /// Slot ranges and their owners' ids.
+    owners: SlotOwners,
+    /// Live nodes some live node flags as failing (`fail?` or `fail`).
+    flagged: Vec<usize>,
 }
 
 /// One line of `CLUSTER NODES`.

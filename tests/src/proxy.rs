@@ -224,6 +224,7 @@ impl Drop for Proxy {
         self.reset();
         // Wake the accept loop so it sees `stopped`.
         let _ = TcpStream::connect(("127.0.0.1", self.port));
+        crate::server::release_port(self.port);
     }
 }
 

@@ -17,6 +17,7 @@
 //! redis::cmd("SET").arg("k").arg("v").exec(&mut con).unwrap();
 //! ```
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::fs::{self, File};
@@ -24,9 +25,12 @@ use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use rustix::fs::{FlockOperation, flock};
+use rustix::io::Errno;
 use tempfile::TempDir;
 
 /// Environment variable that overrides the `redis-server` binary to run.
@@ -342,6 +346,7 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.stop();
+        release_port(self.port);
         if thread::panicking() {
             eprintln!(
                 "\n===== redis-server log (port {}, pid {}, dir {}; test panicked) =====\n{}\
@@ -373,8 +378,13 @@ const DEFAULT_EPHEMERAL_LOW: u16 = 32_768;
 /// redis-server exits with "Address already in use" (seen in CI). Ports below the range are only
 /// ever taken by an explicit `bind`, and this process never hands one out twice.
 ///
-/// Another process may still take the port before redis binds it; [`ServerBuilder::start`] then
-/// retries with another port.
+/// Other processes that use this harness (a second test run, a chaos soak, `cargo nextest`'s
+/// process per test) never draw a port this process holds: each port and its bus port are
+/// reserved with a lock file (`lockscript-test-ports/<port>` in the temp dir, `flock`ed) until
+/// [`release_port`] or the end of the process. Without it, another run could start its server
+/// on the port of a server stopped here for a restart, and this harness's proxy and clients
+/// would then talk to a stranger's server. Another program may still take the port before
+/// redis binds it; [`ServerBuilder::start`] then retries with another port.
 ///
 /// # Panics
 ///
@@ -383,7 +393,6 @@ const DEFAULT_EPHEMERAL_LOW: u16 = 32_768;
 pub fn free_port() -> u16 {
     use std::collections::HashSet;
     use std::hash::{BuildHasher, RandomState};
-    use std::sync::Mutex;
 
     static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
     let (low, high) = port_range();
@@ -397,16 +406,65 @@ pub fn free_port() -> u16 {
             continue;
         }
         // A cluster node also binds `port + 10000`: reserve that one along with the port.
-        let mut handed_out = HANDED_OUT
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut handed_out = HANDED_OUT.lock().unwrap_or_else(PoisonError::into_inner);
         let handed_out = handed_out.get_or_insert_with(HashSet::new);
         if !handed_out.contains(&port) && !handed_out.contains(&bus) {
             handed_out.extend([port, bus]);
-            return port;
+            if reserve(port) {
+                if reserve(bus) {
+                    return port;
+                }
+                release_port(port);
+            }
         }
     }
     panic!("no free loopback port in {low}..={high} after {PORT_FILTER_ATTEMPTS} draws");
+}
+
+/// The lock files by which this process holds its ports against other processes.
+static RESERVED: Mutex<Option<HashMap<u16, File>>> = Mutex::new(None);
+
+/// Reserves `port` against other processes; `false` if one holds it. Where no lock file can
+/// be made (an unwritable temp dir), only the bind check guards the port.
+fn reserve(port: u16) -> bool {
+    let dir = std::env::temp_dir().join("lockscript-test-ports");
+    let file = fs::create_dir_all(&dir).and_then(|()| {
+        File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(port.to_string()))
+    });
+    let Ok(file) = file else { return true };
+    match try_lock(&file) {
+        Ok(()) => {
+            RESERVED
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_or_insert_with(HashMap::new)
+                .insert(port, file);
+            true
+        }
+        Err(Errno::WOULDBLOCK) => false,
+        Err(_) => true,
+    }
+}
+
+/// Takes `file`'s exclusive advisory lock without waiting (`flock`): held until the file
+/// is closed, by this process or its end, so a crashed run leaves no stale reservation.
+fn try_lock(file: &File) -> Result<(), Errno> {
+    flock(file, FlockOperation::NonBlockingLockExclusive)
+}
+
+/// Gives back to other processes a port drawn by [`free_port`] (and its bus port), once no
+/// server or proxy of this process listens on it; this process never draws it again.
+/// [`RedisServer`] and [`Proxy`](crate::proxy::Proxy) release theirs when dropped.
+pub fn release_port(port: u16) {
+    let mut reserved = RESERVED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(reserved) = reserved.as_mut() {
+        reserved.remove(&port);
+        reserved.remove(&port.saturating_add(BUS_PORT_ROOM));
+    }
 }
 
 /// The ports [`free_port`] draws from: from [`LOWEST_PORT`] up to [`BUS_PORT_ROOM`] below the
@@ -433,6 +491,7 @@ fn free_port_where(accept: fn(u16) -> bool) -> u16 {
         if accept(port) {
             return port;
         }
+        release_port(port);
     }
     panic!("no free port passed the port filter in {PORT_FILTER_ATTEMPTS} attempts");
 }
@@ -625,6 +684,37 @@ mod tests {
                 "{port} is the bus port of an earlier one, or the reverse"
             );
         }
+    }
+
+    #[test]
+    fn a_drawn_port_is_held_against_other_processes_until_released() {
+        // Another process's lock on the same file is another open file description: a
+        // second open here stands in for it.
+        let other = |port: u16| {
+            File::options()
+                .write(true)
+                .open(
+                    std::env::temp_dir()
+                        .join("lockscript-test-ports")
+                        .join(port.to_string()),
+                )
+                .unwrap()
+        };
+        let port = free_port();
+        for held in [port, port + BUS_PORT_ROOM] {
+            assert!(
+                try_lock(&other(held)) == Err(Errno::WOULDBLOCK),
+                "{held} is not held"
+            );
+        }
+        release_port(port);
+        let theirs = other(port);
+        try_lock(&theirs).unwrap();
+        // Held by "them", it is not reserved here.
+        assert!(!reserve(port));
+        drop(theirs);
+        assert!(reserve(port));
+        release_port(port);
     }
 
     #[test]

@@ -9,9 +9,15 @@ use rand::rngs::StdRng;
 
 use super::history::{Event, now_ns};
 use super::worker::Topology;
-use crate::cluster::RedisCluster;
+use crate::cluster::{NODE_TIMEOUT, RedisCluster};
 use crate::proxy::{Proxy, Resetting};
 use crate::server::RedisServer;
+
+/// How long a cluster must stay settled after a master came back before its fault ends:
+/// past the node timeout a failure report could still appear, and from one a failover.
+const SETTLED: Duration = NODE_TIMEOUT
+    .saturating_mul(2)
+    .saturating_add(Duration::from_millis(500));
 
 /// One server and the proxy clients reach it through.
 pub struct Node {
@@ -303,7 +309,10 @@ impl Nemesis {
                 // the same slots, with nothing in it.
                 cluster.node_mut(target).restart();
                 cluster.announce_port(target, proxies[target].port());
-                cluster.wait_until_ok(Duration::from_secs(60));
+                // Unless it came back too late: then its replica takes the slots over a
+                // second or two after, and both serve them until the old master hears of
+                // it. The fault lasts until no failover can follow.
+                cluster.wait_until_settled(SETTLED, Duration::from_secs(60));
                 (forgets_locks, forgets_fences) = (true, true);
                 Duration::ZERO
             }
@@ -431,7 +440,8 @@ impl Nemesis {
                 // The killed master comes back and rejoins as a replica.
                 cluster.node_mut(fault.target).restart();
                 cluster.announce_port(fault.target, proxies[fault.target].port());
-                cluster.wait_until_ok(Duration::from_secs(60));
+                // It claims its old slots until it hears of the new epoch.
+                cluster.wait_until_settled(SETTLED, Duration::from_secs(60));
             }
             (Kind::FreezeServer, Servers::Cluster(cluster, ..)) => {
                 cluster.node(fault.target).signal("CONT");
