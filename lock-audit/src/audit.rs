@@ -50,7 +50,7 @@ impl DirReport {
     /// How many problems, scripts and `SHA1SUMS` together.
     ///
     /// ```no_run
-    /// let report = lock_audit::audit::audit_dir("scripts".as_ref())?;
+    /// let report = lockscript_audit::audit::audit_dir("scripts".as_ref())?;
     /// assert_eq!(report.problem_count(), 0);
     /// # Ok::<(), std::io::Error>(())
     /// ```
@@ -62,7 +62,7 @@ impl DirReport {
 /// Audits every `.lua` file directly inside `dir`, and `dir/SHA1SUMS` when present.
 ///
 /// ```no_run
-/// let report = lock_audit::audit::audit_dir("scripts".as_ref())?;
+/// let report = lockscript_audit::audit::audit_dir("scripts".as_ref())?;
 /// for script in &report.scripts {
 ///     println!("{}  {}", script.sha1, script.name);
 /// }
@@ -89,7 +89,7 @@ pub fn audit_dir(dir: &Path) -> io::Result<DirReport> {
 /// Audits one script file.
 ///
 /// ```no_run
-/// let report = lock_audit::audit::audit_file("scripts/renew.lua".as_ref())?;
+/// let report = lockscript_audit::audit::audit_file("scripts/renew.lua".as_ref())?;
 /// assert!(report.problems.is_empty());
 /// # Ok::<(), std::io::Error>(())
 /// ```

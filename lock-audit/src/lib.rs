@@ -9,7 +9,7 @@
 //!   directory's `SHA1SUMS`.
 //!
 //! ```
-//! let analysis = lock_audit::lua::analyze("return redis.call('SLEEP', KEYS[1])");
+//! let analysis = lockscript_audit::lua::analyze("return redis.call('SLEEP', KEYS[1])");
 //! assert_eq!(analysis.keys.highest, 1);
 //! assert_eq!(analysis.problems[0].message, "`SLEEP` is not a Redis command");
 //! ```
@@ -23,7 +23,7 @@ pub mod lua;
 /// `SCRIPT LOAD` returns for a script with exactly these bytes.
 ///
 /// ```
-/// assert_eq!(lock_audit::sha1_hex(b"return 1"), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
+/// assert_eq!(lockscript_audit::sha1_hex(b"return 1"), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
 /// ```
 pub fn sha1_hex(bytes: &[u8]) -> String {
     sha1_smol::Sha1::from(bytes).digest().to_string()

@@ -58,7 +58,7 @@ fn audit_json_describes_every_script() {
         serde_json::json!(["EXISTS", "PTTL", "INCR", "SET"])
     );
     let bytes = std::fs::read(workspace().join("scripts/acquire-with-retry.lua")).unwrap();
-    assert_eq!(acquire["sha1"], lock_audit::sha1_hex(&bytes));
+    assert_eq!(acquire["sha1"], lockscript_audit::sha1_hex(&bytes));
     assert_eq!(v["dirs"][0]["sha1sums"]["present"], true);
     assert_eq!(v["dirs"][0]["sha1sums"]["listed"], 6);
 }
@@ -127,7 +127,7 @@ fn verify_reports_missing_scripts_and_load_fills_the_cache() {
     let bytes = std::fs::read(workspace().join("scripts/renew.lua")).unwrap();
     let exists: Vec<bool> = redis::cmd("SCRIPT")
         .arg("EXISTS")
-        .arg(lock_audit::sha1_hex(&bytes))
+        .arg(lockscript_audit::sha1_hex(&bytes))
         .query(&mut conn)
         .unwrap();
     assert_eq!(exists, vec![true]);

@@ -13,7 +13,7 @@ pub(crate) struct Args {
     pub(crate) path: LitStr,
     /// A pinned digest that the file must still have.
     pub(crate) sha1: Option<LitStr>,
-    /// The runtime crate's path, `::lock_runtime` unless overridden.
+    /// The runtime crate's path, `::lockscript` unless overridden.
     pub(crate) krate: Path,
 }
 
@@ -70,7 +70,7 @@ impl Parse for Args {
         Ok(Self {
             path,
             sha1,
-            krate: krate.unwrap_or_else(|| syn::parse_quote!(::lock_runtime)),
+            krate: krate.unwrap_or_else(|| syn::parse_quote!(::lockscript)),
         })
     }
 }

@@ -7,7 +7,7 @@ use syn::LitStr;
 
 use crate::item::Param;
 use crate::source::Source;
-use lock_audit::lua::{Analysis, Usage};
+use lockscript_audit::lua::{Analysis, Usage};
 
 /// Everything wrong with the script or its fit to the signature, each on `lit`.
 pub(crate) fn check(

@@ -8,7 +8,7 @@ use crate::args::Args;
 use crate::item::{Param, ScriptFn};
 use crate::source::Source;
 use crate::{check, source};
-use lock_audit::lua;
+use lockscript_audit::lua;
 
 /// The whole attribute: parse, check, expand. Errors come out as `compile_error!`s next
 /// to a stub with the declared signature, so call sites do not cascade into more errors.
@@ -56,7 +56,7 @@ fn with_stub(error: &syn::Error, item: TokenStream) -> TokenStream {
     let stub = match syn::parse2::<ScriptFn>(item) {
         Ok(mut func) => {
             func.take_params(&mut Vec::new());
-            stub(&func, &syn::parse_quote!(::lock_runtime))
+            stub(&func, &syn::parse_quote!(::lockscript))
         }
         Err(_) => TokenStream::new(),
     };

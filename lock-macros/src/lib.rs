@@ -1,9 +1,9 @@
 //! `#[lock_script("scripts/x.lua")]`: a Redis Lua script as a typed Rust function.
 //!
-//! Use it through `lock_runtime`, which re-exports it; the runtime documents the
+//! Use it through `lockscript`, which re-exports it; the runtime documents the
 //! generated API. This crate is only the entry point; the phases live in modules:
 //! `args` parses the attribute, `item` the bodyless function, `source` reads and
-//! hashes the file, `lock_audit` (shared with the `lockscript` CLI) analyses the script,
+//! hashes the file, `lockscript_audit` (shared with the `lockscript` CLI) analyses the script,
 //! `check` holds the script against the
 //! signature, and `expand` writes the function.
 #![forbid(unsafe_code)]
@@ -19,7 +19,7 @@ use proc_macro::TokenStream;
 /// Turns a bodyless function into a typed call of a Redis Lua script.
 ///
 /// ```ignore
-/// use lock_runtime::lock_script;
+/// use lockscript::lock_script;
 ///
 /// /// Deletes the lock only while it still holds our token.
 /// #[lock_script("scripts/compare-del.lua")]

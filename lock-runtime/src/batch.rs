@@ -18,10 +18,10 @@ use crate::{Invocation, LockError, Script};
 /// Adds typed script calls to a pipeline so that they never fail with `NOSCRIPT`.
 ///
 /// ```no_run
-/// use lock_runtime::PipelineExt;
-/// use lock_runtime::builtin::{compare_del, renew};
+/// use lockscript::PipelineExt;
+/// use lockscript::builtin::{compare_del, renew};
 ///
-/// # fn main() -> Result<(), lock_runtime::LockError> {
+/// # fn main() -> Result<(), lockscript::LockError> {
 /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
 /// let mut conn = client.get_connection()?;
 /// let mut pipe = redis::pipe();
@@ -53,6 +53,7 @@ impl PipelineExt for redis::Pipeline {
     }
 }
 
+#[cfg(feature = "cluster")]
 impl PipelineExt for redis::cluster::ClusterPipeline {
     fn invoke<R>(&mut self, call: &Invocation<R>) -> Result<&mut Self, LockError> {
         call.check_arguments()?;

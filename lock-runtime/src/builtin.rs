@@ -1,5 +1,5 @@
 //! The scripts the lock runtime runs, declared here so every binary that links
-//! `lock_runtime` has them in [`scripts()`](crate::scripts) and can audit them.
+//! `lockscript` has them in [`scripts()`](crate::scripts) and can audit them.
 //!
 //! Each is a plain file under `scripts/` with a header that explains it to a reviewer
 //! who reads no Rust. Key names for lock `name` share the hash tag `{name}`, so they
@@ -18,31 +18,31 @@ use crate::lock_script;
 /// Returns `(1, fence)` when acquired, `(0, pttl)` when another owner holds it.
 ///
 /// ```no_run
-/// # fn main() -> Result<(), lock_runtime::LockError> {
+/// # fn main() -> Result<(), lockscript::LockError> {
 /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
 /// let mut conn = client.get_connection()?;
-/// let (acquired, value) = lock_runtime::builtin::acquire(
+/// let (acquired, value) = lockscript::builtin::acquire(
 ///     "lock:{orders}", "lock:{orders}:fence", "my-token", 30_000,
 /// ).invoke(&mut conn)?;
 /// if acquired == 1 { println!("fence {value}") } else { println!("retry in {value} ms") }
 /// # Ok(())
 /// # }
 /// ```
-#[lock_script("../scripts/acquire-with-retry.lua")]
+#[lock_script("scripts/acquire-with-retry.lua")]
 pub fn acquire(#[key] lock: &str, #[key] fence: &str, token: &str, ttl_ms: u64) -> (i64, i64);
 
 /// Deletes the lock only while it holds `token`, and publishes on
 /// `<lock key>:released`. Returns 1 when released, 0 otherwise.
 ///
 /// ```no_run
-/// # fn main() -> Result<(), lock_runtime::LockError> {
+/// # fn main() -> Result<(), lockscript::LockError> {
 /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
 /// let mut conn = client.get_connection()?;
-/// let released = lock_runtime::builtin::compare_del("lock:{orders}", "my-token").invoke(&mut conn)?;
+/// let released = lockscript::builtin::compare_del("lock:{orders}", "my-token").invoke(&mut conn)?;
 /// # Ok(())
 /// # }
 /// ```
-#[lock_script("../scripts/compare-del.lua")]
+#[lock_script("scripts/compare-del.lua")]
 pub fn compare_del(#[key] lock: &str, token: &str) -> i64;
 
 /// Passes the lock from the holder of `token` to the holder of `next`, with a lease of
@@ -51,17 +51,17 @@ pub fn compare_del(#[key] lock: &str, token: &str) -> i64;
 /// lock. Nothing is published: the lock is held again at once.
 ///
 /// ```no_run
-/// # fn main() -> Result<(), lock_runtime::LockError> {
+/// # fn main() -> Result<(), lockscript::LockError> {
 /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
 /// let mut conn = client.get_connection()?;
-/// let fence = lock_runtime::builtin::handover(
+/// let fence = lockscript::builtin::handover(
 ///     "lock:{orders}", "lock:{orders}:fence", "my-token", "next-token", 30_000,
 /// ).invoke(&mut conn)?;
 /// if fence > 0 { println!("handed over with fence {fence}") }
 /// # Ok(())
 /// # }
 /// ```
-#[lock_script("../scripts/handover.lua")]
+#[lock_script("scripts/handover.lua")]
 pub fn handover(#[key] lock: &str, #[key] fence: &str, token: &str, next: &str, ttl_ms: u64)
 -> i64;
 
@@ -69,29 +69,29 @@ pub fn handover(#[key] lock: &str, #[key] fence: &str, token: &str, next: &str, 
 /// 0 otherwise.
 ///
 /// ```no_run
-/// # fn main() -> Result<(), lock_runtime::LockError> {
+/// # fn main() -> Result<(), lockscript::LockError> {
 /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
 /// let mut conn = client.get_connection()?;
-/// let renewed = lock_runtime::builtin::renew("lock:{orders}", "my-token", 30_000).invoke(&mut conn)?;
+/// let renewed = lockscript::builtin::renew("lock:{orders}", "my-token", 30_000).invoke(&mut conn)?;
 /// # Ok(())
 /// # }
 /// ```
-#[lock_script("../scripts/renew.lua")]
+#[lock_script("scripts/renew.lua")]
 pub fn renew(#[key] lock: &str, token: &str, ttl_ms: u64) -> i64;
 
 /// Raises a fencing counter to at least `floor` and returns its value afterwards.
 /// Redlock uses it so fencing tokens rise across grants on different majorities.
 ///
 /// ```no_run
-/// # fn main() -> Result<(), lock_runtime::LockError> {
+/// # fn main() -> Result<(), lockscript::LockError> {
 /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
 /// let mut conn = client.get_connection()?;
-/// let now = lock_runtime::builtin::raise_fence("lock:{orders}:fence", 42).invoke(&mut conn)?;
+/// let now = lockscript::builtin::raise_fence("lock:{orders}:fence", 42).invoke(&mut conn)?;
 /// assert!(now >= 42);
 /// # Ok(())
 /// # }
 /// ```
-#[lock_script("../scripts/raise-fence.lua")]
+#[lock_script("scripts/raise-fence.lua")]
 pub fn raise_fence(#[key] fence: &str, floor: u64) -> i64;
 
 /// An example of a fenced write: sets `value` only if `token` is not lower than the
@@ -99,15 +99,13 @@ pub fn raise_fence(#[key] fence: &str, floor: u64) -> i64;
 /// written, 0 when refused because a newer holder has written already.
 ///
 /// ```no_run
-/// # async fn demo(locks: lock_runtime::Locks) -> Result<(), lock_runtime::LockError> {
-/// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
-/// let mut conn = client.get_multiplexed_async_connection().await?;
-/// let guard = locks.lock("report").await?;
-/// let written = lock_runtime::builtin::fenced_set(
-///     "report:data", "report:data:fence-seen", guard.fencing_token(), "contents",
-/// ).invoke_async(&mut conn).await?;
+/// // `fencing_token` comes from the guard: `guard.fencing_token()`.
+/// # fn demo(conn: &mut redis::Connection, fencing_token: u64) -> Result<(), lockscript::LockError> {
+/// let written = lockscript::builtin::fenced_set(
+///     "report:data", "report:data:fence-seen", fencing_token, "contents",
+/// ).invoke(conn)?;
 /// # Ok(())
 /// # }
 /// ```
-#[lock_script("../scripts/fenced-set.lua")]
+#[lock_script("scripts/fenced-set.lua")]
 pub fn fenced_set(#[key] value_key: &str, #[key] seen: &str, token: u64, value: &str) -> i64;

@@ -4,17 +4,17 @@ use std::time::Duration;
 
 use redis::{ErrorKind, RedisError};
 
-/// Everything that can go wrong in `lock_runtime`.
+/// Everything that can go wrong in `lockscript`.
 ///
 /// Each variant says what happened to the caller and what to do about it.
 ///
 /// ```no_run
-/// # fn main() -> Result<(), lock_runtime::LockError> {
-/// use lock_runtime::LockError;
+/// # fn main() -> Result<(), lockscript::LockError> {
+/// use lockscript::LockError;
 ///
 /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
 /// let mut conn = client.get_connection()?;
-/// match lock_runtime::builtin::renew("lock:{orders}", "my-token", 30_000).invoke(&mut conn) {
+/// match lockscript::builtin::renew("lock:{orders}", "my-token", 30_000).invoke(&mut conn) {
 ///     Ok(1) => println!("renewed"),
 ///     Ok(_) => println!("not ours any more"),
 ///     Err(LockError::Script { script, message, .. }) => eprintln!("{script} raised: {message}"),
@@ -214,6 +214,7 @@ pub enum LockError {
     Redis(#[from] RedisError),
 }
 
+#[cfg(any(feature = "tokio", feature = "blocking"))]
 impl LockError {
     /// Whether the command that failed may have run on the server all the same: its
     /// reply was lost to an I/O error or a timeout. A server's error reply proves it did
@@ -263,7 +264,7 @@ pub(crate) fn is_retry_later(e: &RedisError) -> bool {
     )
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(feature = "tokio", feature = "blocking")))]
 mod tests {
     use super::*;
 

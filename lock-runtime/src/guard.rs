@@ -203,7 +203,7 @@ macro_rules! async_guard_methods {
         /// timeout).
         ///
         /// ```no_run
-        #[doc = concat!("# async fn f(guard: ", $ty, ") -> Result<(), lock_runtime::LockError> {")]
+        #[doc = concat!("# async fn f(guard: ", $ty, ") -> Result<(), lockscript::LockError> {")]
         /// if !guard.is_held().await? { eprintln!("lost"); }
         /// # Ok(())
         /// # }
@@ -218,7 +218,7 @@ macro_rules! async_guard_methods {
         /// is not, or if the lease was already lost.
         ///
         /// ```no_run
-        #[doc = concat!("# async fn f(guard: ", $ty, ") -> Result<(), lock_runtime::LockError> {")]
+        #[doc = concat!("# async fn f(guard: ", $ty, ") -> Result<(), lockscript::LockError> {")]
         /// guard.extend(std::time::Duration::from_secs(60)).await?;
         /// # Ok(())
         /// # }

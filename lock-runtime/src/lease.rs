@@ -469,7 +469,7 @@ impl LeaseState {
 /// It cannot release or extend; the guard does that.
 ///
 /// ```no_run
-/// # async fn demo(locks: lock_runtime::Locks) -> Result<(), lock_runtime::LockError> {
+/// # async fn demo(locks: lockscript::Locks) -> Result<(), lockscript::LockError> {
 /// let done = locks
 ///     .with_lock("orders:42", |lease| async move {
 ///         println!("writing with fencing token {}", lease.fencing_token());
@@ -485,7 +485,7 @@ impl Lease {
     /// The lock's name.
     ///
     /// ```no_run
-    /// # fn f(lease: lock_runtime::Lease) { println!("{}", lease.name()); }
+    /// # fn f(lease: lockscript::Lease) { println!("{}", lease.name()); }
     /// ```
     pub fn name(&self) -> &str {
         &self.0.keys.name
@@ -494,7 +494,7 @@ impl Lease {
     /// The fencing token of this grant: strictly larger than every earlier grant's.
     ///
     /// ```no_run
-    /// # fn f(lease: lock_runtime::Lease) { println!("{}", lease.fencing_token()); }
+    /// # fn f(lease: lockscript::Lease) { println!("{}", lease.fencing_token()); }
     /// ```
     pub fn fencing_token(&self) -> u64 {
         self.0.fence
@@ -503,7 +503,7 @@ impl Lease {
     /// Resolves when the lease is known lost (see [`LockGuard::lost`](crate::LockGuard::lost)).
     ///
     /// ```no_run
-    /// # async fn f(lease: lock_runtime::Lease) { lease.lost().await; eprintln!("lost"); }
+    /// # async fn f(lease: lockscript::Lease) { lease.lost().await; eprintln!("lost"); }
     /// ```
     pub async fn lost(&self) {
         self.0.lost().await;
@@ -513,7 +513,7 @@ impl Lease {
     /// (see [`blocking::LockGuard::lost_within`](crate::blocking::LockGuard::lost_within)).
     ///
     /// ```no_run
-    /// # fn f(lease: lock_runtime::Lease) {
+    /// # fn f(lease: lockscript::Lease) {
     /// if lease.lost_within(std::time::Duration::from_millis(100)) { eprintln!("lost"); }
     /// # }
     /// ```
@@ -526,7 +526,7 @@ impl Lease {
     /// call.
     ///
     /// ```no_run
-    /// # fn f(lease: lock_runtime::Lease) { assert!(!lease.is_lost()); }
+    /// # fn f(lease: lockscript::Lease) { assert!(!lease.is_lost()); }
     /// ```
     pub fn is_lost(&self) -> bool {
         self.0.is_lost()
@@ -535,7 +535,7 @@ impl Lease {
     /// Until when the lease may be relied on, on this process's monotonic clock.
     ///
     /// ```no_run
-    /// # fn f(lease: lock_runtime::Lease) { println!("{:?}", lease.valid_until()); }
+    /// # fn f(lease: lockscript::Lease) { println!("{:?}", lease.valid_until()); }
     /// ```
     pub fn valid_until(&self) -> Instant {
         self.0.valid_until()

@@ -6,13 +6,13 @@
 //! EVAL with the embedded source on a `NOSCRIPT` reply and only then.
 //!
 //! ```no_run
-//! use lock_runtime::lock_script;
+//! use lockscript::lock_script;
 //!
 //! /// Deletes the lock only while it still holds our token.
-//! #[lock_script("../scripts/compare-del.lua")]
+//! #[lock_script("scripts/compare-del.lua")]
 //! pub fn compare_del(#[key] lock: &str, token: &str) -> i64;
 //!
-//! # fn main() -> Result<(), lock_runtime::LockError> {
+//! # fn main() -> Result<(), lockscript::LockError> {
 //! let client = redis::Client::open("redis://127.0.0.1:6390/")?;
 //! let mut conn = client.get_connection()?;
 //! let deleted: i64 = compare_del("lock:{orders}", "token").invoke(&mut conn)?;
@@ -20,42 +20,91 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Features
+//!
+//! Pay only for what you use; the scripts (`#[lock_script]`, [`Invocation::invoke`],
+//! [`scripts`], [`load_scripts`], [`builtin`]) are always there.
+//!
+//! | feature    | default | what it adds |
+//! |------------|---------|--------------|
+//! | `tokio`    | yes     | the async face: `Locks`, `LockGuard`, `Lease`, `Invocation::invoke_async`, `load_scripts_async` |
+//! | `blocking` |         | `blocking::Locks` for code without async (its notifications run on a small runtime of its own) |
+//! | `cluster`  |         | Redis Cluster: `Locks::connect_cluster`, cluster pipelines (implies `tokio`) |
+//! | `redlock`  |         | `Redlock` over N independent masters (implies `tokio`) |
+//! | `tls`      |         | `rediss://` through rustls; the application installs a rustls crypto provider |
+//!
+//! ```toml
+//! [dependencies]
+//! lockscript = { version = "0.1", features = ["cluster"] }
+//! redis = "1.8"
+//! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-// The macro names `::lock_runtime::...`; this makes that path work inside the crate too.
-extern crate self as lock_runtime;
+// The macro names `::lockscript::...`; this makes that path work inside the crate too.
+extern crate self as lockscript;
 
-mod backend;
+// What each feature compiles: the scripts always; the lease engine's shared core for either
+// face; the async face, Redlock and the blocking face each behind their own feature.
 mod batch;
-pub mod blocking;
 pub mod builtin;
-mod engine;
 mod error;
-mod grant;
-mod guard;
-mod lease;
-mod locks;
-mod mutants;
-mod node;
-mod notify;
-mod queue;
-mod redlock;
 mod registry;
-mod schedule;
 mod script;
+
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+mod grant;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+mod lease;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+mod mutants;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+mod notify;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+mod schedule;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
 mod settings;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
 mod token;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
 mod wait;
+
+#[cfg(feature = "tokio")]
+mod backend;
+#[cfg(feature = "tokio")]
+mod engine;
+#[cfg(feature = "tokio")]
+mod guard;
+#[cfg(feature = "tokio")]
+mod locks;
+#[cfg(feature = "tokio")]
+mod node;
+#[cfg(feature = "tokio")]
+mod queue;
+#[cfg(feature = "tokio")]
 mod watchdog;
+
+#[cfg(feature = "blocking")]
+pub mod blocking;
+#[cfg(feature = "redlock")]
+mod redlock;
 
 pub use batch::PipelineExt;
 pub use error::LockError;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
 pub use lease::Lease;
-pub use lock_macros::lock_script;
+#[cfg(feature = "tokio")]
 pub use locks::{LockGuard, Locks};
-pub use redlock::{DEFAULT_NODE_TIMEOUT, Redlock, RedlockGuard};
-pub use registry::{load_scripts, load_scripts_async, scripts};
+pub use lockscript_macros::lock_script;
+#[cfg(feature = "redlock")]
+pub use redlock::{Redlock, RedlockGuard};
+#[cfg(feature = "tokio")]
+pub use registry::load_scripts_async;
+pub use registry::{load_scripts, scripts};
 pub use script::{Arity, Invocation, Script};
+#[cfg(feature = "redlock")]
+pub use settings::DEFAULT_NODE_TIMEOUT;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
 pub use settings::{
     DEFAULT_RESPONSE_TIMEOUT, MAX_HOLD, MAX_NAME_LEN, MAX_RETRY_DELAY, MAX_TTL, MAX_WAIT, MIN_TTL,
     RetryPolicy,
@@ -68,7 +117,7 @@ pub mod __private {
     pub use crate::script::{Invocation, Script};
     pub use linkme;
     /// Known bugs put back, for the chaos checker's own tests (feature `mutants`).
-    #[cfg(feature = "mutants")]
+    #[cfg(all(feature = "mutants", any(feature = "tokio", feature = "blocking")))]
     pub mod mutants {
         pub use crate::mutants::set_no_deadline;
     }

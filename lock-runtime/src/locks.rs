@@ -26,9 +26,9 @@ use crate::settings::{DEFAULT_RESPONSE_TIMEOUT, ReplicaWait, Settings};
 /// ```no_run
 /// use std::time::Duration;
 ///
-/// # async fn demo() -> Result<(), lock_runtime::LockError> {
+/// # async fn demo() -> Result<(), lockscript::LockError> {
 /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
-/// let locks = lock_runtime::Locks::connect(&client).await?
+/// let locks = lockscript::Locks::connect(&client).await?
 ///     .ttl(Duration::from_secs(30))
 ///     .wait_timeout(Duration::from_secs(10))
 ///     .watchdog(true);
@@ -69,9 +69,9 @@ impl Locks<ConnectionManager> {
     /// server within one retry.
     ///
     /// ```no_run
-    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// # async fn demo() -> Result<(), lockscript::LockError> {
     /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
-    /// let locks = lock_runtime::Locks::connect(&client).await?;
+    /// let locks = lockscript::Locks::connect(&client).await?;
     /// # Ok(())
     /// # }
     /// ```
@@ -118,6 +118,7 @@ pub(crate) async fn warn_if_evicting<C: redis::aio::ConnectionLike>(conn: &mut C
     }
 }
 
+#[cfg(feature = "cluster")]
 impl Locks<redis::cluster_async::ClusterConnection> {
     /// Opens an async Redis Cluster connection to the cluster of `nodes` (it routes each
     /// lock to the master that owns the lock's slot, follows `MOVED`, and recovers after
@@ -141,9 +142,9 @@ impl Locks<redis::cluster_async::ClusterConnection> {
     /// node address does not parse or the cluster cannot be reached.
     ///
     /// ```no_run
-    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// # async fn demo() -> Result<(), lockscript::LockError> {
     /// let nodes = ["redis://10.0.0.1:7000/", "redis://10.0.0.2:7000/", "redis://10.0.0.3:7000/"];
-    /// let locks = lock_runtime::Locks::connect_cluster(nodes).await?;
+    /// let locks = lockscript::Locks::connect_cluster(nodes).await?;
     /// let guard = locks.lock("orders:42").await?; // on the master that owns `{orders:42}`
     /// guard.release().await?;
     /// # Ok(())
@@ -189,10 +190,10 @@ where
     /// script after an I/O error, when it may already have run.
     ///
     /// ```no_run
-    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// # async fn demo() -> Result<(), lockscript::LockError> {
     /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
     /// let conn = client.get_multiplexed_async_connection().await?;
-    /// let locks = lock_runtime::Locks::new(conn).notifications(client);
+    /// let locks = lockscript::Locks::new(conn).notifications(client);
     /// # Ok(())
     /// # }
     /// ```
@@ -206,7 +207,7 @@ where
         Arc::make_mut(&mut self.engine.settings)
     }
 
-    crate::settings::settings_builder!("lock_runtime::Locks");
+    crate::settings::settings_builder!("lockscript::Locks");
 
     /// After each grant, waits until at least `replicas` replicas of the master that
     /// granted it have acknowledged it (Redis `WAIT replicas timeout`), for at most
@@ -232,7 +233,7 @@ where
     /// [`LockError::InvalidSettings`] at the first call.
     ///
     /// ```no_run
-    /// # fn f(locks: lock_runtime::Locks) -> lock_runtime::Locks {
+    /// # fn f(locks: lockscript::Locks) -> lockscript::Locks {
     /// locks.wait_for_replicas(1, std::time::Duration::from_millis(200))
     /// # }
     /// ```
@@ -247,10 +248,10 @@ where
     /// drops). No waiter ever waits for that connection: until it answers, waiters poll.
     ///
     /// ```no_run
-    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// # async fn demo() -> Result<(), lockscript::LockError> {
     /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
     /// let conn = client.get_multiplexed_async_connection().await?;
-    /// let locks = lock_runtime::Locks::new(conn).notifications(client);
+    /// let locks = lockscript::Locks::new(conn).notifications(client);
     /// # Ok(())
     /// # }
     /// ```
@@ -265,7 +266,7 @@ where
     /// `wait_for_replicas` timeout when set).
     ///
     /// ```no_run
-    /// # async fn demo(locks: lock_runtime::Locks) -> Result<(), lock_runtime::LockError> {
+    /// # async fn demo(locks: lockscript::Locks) -> Result<(), lockscript::LockError> {
     /// match locks.try_lock("reports:daily").await? {
     ///     Some(guard) => { /* do the work */ guard.release().await?; }
     ///     None => println!("someone else is on it"),
@@ -298,7 +299,7 @@ where
     /// a fresh owner token, so such a background release never touches a later grant.
     ///
     /// ```no_run
-    /// # async fn demo(locks: lock_runtime::Locks) -> Result<(), lock_runtime::LockError> {
+    /// # async fn demo(locks: lockscript::Locks) -> Result<(), lockscript::LockError> {
     /// let guard = locks.lock("orders:42").await?;
     /// guard.release().await?;
     /// # Ok(())
@@ -319,7 +320,7 @@ where
     /// `work` receives a [`Lease`]: the fencing token and the loss signal.
     ///
     /// ```no_run
-    /// # async fn demo(locks: lock_runtime::Locks) -> Result<(), lock_runtime::LockError> {
+    /// # async fn demo(locks: lockscript::Locks) -> Result<(), lockscript::LockError> {
     /// let total = locks
     ///     .with_lock("ledger", |lease| async move {
     ///         // write with lease.fencing_token() so the store can refuse stale writers
@@ -349,7 +350,7 @@ where
 /// Its `Debug` never shows the owner token.
 ///
 /// ```no_run
-/// # async fn demo(locks: lock_runtime::Locks) -> Result<(), lock_runtime::LockError> {
+/// # async fn demo(locks: lockscript::Locks) -> Result<(), lockscript::LockError> {
 /// let guard = locks.lock("orders:42").await?;
 /// tokio::select! {
 ///     () = guard.lost() => eprintln!("lease lost: stop writing"),
@@ -370,7 +371,7 @@ impl<C> LockGuard<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    crate::guard::async_guard_methods!("lock_runtime::LockGuard");
+    crate::guard::async_guard_methods!("lockscript::LockGuard");
 
     /// Stops the watchdog, then deletes the lock if it still holds this guard's token
     /// and wakes a waiter. [`LockError::NotHeld`] if the lease had been lost (expired,
@@ -385,7 +386,7 @@ where
     /// release deletes and publishes as usual, so waiters in other processes get a turn.
     ///
     /// ```no_run
-    /// # async fn f(guard: lock_runtime::LockGuard) -> Result<(), lock_runtime::LockError> {
+    /// # async fn f(guard: lockscript::LockGuard) -> Result<(), lockscript::LockError> {
     /// guard.release().await?;
     /// # Ok(())
     /// # }

@@ -14,7 +14,7 @@ static NO_DEADLINE: AtomicBool = AtomicBool::new(false);
 /// loss seconds after its lease ended).
 ///
 /// ```no_run
-/// lock_runtime::__private::mutants::set_no_deadline(true);
+/// lockscript::__private::mutants::set_no_deadline(true);
 /// ```
 #[cfg(feature = "mutants")]
 pub fn set_no_deadline(on: bool) {

@@ -36,13 +36,9 @@ use crate::engine::Engine;
 use crate::grant::Outcome;
 use crate::guard::Guard;
 use crate::lease::Lease;
-use crate::settings::{Keys, Settings, millis, validity};
+use crate::settings::{DEFAULT_NODE_TIMEOUT, Keys, Settings, millis, validity};
 use crate::token::Token;
 use crate::{LockError, builtin};
-
-/// The per-node timeout unless set: 50 ms, far below any useful TTL, as the Redlock
-/// description advises (5-50 ms for a 10 s TTL).
-pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
 
 /// N independent masters, each through its own connection.
 pub(crate) struct Quorum<C> {
@@ -276,12 +272,12 @@ where
 /// The lock surface over N independent Redis masters (use an odd N, 3 or 5).
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), lock_runtime::LockError> {
+/// # async fn demo() -> Result<(), lockscript::LockError> {
 /// let clients: Vec<redis::Client> = ["redis://10.0.0.1/", "redis://10.0.0.2/", "redis://10.0.0.3/"]
 ///     .into_iter()
 ///     .map(redis::Client::open)
 ///     .collect::<Result<_, _>>()?;
-/// let redlock = lock_runtime::Redlock::connect(&clients).await?;
+/// let redlock = lockscript::Redlock::connect(&clients).await?;
 /// let guard = redlock.lock("orders:42").await?;
 /// println!("fencing token {}", guard.fencing_token());
 /// guard.release().await?;
@@ -314,8 +310,8 @@ impl Redlock<ConnectionManager> {
     /// failures, so a master that is down now does not stop the others from working.
     ///
     /// ```no_run
-    /// # async fn demo(clients: Vec<redis::Client>) -> Result<(), lock_runtime::LockError> {
-    /// let redlock = lock_runtime::Redlock::connect(&clients).await?;
+    /// # async fn demo(clients: Vec<redis::Client>) -> Result<(), lockscript::LockError> {
+    /// let redlock = lockscript::Redlock::connect(&clients).await?;
     /// # Ok(())
     /// # }
     /// ```
@@ -345,12 +341,12 @@ where
     /// Uses the given connections, one per independent master.
     ///
     /// ```no_run
-    /// # async fn demo(clients: Vec<redis::Client>) -> Result<(), lock_runtime::LockError> {
+    /// # async fn demo(clients: Vec<redis::Client>) -> Result<(), lockscript::LockError> {
     /// let mut conns = Vec::new();
     /// for client in &clients {
     ///     conns.push(client.get_multiplexed_async_connection().await?);
     /// }
-    /// let redlock = lock_runtime::Redlock::new(conns);
+    /// let redlock = lockscript::Redlock::new(conns);
     /// # Ok(())
     /// # }
     /// ```
@@ -367,7 +363,7 @@ where
         Arc::make_mut(&mut self.engine.settings)
     }
 
-    crate::settings::settings_builder!("lock_runtime::Redlock");
+    crate::settings::settings_builder!("lockscript::Redlock");
 
     /// How long one master may take to answer before it counts as failed for that
     /// round. Default [`DEFAULT_NODE_TIMEOUT`]; must be above zero and at most a third
@@ -375,7 +371,7 @@ where
     /// counters, undo), so `try_lock` returns within three node timeouts.
     ///
     /// ```no_run
-    /// # fn f(r: lock_runtime::Redlock) -> lock_runtime::Redlock {
+    /// # fn f(r: lockscript::Redlock) -> lockscript::Redlock {
     /// r.node_timeout(std::time::Duration::from_millis(20))
     /// # }
     /// ```
@@ -388,7 +384,7 @@ where
     /// How many masters must agree: N/2+1.
     ///
     /// ```no_run
-    /// # fn f(r: lock_runtime::Redlock) { assert_eq!(r.quorum(), 3); } // with 5 masters
+    /// # fn f(r: lockscript::Redlock) { assert_eq!(r.quorum(), 3); } // with 5 masters
     /// ```
     pub fn quorum(&self) -> usize {
         self.engine.backend.quorum()
@@ -415,7 +411,7 @@ where
     /// otherwise (and nothing is left held).
     ///
     /// ```no_run
-    /// # async fn demo(r: lock_runtime::Redlock) -> Result<(), lock_runtime::LockError> {
+    /// # async fn demo(r: lockscript::Redlock) -> Result<(), lockscript::LockError> {
     /// if let Some(guard) = r.try_lock("reports").await? { guard.release().await?; }
     /// # Ok(())
     /// # }
@@ -435,7 +431,7 @@ where
     /// timeouts).
     ///
     /// ```no_run
-    /// # async fn demo(r: lock_runtime::Redlock) -> Result<(), lock_runtime::LockError> {
+    /// # async fn demo(r: lockscript::Redlock) -> Result<(), lockscript::LockError> {
     /// let guard = r.lock("orders:42").await?;
     /// guard.release().await?;
     /// # Ok(())
@@ -451,7 +447,7 @@ where
     /// Runs `work` while holding the lock (watchdog on); see [`crate::Locks::with_lock`].
     ///
     /// ```no_run
-    /// # async fn demo(r: lock_runtime::Redlock) -> Result<(), lock_runtime::LockError> {
+    /// # async fn demo(r: lockscript::Redlock) -> Result<(), lockscript::LockError> {
     /// let fence = r.with_lock("ledger", |lease| async move { lease.fencing_token() }).await?;
     /// # Ok(())
     /// # }
@@ -469,7 +465,7 @@ where
 /// Ownership of one Redlock grant. The same surface as [`crate::LockGuard`].
 ///
 /// ```no_run
-/// # async fn demo(r: lock_runtime::Redlock) -> Result<(), lock_runtime::LockError> {
+/// # async fn demo(r: lockscript::Redlock) -> Result<(), lockscript::LockError> {
 /// let guard = r.lock("orders:42").await?;
 /// println!("{} valid for {:?}", guard.fencing_token(), guard.remaining());
 /// guard.release().await?;
@@ -487,13 +483,13 @@ impl<C> RedlockGuard<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    crate::guard::async_guard_methods!("lock_runtime::RedlockGuard");
+    crate::guard::async_guard_methods!("lockscript::RedlockGuard");
 
     /// Stops renewals, then deletes the lock on every master. [`LockError::NotHeld`]
     /// if fewer than a majority still held it or the lease had been lost.
     ///
     /// ```no_run
-    /// # async fn f(g: lock_runtime::RedlockGuard) -> Result<(), lock_runtime::LockError> {
+    /// # async fn f(g: lockscript::RedlockGuard) -> Result<(), lockscript::LockError> {
     /// g.release().await?;
     /// # Ok(())
     /// # }

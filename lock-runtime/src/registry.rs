@@ -16,7 +16,7 @@ pub static SCRIPTS: [&'static Script];
 /// sorted by name (then path) so listings are stable.
 ///
 /// ```no_run
-/// for script in lock_runtime::scripts() {
+/// for script in lockscript::scripts() {
 ///     println!("{}  {}", script.sha1(), script.path());
 /// }
 /// ```
@@ -36,10 +36,10 @@ pub fn scripts() -> impl ExactSizeIterator<Item = &'static Script> {
 /// failover and `SCRIPT FLUSH` in any case; invocations fall back to `EVAL` then.
 ///
 /// ```no_run
-/// # fn main() -> Result<(), lock_runtime::LockError> {
+/// # fn main() -> Result<(), lockscript::LockError> {
 /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
 /// let mut conn = client.get_connection()?;
-/// let n = lock_runtime::load_scripts(&mut conn)?;
+/// let n = lockscript::load_scripts(&mut conn)?;
 /// println!("{n} scripts loaded");
 /// # Ok(())
 /// # }
@@ -58,13 +58,14 @@ pub fn load_scripts<C: redis::ConnectionLike + ?Sized>(con: &mut C) -> Result<us
 /// [`load_scripts`] on an async connection.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), lock_runtime::LockError> {
+/// # async fn demo() -> Result<(), lockscript::LockError> {
 /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
 /// let mut conn = client.get_multiplexed_async_connection().await?;
-/// lock_runtime::load_scripts_async(&mut conn).await?;
+/// lockscript::load_scripts_async(&mut conn).await?;
 /// # Ok(())
 /// # }
 /// ```
+#[cfg(feature = "tokio")]
 pub async fn load_scripts_async<C: redis::aio::ConnectionLike>(
     con: &mut C,
 ) -> Result<usize, LockError> {

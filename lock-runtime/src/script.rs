@@ -10,8 +10,8 @@ use crate::LockError;
 /// How many `KEYS` or `ARGV` entries a script takes.
 ///
 /// ```no_run
-/// use lock_runtime::Arity;
-/// let script = lock_runtime::builtin::compare_del("lock:{a}", "t").script();
+/// use lockscript::Arity;
+/// let script = lockscript::builtin::compare_del("lock:{a}", "t").script();
 /// assert_eq!(script.keys(), Arity::Exactly(1));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -37,7 +37,7 @@ impl fmt::Display for Arity {
 /// of [`source`](Self::source).
 ///
 /// ```no_run
-/// for script in lock_runtime::scripts() {
+/// for script in lockscript::scripts() {
 ///     println!("{} {} {}", script.sha1(), script.name(), script.path());
 /// }
 /// ```
@@ -81,7 +81,7 @@ impl Script {
     /// The file stem, e.g. `compare-del`.
     ///
     /// ```no_run
-    /// assert_eq!(lock_runtime::builtin::compare_del("k", "t").script().name(), "compare-del");
+    /// assert_eq!(lockscript::builtin::compare_del("k", "t").script().name(), "compare-del");
     /// ```
     pub fn name(&self) -> &'static str {
         self.name
@@ -90,7 +90,7 @@ impl Script {
     /// The path as written in the attribute, relative to the declaring crate's manifest.
     ///
     /// ```no_run
-    /// println!("{}", lock_runtime::builtin::renew("k", "t", 1).script().path());
+    /// println!("{}", lockscript::builtin::renew("k", "t", 1).script().path());
     /// ```
     pub fn path(&self) -> &'static str {
         self.path
@@ -99,7 +99,7 @@ impl Script {
     /// The embedded Lua source, byte for byte the reviewed file.
     ///
     /// ```no_run
-    /// print!("{}", lock_runtime::builtin::renew("k", "t", 1).script().source());
+    /// print!("{}", lockscript::builtin::renew("k", "t", 1).script().source());
     /// ```
     pub fn source(&self) -> &'static str {
         self.source
@@ -109,7 +109,7 @@ impl Script {
     /// what `sha1sum` prints for the file and what `SCRIPT LOAD` returns.
     ///
     /// ```no_run
-    /// assert_eq!(lock_runtime::builtin::renew("k", "t", 1).script().sha1().len(), 40);
+    /// assert_eq!(lockscript::builtin::renew("k", "t", 1).script().sha1().len(), 40);
     /// ```
     pub fn sha1(&self) -> &'static str {
         self.sha1
@@ -118,8 +118,8 @@ impl Script {
     /// How many `KEYS` the script takes.
     ///
     /// ```no_run
-    /// use lock_runtime::Arity;
-    /// assert_eq!(lock_runtime::builtin::renew("k", "t", 1).script().keys(), Arity::Exactly(1));
+    /// use lockscript::Arity;
+    /// assert_eq!(lockscript::builtin::renew("k", "t", 1).script().keys(), Arity::Exactly(1));
     /// ```
     pub fn keys(&self) -> Arity {
         self.keys
@@ -128,8 +128,8 @@ impl Script {
     /// How many `ARGV` entries the script takes.
     ///
     /// ```no_run
-    /// use lock_runtime::Arity;
-    /// assert_eq!(lock_runtime::builtin::renew("k", "t", 1).script().args(), Arity::Exactly(2));
+    /// use lockscript::Arity;
+    /// assert_eq!(lockscript::builtin::renew("k", "t", 1).script().args(), Arity::Exactly(2));
     /// ```
     pub fn args(&self) -> Arity {
         self.args
@@ -139,7 +139,7 @@ impl Script {
     /// replicas and is refused by the server if it tries to write.
     ///
     /// ```no_run
-    /// assert!(!lock_runtime::builtin::renew("k", "t", 1).script().read_only());
+    /// assert!(!lockscript::builtin::renew("k", "t", 1).script().read_only());
     /// ```
     pub fn read_only(&self) -> bool {
         self.read_only
@@ -148,7 +148,7 @@ impl Script {
     /// The flags of the `#!lua flags=...` shebang, empty when there is none.
     ///
     /// ```no_run
-    /// assert!(lock_runtime::builtin::renew("k", "t", 1).script().flags().is_empty());
+    /// assert!(lockscript::builtin::renew("k", "t", 1).script().flags().is_empty());
     /// ```
     pub fn flags(&self) -> &'static [&'static str] {
         self.flags
@@ -206,12 +206,10 @@ impl fmt::Debug for Script {
 /// argument count: arguments may be secrets such as lock tokens.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), lock_runtime::LockError> {
+/// # fn demo() -> Result<(), lockscript::LockError> {
 /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
-/// let mut conn = client.get_multiplexed_async_connection().await?;
-/// let renewed: i64 = lock_runtime::builtin::renew("lock:{a}", "token", 30_000)
-///     .invoke_async(&mut conn)
-///     .await?;
+/// let mut conn = client.get_connection()?;
+/// let renewed: i64 = lockscript::builtin::renew("lock:{a}", "token", 30_000).invoke(&mut conn)?;
 /// # Ok(())
 /// # }
 /// ```
@@ -258,7 +256,7 @@ impl<R> Invocation<R> {
     /// The script this call runs.
     ///
     /// ```no_run
-    /// let call = lock_runtime::builtin::compare_del("lock:{a}", "token");
+    /// let call = lockscript::builtin::compare_del("lock:{a}", "token");
     /// println!("{} {}", call.script().name(), call.script().sha1());
     /// ```
     pub fn script(&self) -> &'static Script {
@@ -302,10 +300,10 @@ impl<R: FromRedisValue> Invocation<R> {
     /// may have run, so it is never sent again.
     ///
     /// ```no_run
-    /// # fn main() -> Result<(), lock_runtime::LockError> {
+    /// # fn main() -> Result<(), lockscript::LockError> {
     /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
     /// let mut conn = client.get_connection()?;
-    /// let deleted: i64 = lock_runtime::builtin::compare_del("lock:{a}", "t").invoke(&mut conn)?;
+    /// let deleted: i64 = lockscript::builtin::compare_del("lock:{a}", "t").invoke(&mut conn)?;
     /// # Ok(())
     /// # }
     /// ```
@@ -324,15 +322,16 @@ impl<R: FromRedisValue> Invocation<R> {
     /// the same EVALSHA → EVAL-on-`NOSCRIPT` rule as [`invoke`](Self::invoke).
     ///
     /// ```no_run
-    /// # async fn demo() -> Result<(), lock_runtime::LockError> {
+    /// # async fn demo() -> Result<(), lockscript::LockError> {
     /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
     /// let mut conn = client.get_multiplexed_async_connection().await?;
-    /// let deleted: i64 = lock_runtime::builtin::compare_del("lock:{a}", "t")
+    /// let deleted: i64 = lockscript::builtin::compare_del("lock:{a}", "t")
     ///     .invoke_async(&mut conn)
     ///     .await?;
     /// # Ok(())
     /// # }
     /// ```
+    #[cfg(feature = "tokio")]
     pub async fn invoke_async<C: redis::aio::ConnectionLike>(
         &self,
         con: &mut C,

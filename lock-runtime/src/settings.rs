@@ -33,6 +33,11 @@ pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(60 * 60);
 /// unreachable or overloaded.
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
 
+#[cfg(feature = "redlock")]
+/// The Redlock per-node timeout unless set: 50 ms, far below any useful TTL, as the
+/// Redlock description advises (5-50 ms for a 10 s TTL).
+pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
+
 /// The accepted response timeouts: 1 ms ..= 60 s.
 pub const RESPONSE_TIMEOUT_RANGE: std::ops::RangeInclusive<Duration> =
     Duration::from_millis(1)..=Duration::from_secs(60);
@@ -48,7 +53,7 @@ pub const RESPONSE_TIMEOUT_RANGE: std::ops::RangeInclusive<Duration> =
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use lock_runtime::RetryPolicy;
+/// use lockscript::RetryPolicy;
 /// let policy = RetryPolicy::new(Duration::from_millis(5), Duration::from_millis(100));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,7 +68,7 @@ impl RetryPolicy {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let policy = lock_runtime::RetryPolicy::new(Duration::from_millis(2), Duration::from_secs(1));
+    /// let policy = lockscript::RetryPolicy::new(Duration::from_millis(2), Duration::from_secs(1));
     /// ```
     pub fn new(min_delay: Duration, max_delay: Duration) -> Self {
         Self {
@@ -75,7 +80,7 @@ impl RetryPolicy {
     /// The first backoff.
     ///
     /// ```no_run
-    /// assert_eq!(lock_runtime::RetryPolicy::default().min_delay().as_millis(), 5);
+    /// assert_eq!(lockscript::RetryPolicy::default().min_delay().as_millis(), 5);
     /// ```
     pub fn min_delay(&self) -> Duration {
         self.min_delay
@@ -84,7 +89,7 @@ impl RetryPolicy {
     /// The largest backoff.
     ///
     /// ```no_run
-    /// assert_eq!(lock_runtime::RetryPolicy::default().max_delay().as_millis(), 250);
+    /// assert_eq!(lockscript::RetryPolicy::default().max_delay().as_millis(), 250);
     /// ```
     pub fn max_delay(&self) -> Duration {
         self.max_delay
@@ -216,7 +221,7 @@ macro_rules! settings_builder {
         /// ```no_run
         /// # use std::time::Duration;
         #[doc = concat!("# fn f(locks: ", $ty, ") -> ", $ty, " {")]
-        /// locks.retry(lock_runtime::RetryPolicy::new(Duration::from_millis(2), Duration::from_millis(50)))
+        /// locks.retry(lockscript::RetryPolicy::new(Duration::from_millis(2), Duration::from_millis(50)))
         /// # }
         /// ```
         #[must_use]
@@ -242,6 +247,7 @@ pub(crate) struct Settings {
     /// How long one command may wait for its reply.
     pub(crate) response_timeout: Duration,
     /// Redlock: how long one master may take per round.
+    #[cfg(feature = "redlock")]
     pub(crate) node_timeout: Duration,
 }
 
@@ -274,7 +280,8 @@ impl Default for Settings {
             retry: RetryPolicy::default(),
             wait_for_replicas: None,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
-            node_timeout: crate::DEFAULT_NODE_TIMEOUT,
+            #[cfg(feature = "redlock")]
+            node_timeout: DEFAULT_NODE_TIMEOUT,
         }
     }
 }

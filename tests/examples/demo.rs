@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lock_runtime::{LockError, Locks};
+use lockscript::{LockError, Locks};
 use lockscript_tests::history::assert_exclusive;
 use lockscript_tests::server::RedisServer;
 
@@ -45,7 +45,7 @@ async fn main() -> Result<(), BoxError> {
     println!("lockscript demo against {url}\n");
 
     println!("Scripts in this binary (check them with `cd scripts && sha1sum -c SHA1SUMS`):");
-    for s in lock_runtime::scripts().filter(|s| s.path().starts_with("../scripts/")) {
+    for s in lockscript::scripts().filter(|s| s.path().starts_with("scripts/")) {
         println!(
             "  {}  {:<20} KEYS {} ARGV {}",
             s.sha1(),

@@ -1,6 +1,6 @@
 //! Scripts declared only for the tests, under `tests/lua/`.
 
-use lock_runtime::lock_script;
+use lockscript::lock_script;
 
 /// Reads a key; `#!lua flags=no-writes`, so it goes as EVALSHA_RO / EVAL_RO.
 #[lock_script("lua/peek.lua")]

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use lock_runtime::{LockError, Locks, RetryPolicy};
+use lockscript::{LockError, Locks, RetryPolicy};
 use lockscript_tests::server::RedisServer;
 
 /// The README's rules for a lock user (default key prefix `lock:`).

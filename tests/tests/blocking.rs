@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lock_runtime::blocking::Locks;
-use lock_runtime::{LockError, RetryPolicy};
+use lockscript::blocking::Locks;
+use lockscript::{LockError, RetryPolicy};
 use lockscript_tests::command_calls;
 use lockscript_tests::proxy::Proxy;
 use lockscript_tests::server::RedisServer;
@@ -199,12 +199,12 @@ fn dropping_a_guard_releases_it_and_stops_the_watchdog() {
 #[test]
 fn an_attempt_whose_reply_was_lost_leaves_no_grant_behind() {
     let server = RedisServer::start();
-    lock_runtime::load_scripts(&mut server.connection()).unwrap();
+    lockscript::load_scripts(&mut server.connection()).unwrap();
     let proxy = Proxy::start(server.port());
     let locks = Locks::connect(&redis::Client::open(proxy.url()).unwrap())
         .unwrap()
         .ttl(Duration::from_secs(60));
-    let acquire = lock_runtime::builtin::acquire("k", "f", "t", 1)
+    let acquire = lockscript::builtin::acquire("k", "f", "t", 1)
         .script()
         .sha1();
     proxy.reset_after(acquire.as_bytes());
@@ -251,7 +251,7 @@ fn with_lock_returns_the_value_or_reports_the_loss() {
     let locks = locks(&server).ttl(Duration::from_millis(150));
     assert_eq!(
         locks
-            .with_lock("q", lock_runtime::blocking::LockGuard::fencing_token)
+            .with_lock("q", lockscript::blocking::LockGuard::fencing_token)
             .unwrap(),
         1
     );
@@ -330,7 +330,7 @@ fn a_reopen_to_a_frozen_server_stays_within_the_response_timeout() {
             "{frozen:?}"
         );
         assert!(
-            took <= lock_runtime::DEFAULT_RESPONSE_TIMEOUT + Duration::from_millis(100),
+            took <= lockscript::DEFAULT_RESPONSE_TIMEOUT + Duration::from_millis(100),
             "round {round}: the re-open and the attempt took {took:?}"
         );
     }

@@ -94,7 +94,7 @@ fn bounds() -> Bounds {
         slack: SLACK,
         call_slack: CALL_SLACK,
         wait_timeout: Duration::from_secs(2),
-        call: lock_runtime::DEFAULT_RESPONSE_TIMEOUT,
+        call: lockscript::DEFAULT_RESPONSE_TIMEOUT,
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use lock_runtime::{LockError, Locks};
+use lockscript::{LockError, Locks};
 use lockscript_tests::cluster::RedisCluster;
 use lockscript_tests::command_calls;
 use lockscript_tests::fixtures::bump;
@@ -66,13 +66,13 @@ async fn load_scripts_loads_on_every_primary() {
     let cluster = RedisCluster::start(3, 0);
     cluster.flush_scripts_and_reset_stats();
     let mut conn = cluster.async_connection().await;
-    let loaded = lock_runtime::load_scripts_async(&mut conn).await.unwrap();
-    assert_eq!(loaded, lock_runtime::scripts().len());
+    let loaded = lockscript::load_scripts_async(&mut conn).await.unwrap();
+    assert_eq!(loaded, lockscript::scripts().len());
     for master in cluster.masters() {
         let mut node = cluster.node(master).connection();
         let mut exists = redis::cmd("SCRIPT");
         exists.arg("EXISTS");
-        for script in lock_runtime::scripts() {
+        for script in lockscript::scripts() {
             exists.arg(script.sha1());
         }
         let cached: Vec<bool> = exists.query(&mut node).unwrap();
@@ -88,7 +88,7 @@ async fn load_scripts_loads_on_every_primary() {
 async fn keys_in_different_slots_get_an_error_that_names_hash_tags() {
     let cluster = RedisCluster::start(3, 0);
     let mut conn = cluster.async_connection().await;
-    let err = lock_runtime::builtin::acquire("lock:{a}", "lock:{b}:fence", "token", 1_000)
+    let err = lockscript::builtin::acquire("lock:{a}", "lock:{b}:fence", "token", 1_000)
         .invoke_async(&mut conn)
         .await
         .unwrap_err();
@@ -115,7 +115,7 @@ async fn calls_keep_working_after_a_master_restarts_empty() {
     let mut cluster = RedisCluster::start(3, 0);
     let ((a, master_a), _) = keys_on_two_masters(&cluster);
     let mut conn = cluster.async_connection().await;
-    lock_runtime::load_scripts_async(&mut conn).await.unwrap();
+    lockscript::load_scripts_async(&mut conn).await.unwrap();
     assert_eq!(bump(&a, 1).invoke_async(&mut conn).await.unwrap(), 1);
 
     // No persistence: the master comes back with no data and no script cache, but
@@ -188,7 +188,7 @@ async fn locks_run_on_a_cluster_connection_with_notifications() {
 
 #[test]
 fn cluster_pipeline_on_cold_caches_never_fails_with_noscript() {
-    use lock_runtime::PipelineExt;
+    use lockscript::PipelineExt;
     let cluster = RedisCluster::start(3, 0);
     let ((a, _), (b, _)) = keys_on_two_masters(&cluster);
     cluster.flush_scripts_and_reset_stats();

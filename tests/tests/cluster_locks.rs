@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lock_runtime::{LockError, Locks, RetryPolicy};
+use lockscript::{LockError, Locks, RetryPolicy};
 use lockscript_tests::cluster::RedisCluster;
 use lockscript_tests::command_calls;
 use redis::cluster_async::ClusterConnection;
@@ -76,7 +76,7 @@ fn node_has_key(cluster: &RedisCluster, i: usize, key: &str) -> bool {
 
 /// Whether node `i` has the acquire script in its cache.
 fn has_acquire_script(cluster: &RedisCluster, i: usize) -> bool {
-    let sha = lock_runtime::builtin::acquire("k", "f", "t", 1)
+    let sha = lockscript::builtin::acquire("k", "f", "t", 1)
         .script()
         .sha1();
     let cached: Vec<bool> = redis::cmd("SCRIPT")

@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use lock_runtime::{LockError, Locks};
+use lockscript::{LockError, Locks};
 use lockscript_tests::cluster::RedisCluster;
 use lockscript_tests::command_calls;
 use lockscript_tests::proxy::Proxy;
@@ -33,13 +33,13 @@ const RELEASED_WITHIN: Duration = Duration::from_secs(2);
 const PATIENCE: Duration = Duration::from_secs(30);
 
 fn acquire_sha() -> &'static str {
-    lock_runtime::builtin::acquire("k", "f", "t", 1)
+    lockscript::builtin::acquire("k", "f", "t", 1)
         .script()
         .sha1()
 }
 
 fn release_sha() -> &'static str {
-    lock_runtime::builtin::compare_del("k", "t").script().sha1()
+    lockscript::builtin::compare_del("k", "t").script().sha1()
 }
 
 /// Puts a proxy in front of the master that owns `key`: the master announces the

@@ -1,7 +1,7 @@
 //! Typed scripts on every kind of redis-rs connection, in pipelines and transactions,
 //! and across a server restart: never a `NOSCRIPT` failure, each run exactly once.
 
-use lock_runtime::PipelineExt;
+use lockscript::PipelineExt;
 use lockscript_tests::command_calls;
 use lockscript_tests::fixtures::{bump, peek, put};
 use lockscript_tests::server::RedisServer;
@@ -95,7 +95,7 @@ fn a_bad_argument_adds_nothing_to_the_pipeline() {
     assert!(
         matches!(
             err,
-            lock_runtime::LockError::Argument {
+            lockscript::LockError::Argument {
                 parameter: "value",
                 ..
             }
@@ -134,7 +134,7 @@ async fn connection_manager_survives_a_server_restart_through_the_fallback() {
                 value = Some(v);
                 break;
             }
-            Err(lock_runtime::LockError::Redis(e)) => {
+            Err(lockscript::LockError::Redis(e)) => {
                 assert!(
                     e.is_io_error() || e.is_connection_dropped() || e.is_timeout(),
                     "{e}"

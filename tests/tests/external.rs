@@ -1,4 +1,4 @@
-//! A crate outside the workspace depends on lock-runtime by path, declares its own
+//! A crate outside the workspace depends on lockscript by path, declares its own
 //! script, calls it sync and async, reads its digest and finds it in `scripts()`.
 
 use std::path::PathBuf;

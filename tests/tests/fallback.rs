@@ -1,8 +1,8 @@
 //! EVALSHA first; EVAL with the embedded source on NOSCRIPT, and only then. Counted
 //! through the server's own `INFO commandstats`.
 
-use lock_runtime::LockError;
-use lock_runtime::builtin::renew;
+use lockscript::LockError;
+use lockscript::builtin::renew;
 use lockscript_tests::command_calls;
 use lockscript_tests::fixtures::{del_all, fail, peek, put};
 use lockscript_tests::server::RedisServer;
@@ -96,7 +96,7 @@ fn script_error_is_returned_with_script_name_and_never_resent() {
     let server = RedisServer::start();
     let mut conn = server.connection();
     let mut stats = server.connection();
-    lock_runtime::load_scripts(&mut conn).unwrap();
+    lockscript::load_scripts(&mut conn).unwrap();
     lockscript_tests::reset_stats(&mut stats);
 
     let err = fail("k", "reply").invoke(&mut conn).unwrap_err();
@@ -150,7 +150,7 @@ fn wrong_reply_type_names_script_and_type() {
     // put.lua returns 'OK'; declared as String it converts, as a number it must not.
     let call = put("k", "v");
     assert_eq!(call.invoke(&mut conn).unwrap(), "OK");
-    let err = lock_runtime::builtin::acquire("k2", "k2f", "t", 0)
+    let err = lockscript::builtin::acquire("k2", "k2f", "t", 0)
         .invoke(&mut conn)
         .unwrap_err();
     // PX 0 is refused by SET inside the script: a script error, not a reply error.

@@ -5,8 +5,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lock_runtime::builtin::fenced_set;
-use lock_runtime::{LockError, Locks};
+use lockscript::builtin::fenced_set;
+use lockscript::{LockError, Locks};
 use lockscript_tests::proxy::Proxy;
 use lockscript_tests::server::RedisServer;
 use redis::AsyncCommands;
@@ -181,7 +181,7 @@ async fn a_paused_server_times_out_calls_and_grants_no_second_holder_early() {
 async fn a_background_release_of_a_lost_grant_never_deletes_the_next_grant() {
     let server = RedisServer::start();
     // Cached, so the scripts go as EVALSHA and the proxy can tell them by their digest.
-    lock_runtime::load_scripts(&mut server.connection()).unwrap();
+    lockscript::load_scripts(&mut server.connection()).unwrap();
     let proxy = Proxy::start(server.port());
     let client = redis::Client::open(proxy.url()).unwrap();
     let locks = Locks::connect(&client)
@@ -192,10 +192,10 @@ async fn a_background_release_of_a_lost_grant_never_deletes_the_next_grant() {
     // The first acquire runs but its reply is cut; the background release of that grant
     // runs too, but its reply is cut as well, so it is retried 50 ms later, while the
     // waiter's next attempt has already been granted.
-    let acquire = lock_runtime::builtin::acquire("k", "f", "t", 1)
+    let acquire = lockscript::builtin::acquire("k", "f", "t", 1)
         .script()
         .sha1();
-    let compare_del = lock_runtime::builtin::compare_del("k", "t").script().sha1();
+    let compare_del = lockscript::builtin::compare_del("k", "t").script().sha1();
     proxy.reset_after(acquire.as_bytes());
     proxy.reset_after(compare_del.as_bytes());
     let guard = within("the grant after the lost one", locks.lock("reuse"))
@@ -235,7 +235,7 @@ async fn lock_returns_within_its_bound_when_the_notification_server_stops_answer
     assert!(matches!(err, LockError::Timeout { .. }), "{err:?}");
     assert!(took >= wait, "waited the whole wait_timeout: {took:?}");
     assert!(
-        took <= wait + lock_runtime::DEFAULT_RESPONSE_TIMEOUT,
+        took <= wait + lockscript::DEFAULT_RESPONSE_TIMEOUT,
         "bounded by wait_timeout plus the response timeout: {took:?}"
     );
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use lock_runtime::{LockError, LockGuard, Locks, RetryPolicy};
+use lockscript::{LockError, LockGuard, Locks, RetryPolicy};
 use lockscript_tests::command_calls;
 use lockscript_tests::server::RedisServer;
 use redis::AsyncCommands;
@@ -358,7 +358,7 @@ async fn bad_input_is_a_typed_error_and_sends_nothing() {
     ));
     let huge = locks
         .clone()
-        .ttl(lock_runtime::MAX_TTL + Duration::from_secs(1));
+        .ttl(lockscript::MAX_TTL + Duration::from_secs(1));
     assert!(matches!(
         huge.lock("q").await,
         Err(LockError::InvalidTtl { .. })
@@ -372,7 +372,7 @@ async fn bad_input_is_a_typed_error_and_sends_nothing() {
         locks.lock("").await,
         Err(LockError::InvalidName { .. })
     ));
-    let long = "n".repeat(lock_runtime::MAX_NAME_LEN + 1);
+    let long = "n".repeat(lockscript::MAX_NAME_LEN + 1);
     assert!(matches!(
         locks.try_lock(&long).await,
         Err(LockError::InvalidName { .. })

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use lock_runtime::{Locks, Redlock, blocking};
+use lockscript::{Locks, Redlock, blocking};
 use lockscript_tests::cluster::RedisCluster;
 use lockscript_tests::proxy::{Proxy, Resetting};
 use lockscript_tests::server::RedisServer;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use lock_runtime::{LockError, LockGuard, Locks};
+use lockscript::{LockError, LockGuard, Locks};
 use lockscript_tests::server::RedisServer;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_runtime::Locks;
+use lockscript::Locks;
 use lockscript_tests::server::RedisServer;
 use redis::AsyncCommands;
 

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use lock_runtime::Locks;
+use lockscript::Locks;
 use lockscript_tests::contenders;
 use lockscript_tests::server::RedisServer;
 

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use lock_runtime::{LockError, Redlock};
+use lockscript::{LockError, Redlock};
 use lockscript_tests::contenders;
 use lockscript_tests::proxy::Proxy;
 use lockscript_tests::server::RedisServer;

@@ -17,8 +17,8 @@ fn scripts_dir() -> PathBuf {
 fn registry_lists_builtin_and_test_scripts_sorted() {
     // Touch a fixture so nothing could argue it was not linked.
     let _ = lockscript_tests::fixtures::peek("k");
-    let names: Vec<&str> = lock_runtime::scripts()
-        .map(lock_runtime::Script::name)
+    let names: Vec<&str> = lockscript::scripts()
+        .map(lockscript::Script::name)
         .collect();
     for expected in [
         "acquire-with-retry",
@@ -42,7 +42,7 @@ fn registry_lists_builtin_and_test_scripts_sorted() {
 
 #[test]
 fn every_compiled_digest_is_the_sha1_of_its_embedded_source() {
-    for script in lock_runtime::scripts() {
+    for script in lockscript::scripts() {
         assert_eq!(
             script.sha1(),
             sha1_hex(script.source().as_bytes()),
@@ -94,8 +94,8 @@ fn sha1sums_file_matches_every_script_file_and_the_compiled_digests() {
         "SHA1SUMS lists exactly the .lua files"
     );
 
-    for script in lock_runtime::scripts().filter(|s| s.path().starts_with("../scripts/")) {
-        let file = script.path().trim_start_matches("../scripts/");
+    for script in lockscript::scripts().filter(|s| s.path().starts_with("scripts/")) {
+        let file = script.path().trim_start_matches("scripts/");
         assert_eq!(
             listed.get(file).map(String::as_str),
             Some(script.sha1()),
@@ -107,7 +107,7 @@ fn sha1sums_file_matches_every_script_file_and_the_compiled_digests() {
 fn all_cached(conn: &mut redis::Connection) -> Vec<bool> {
     let mut cmd = redis::cmd("SCRIPT");
     cmd.arg("EXISTS");
-    for s in lock_runtime::scripts() {
+    for s in lockscript::scripts() {
         cmd.arg(s.sha1());
     }
     cmd.query(conn).unwrap()
@@ -118,8 +118,8 @@ fn load_scripts_loads_every_registered_script() {
     let server = RedisServer::start();
     let mut conn = server.connection();
     assert!(all_cached(&mut conn).iter().all(|c| !c));
-    let loaded = lock_runtime::load_scripts(&mut conn).unwrap();
-    assert_eq!(loaded, lock_runtime::scripts().len());
+    let loaded = lockscript::load_scripts(&mut conn).unwrap();
+    assert_eq!(loaded, lockscript::scripts().len());
     assert!(all_cached(&mut conn).iter().all(|c| *c));
 }
 
@@ -127,8 +127,8 @@ fn load_scripts_loads_every_registered_script() {
 async fn load_scripts_async_loads_every_registered_script() {
     let server = RedisServer::start();
     let mut conn = server.multiplexed().await;
-    let loaded = lock_runtime::load_scripts_async(&mut conn).await.unwrap();
-    assert_eq!(loaded, lock_runtime::scripts().len());
+    let loaded = lockscript::load_scripts_async(&mut conn).await.unwrap();
+    assert_eq!(loaded, lockscript::scripts().len());
     let mut check = server.connection();
     assert!(all_cached(&mut check).iter().all(|c| *c));
 }

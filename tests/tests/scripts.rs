@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use lock_runtime::builtin::{acquire, compare_del, handover, renew};
+use lockscript::builtin::{acquire, compare_del, handover, renew};
 use lockscript_tests::server::RedisServer;
 use redis::Commands;
 
@@ -237,7 +237,7 @@ fn acquire_and_handover_that_fail_change_nothing() {
         .invoke(&mut conn)
         .unwrap_err();
     assert!(
-        matches!(err, lock_runtime::LockError::Script { .. }),
+        matches!(err, lockscript::LockError::Script { .. }),
         "{err:?}"
     );
     assert!(
@@ -250,7 +250,7 @@ fn acquire_and_handover_that_fail_change_nothing() {
         .invoke(&mut conn)
         .unwrap_err();
     assert!(
-        matches!(err, lock_runtime::LockError::Script { .. }),
+        matches!(err, lockscript::LockError::Script { .. }),
         "{err:?}"
     );
     let held: String = conn.get(LOCK).unwrap();

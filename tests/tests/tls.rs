@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use lock_runtime::{Locks, RetryPolicy};
+use lockscript::{Locks, RetryPolicy};
 use lockscript_tests::server::{RedisServer, free_port};
 use redis::TlsCertificates;
 

@@ -1,5 +1,5 @@
 // A renamed runtime crate: `crate = "..."` points the generated code at it.
-extern crate lock_runtime as renamed;
+extern crate lockscript as renamed;
 
 #[renamed::lock_script("scripts/get-eq.lua", crate = "renamed")]
 fn get_eq(#[key] key: &str, expected: &str) -> bool;

@@ -1,5 +1,5 @@
 // A slice of keys is variadic; the pin matches the reviewed file.
-use lock_runtime::{Arity, lock_script};
+use lockscript::{Arity, lock_script};
 
 #[lock_script("scripts/del-all.lua", sha1 = "f64f09564e5ddb1232da89905c1efaf756914c19")]
 pub fn del_all(#[key] keys: &[&str]) -> i64;

@@ -1,4 +1,4 @@
-use lock_runtime::lock_script;
+use lockscript::lock_script;
 
 #[lock_script("/etc/scripts/get.lua")]
 fn absolute(#[key] key: &str) -> i64;

@@ -1,4 +1,4 @@
-use lock_runtime::lock_script;
+use lockscript::lock_script;
 
 // The script reads ARGV[1]; the function forgot the argument.
 #[lock_script("scripts/get-eq.lua")]

@@ -1,4 +1,4 @@
-use lock_runtime::lock_script;
+use lockscript::lock_script;
 
 // The script reads KEYS[1] only; the function declares two keys.
 #[lock_script("scripts/get-eq.lua")]

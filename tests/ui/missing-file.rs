@@ -1,4 +1,4 @@
-use lock_runtime::lock_script;
+use lockscript::lock_script;
 
 #[lock_script("scripts/does-not-exist.lua")]
 fn missing(#[key] key: &str) -> i64;

@@ -1,4 +1,4 @@
-use lock_runtime::lock_script;
+use lockscript::lock_script;
 
 // Every problem shows in one build: the unknown command, the write in a read-only
 // script, and the ARGV count.

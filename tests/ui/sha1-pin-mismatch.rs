@@ -1,4 +1,4 @@
-use lock_runtime::lock_script;
+use lockscript::lock_script;
 
 // The file changed since this digest was reviewed.
 #[lock_script("scripts/get-eq.lua", sha1 = "0000000000000000000000000000000000000000")]

@@ -1,4 +1,4 @@
-use lock_runtime::lock_script;
+use lockscript::lock_script;
 
 #[lock_script("scripts/bad-syntax.lua")]
 fn unfinished(#[key] key: &str, token: &str) -> i64;

@@ -1,4 +1,4 @@
-use lock_runtime::lock_script;
+use lockscript::lock_script;
 
 #[lock_script("scripts/sleep.lua")]
 fn sleepy(#[key] key: &str, value: &str) -> i64;

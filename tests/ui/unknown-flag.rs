@@ -1,4 +1,4 @@
-use lock_runtime::lock_script;
+use lockscript::lock_script;
 
 #[lock_script("scripts/unknown-flag.lua")]
 fn flagged(#[key] key: &str) -> Option<String>;

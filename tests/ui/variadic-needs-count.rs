@@ -1,4 +1,4 @@
-use lock_runtime::lock_script;
+use lockscript::lock_script;
 
 // A slice of keys needs a script that reads KEYS by count.
 #[lock_script("scripts/get.lua")]

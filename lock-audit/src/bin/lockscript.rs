@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use lock_audit::audit::{DirReport, ScriptReport, audit_dir};
+use lockscript_audit::audit::{DirReport, ScriptReport, audit_dir};
 use serde_json::{Value, json};
 
 #[derive(Parser)]
@@ -91,7 +91,7 @@ fn reports(dirs: &[PathBuf]) -> Result<Vec<DirReport>, Fatal> {
 
 /// `KEYS`/`ARGV` as the table shows them: the highest literal index, `+` when the
 /// script also reads the table by count.
-fn count(usage: &lock_audit::lua::Usage) -> String {
+fn count(usage: &lockscript_audit::lua::Usage) -> String {
     format!("{}{}", usage.highest, if usage.dynamic { "+" } else { "" })
 }
 

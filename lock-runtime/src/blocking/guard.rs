@@ -18,7 +18,7 @@ use crate::{LockError, builtin};
 /// Its `Debug` never shows the owner token.
 ///
 /// ```no_run
-/// # fn f(locks: lock_runtime::blocking::Locks) -> Result<(), lock_runtime::LockError> {
+/// # fn f(locks: lockscript::blocking::Locks) -> Result<(), lockscript::LockError> {
 /// let guard = locks.lock("orders:42")?;
 /// if !guard.is_lost() { /* write with guard.fencing_token() */ }
 /// guard.release()?;
@@ -59,14 +59,14 @@ where
         &self.held
     }
 
-    crate::lease::lease_accessors!("lock_runtime::blocking::LockGuard");
+    crate::lease::lease_accessors!("lockscript::blocking::LockGuard");
 
     /// Blocks until the lease is known lost, or `timeout` passes; returns whether it
     /// was lost. It returns at the lease's validity end at the latest if no renewal was
     /// confirmed by then, whatever the server is doing.
     ///
     /// ```no_run
-    /// # fn f(guard: lock_runtime::blocking::LockGuard) {
+    /// # fn f(guard: lockscript::blocking::LockGuard) {
     /// if guard.lost_within(std::time::Duration::from_secs(1)) { eprintln!("stop"); }
     /// # }
     /// ```
@@ -78,7 +78,7 @@ where
     /// [`crate::LockGuard::is_held`].
     ///
     /// ```no_run
-    /// # fn f(guard: lock_runtime::blocking::LockGuard) -> Result<(), lock_runtime::LockError> {
+    /// # fn f(guard: lockscript::blocking::LockGuard) -> Result<(), lockscript::LockError> {
     /// if !guard.is_held()? { eprintln!("lost"); }
     /// # Ok(())
     /// # }
@@ -98,7 +98,7 @@ where
     /// [`crate::LockGuard::extend`].
     ///
     /// ```no_run
-    /// # fn f(guard: lock_runtime::blocking::LockGuard) -> Result<(), lock_runtime::LockError> {
+    /// # fn f(guard: lockscript::blocking::LockGuard) -> Result<(), lockscript::LockError> {
     /// guard.extend(std::time::Duration::from_secs(60))?;
     /// # Ok(())
     /// # }
@@ -127,7 +127,7 @@ where
     /// [`crate::LockGuard::release`].
     ///
     /// ```no_run
-    /// # fn f(guard: lock_runtime::blocking::LockGuard) -> Result<(), lock_runtime::LockError> {
+    /// # fn f(guard: lockscript::blocking::LockGuard) -> Result<(), lockscript::LockError> {
     /// guard.release()?;
     /// # Ok(())
     /// # }

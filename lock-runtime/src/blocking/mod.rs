@@ -11,9 +11,9 @@
 //! ```no_run
 //! use std::time::Duration;
 //!
-//! # fn main() -> Result<(), lock_runtime::LockError> {
+//! # fn main() -> Result<(), lockscript::LockError> {
 //! let client = redis::Client::open("redis://127.0.0.1:6390/")?;
-//! let locks = lock_runtime::blocking::Locks::connect(&client)?
+//! let locks = lockscript::blocking::Locks::connect(&client)?
 //!     .ttl(Duration::from_secs(30))
 //!     .wait_timeout(Duration::from_secs(10));
 //! let guard = locks.lock("orders:42")?;
@@ -199,9 +199,9 @@ impl BlockingNotifications {
 /// errors at the first call.
 ///
 /// ```no_run
-/// # fn main() -> Result<(), lock_runtime::LockError> {
+/// # fn main() -> Result<(), lockscript::LockError> {
 /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
-/// let locks = lock_runtime::blocking::Locks::connect(&client)?;
+/// let locks = lockscript::blocking::Locks::connect(&client)?;
 /// if let Some(guard) = locks.try_lock("reports:daily")? {
 ///     guard.release()?;
 /// }
@@ -240,9 +240,9 @@ impl Locks<redis::Connection> {
     /// that renews leases gets a second connection, so callers never wait for it.
     ///
     /// ```no_run
-    /// # fn main() -> Result<(), lock_runtime::LockError> {
+    /// # fn main() -> Result<(), lockscript::LockError> {
     /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
-    /// let locks = lock_runtime::blocking::Locks::connect(&client)?;
+    /// let locks = lockscript::blocking::Locks::connect(&client)?;
     /// # Ok(())
     /// # }
     /// ```
@@ -281,9 +281,9 @@ where
     /// gives the thread a connection of its own.
     ///
     /// ```no_run
-    /// # fn main() -> Result<(), lock_runtime::LockError> {
+    /// # fn main() -> Result<(), lockscript::LockError> {
     /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
-    /// let locks = lock_runtime::blocking::Locks::new(client.get_connection()?);
+    /// let locks = lockscript::blocking::Locks::new(client.get_connection()?);
     /// # Ok(())
     /// # }
     /// ```
@@ -310,15 +310,15 @@ where
         Arc::make_mut(&mut self.settings)
     }
 
-    crate::settings::settings_builder!("lock_runtime::blocking::Locks");
+    crate::settings::settings_builder!("lockscript::blocking::Locks");
 
     /// Wakes waiters when a lock is released, through a pub/sub connection opened from
     /// `client` on first contention and kept by one background thread.
     ///
     /// ```no_run
-    /// # fn main() -> Result<(), lock_runtime::LockError> {
+    /// # fn main() -> Result<(), lockscript::LockError> {
     /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
-    /// let locks = lock_runtime::blocking::Locks::new(client.get_connection()?)
+    /// let locks = lockscript::blocking::Locks::new(client.get_connection()?)
     ///     .notifications(client);
     /// # Ok(())
     /// # }
@@ -336,7 +336,7 @@ where
     /// within the response timeout.
     ///
     /// ```no_run
-    /// # fn f(locks: lock_runtime::blocking::Locks) -> Result<(), lock_runtime::LockError> {
+    /// # fn f(locks: lockscript::blocking::Locks) -> Result<(), lockscript::LockError> {
     /// if let Some(guard) = locks.try_lock("reports:daily")? {
     ///     guard.release()?;
     /// }
@@ -364,7 +364,7 @@ where
     /// reached). Returns within `wait_timeout` plus the response timeout.
     ///
     /// ```no_run
-    /// # fn f(locks: lock_runtime::blocking::Locks) -> Result<(), lock_runtime::LockError> {
+    /// # fn f(locks: lockscript::blocking::Locks) -> Result<(), lockscript::LockError> {
     /// let guard = locks.lock("orders:42")?;
     /// guard.release()?;
     /// # Ok(())
@@ -415,7 +415,7 @@ where
     /// goes.
     ///
     /// ```no_run
-    /// # fn f(locks: lock_runtime::blocking::Locks) -> Result<(), lock_runtime::LockError> {
+    /// # fn f(locks: lockscript::blocking::Locks) -> Result<(), lockscript::LockError> {
     /// let fence = locks.with_lock("ledger", |guard| guard.fencing_token())?;
     /// # Ok(())
     /// # }

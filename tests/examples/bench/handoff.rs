@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lock_runtime::Locks;
-use lock_runtime::builtin::compare_del;
+use lockscript::Locks;
+use lockscript::builtin::compare_del;
 use redis::aio::MultiplexedConnection;
 
 use crate::BoxError;
@@ -188,7 +188,7 @@ type Release = Box<dyn FnOnce() -> ReleaseFut + Send>;
 type AcquireFut = std::pin::Pin<Box<dyn Future<Output = Result<(u32, Release), BoxError>> + Send>>;
 
 /// What a contender hands back for a grant: its attempts, and how to release it.
-fn granted<C>(guard: lock_runtime::LockGuard<C>) -> (u32, Release)
+fn granted<C>(guard: lockscript::LockGuard<C>) -> (u32, Release)
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {

@@ -13,8 +13,8 @@ use std::future::Future;
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-use lock_runtime::builtin::{acquire, compare_del};
-use lock_runtime::{Locks, blocking};
+use lockscript::builtin::{acquire, compare_del};
+use lockscript::{Locks, blocking};
 use redis::aio::MultiplexedConnection;
 use tokio::runtime::Runtime;
 

@@ -93,7 +93,7 @@ fn main() -> Result<(), BoxError> {
     let plan = Plan::new(quick);
     let server = RedisServer::start();
     let client = server.client();
-    lock_runtime::load_scripts(&mut client.get_connection()?)?;
+    lockscript::load_scripts(&mut client.get_connection()?)?;
     let current_thread = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use lock_runtime::Locks;
+use lockscript::Locks;
 use redis::aio::MultiplexedConnection;
 
 use crate::BoxError;

@@ -2,7 +2,7 @@
 //! checks its digest and registry entry. Usage: `external-user <redis-url>`.
 #![forbid(unsafe_code)]
 
-use lock_runtime::lock_script;
+use lockscript::lock_script;
 
 /// Adds `by` to the counter and returns the new value.
 #[lock_script("lua/bump.lua")]
@@ -19,8 +19,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let async_value = bump("external:counter", 3).invoke_async(&mut aconn).await?;
 
     let script = bump("x", 0).script();
-    let registered = lock_runtime::scripts().any(|s| std::ptr::eq(s, script));
-    let builtin = lock_runtime::scripts().filter(|s| s.path().starts_with("../scripts/")).count();
+    let registered = lockscript::scripts().any(|s| std::ptr::eq(s, script));
+    let builtin = lockscript::scripts().filter(|s| s.path().starts_with("scripts/")).count();
     println!("sync={sync_value} async={async_value}");
     println!("name={} sha1={}", script.name(), script.sha1());
     println!("registered={registered} builtin={builtin}");

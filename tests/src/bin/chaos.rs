@@ -48,7 +48,7 @@ fn main() {
                 slack: SLACK,
                 call_slack: CALL_SLACK,
                 wait_timeout: Duration::from_secs(2),
-                call: lock_runtime::DEFAULT_RESPONSE_TIMEOUT,
+                call: lockscript::DEFAULT_RESPONSE_TIMEOUT,
             };
             let report = checker::check(&events, &bounds);
             for v in &report.violations {

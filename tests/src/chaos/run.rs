@@ -61,8 +61,8 @@ pub struct Outcome {
 /// for Redlock three node timeouts.
 fn call_bound(topology: Topology) -> Duration {
     match topology {
-        Topology::Redlock => lock_runtime::DEFAULT_NODE_TIMEOUT * 3,
-        _ => lock_runtime::DEFAULT_RESPONSE_TIMEOUT,
+        Topology::Redlock => lockscript::DEFAULT_NODE_TIMEOUT * 3,
+        _ => lockscript::DEFAULT_RESPONSE_TIMEOUT,
     }
 }
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use lock_runtime::{Lease, LockError, Locks, Redlock, blocking, lock_script};
+use lockscript::{Lease, LockError, Locks, Redlock, blocking, lock_script};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -260,41 +260,41 @@ trait Held: Send + Sync + 'static {
 
 macro_rules! taker {
     ($handle:ident, $guard:ident) => {
-        impl<C> Taker for lock_runtime::$handle<C>
+        impl<C> Taker for lockscript::$handle<C>
         where
             C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
         {
-            type Guard = lock_runtime::$guard<C>;
+            type Guard = lockscript::$guard<C>;
             async fn lock(&self, name: &str) -> Result<Self::Guard, LockError> {
-                lock_runtime::$handle::lock(self, name).await
+                lockscript::$handle::lock(self, name).await
             }
             async fn try_lock(&self, name: &str) -> Result<Option<Self::Guard>, LockError> {
-                lock_runtime::$handle::try_lock(self, name).await
+                lockscript::$handle::try_lock(self, name).await
             }
             async fn with_lock<T: Send, F, Fut>(&self, name: &str, work: F) -> Result<T, LockError>
             where
                 F: FnOnce(Lease) -> Fut + Send,
                 Fut: Future<Output = T> + Send,
             {
-                lock_runtime::$handle::with_lock(self, name, work).await
+                lockscript::$handle::with_lock(self, name, work).await
             }
         }
 
-        impl<C> Held for lock_runtime::$guard<C>
+        impl<C> Held for lockscript::$guard<C>
         where
             C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
         {
             fn lease(&self) -> Lease {
-                lock_runtime::$guard::lease(self)
+                lockscript::$guard::lease(self)
             }
             fn attempts(&self) -> u32 {
-                lock_runtime::$guard::attempts(self)
+                lockscript::$guard::attempts(self)
             }
             async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
-                lock_runtime::$guard::extend(self, ttl).await
+                lockscript::$guard::extend(self, ttl).await
             }
             async fn release(self) -> Result<(), LockError> {
-                lock_runtime::$guard::release(self).await
+                lockscript::$guard::release(self).await
             }
         }
     };
@@ -589,7 +589,7 @@ fn blocking_actor(ctx: &Arc<Ctx>, url: &str, store: &str) -> Option<std::thread:
 /// If the store or the lock servers cannot be reached at start.
 pub fn run(cfg: WorkerConfig) {
     if cfg.mutant.as_deref() == Some("no-deadline") {
-        lock_runtime::__private::mutants::set_no_deadline(true);
+        lockscript::__private::mutants::set_no_deadline(true);
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
