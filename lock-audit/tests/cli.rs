@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use lockscript_tests::server::RedisServer;
+use lockscript_test::server::RedisServer;
 use serde_json::Value;
 
 fn lockscript(args: &[&str]) -> Output {

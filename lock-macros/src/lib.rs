@@ -13,6 +13,7 @@ mod check;
 mod expand;
 mod item;
 mod source;
+mod test_attr;
 
 use proc_macro::TokenStream;
 
@@ -39,4 +40,16 @@ use proc_macro::TokenStream;
 #[proc_macro_attribute]
 pub fn lock_script(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::lock_script(attr.into(), item.into()).into()
+}
+
+/// Runs a test against a clean, private Redis: use it as `#[lockscript_test::test]`
+/// through the `lockscript-test` crate, which re-exports it and documents it.
+///
+/// Options: `fixtures("tests/fixtures/x.redis", ...)` (files of redis-cli commands,
+/// relative to the crate's Cargo.toml, checked at compile time and embedded),
+/// `flavor = "multi_thread"` for an async test on a multi-thread runtime, and
+/// `crate = "path"` when `lockscript-test` was renamed.
+#[proc_macro_attribute]
+pub fn test(attr: TokenStream, item: TokenStream) -> TokenStream {
+    test_attr::test(attr.into(), item.into()).into()
 }

@@ -21,19 +21,8 @@ pub(crate) struct Source {
 pub(crate) fn load(lit: &LitStr) -> syn::Result<Source> {
     let written = lit.value();
     let fail = |msg: String| syn::Error::new(lit.span(), msg);
-    if written.is_empty() {
-        return Err(fail("the script path is empty".to_owned()));
-    }
+    let absolute = resolve(lit, "script")?;
     let relative = Path::new(&written);
-    if relative.is_absolute() || written.starts_with('/') || written.starts_with('\\') {
-        return Err(fail(format!(
-            "absolute script path `{written}`: write it relative to the crate's Cargo.toml \
-             (CARGO_MANIFEST_DIR) so the build is the same on every machine"
-        )));
-    }
-    let dir = std::env::var_os("CARGO_MANIFEST_DIR")
-        .ok_or_else(|| fail("CARGO_MANIFEST_DIR is not set: build with cargo".to_owned()))?;
-    let absolute = Path::new(&dir).join(relative);
     let bytes = std::fs::read(&absolute).map_err(|e| {
         fail(format!(
             "cannot read script `{written}` (relative to CARGO_MANIFEST_DIR): {}",
@@ -59,8 +48,28 @@ pub(crate) fn load(lit: &LitStr) -> syn::Result<Source> {
     })
 }
 
+/// `lit`, a path relative to the calling crate's `CARGO_MANIFEST_DIR`, made absolute;
+/// `what` names the file in errors ("script", "fixture").
+pub(crate) fn resolve(lit: &LitStr, what: &str) -> syn::Result<PathBuf> {
+    let written = lit.value();
+    let fail = |msg: String| syn::Error::new(lit.span(), msg);
+    if written.is_empty() {
+        return Err(fail(format!("the {what} path is empty")));
+    }
+    let relative = Path::new(&written);
+    if relative.is_absolute() || written.starts_with('/') || written.starts_with('\\') {
+        return Err(fail(format!(
+            "absolute {what} path `{written}`: write it relative to the crate's Cargo.toml \
+             (CARGO_MANIFEST_DIR) so the build is the same on every machine"
+        )));
+    }
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .ok_or_else(|| fail("CARGO_MANIFEST_DIR is not set: build with cargo".to_owned()))?;
+    Ok(Path::new(&dir).join(relative))
+}
+
 /// The OS message without the platform's error code, so messages are the same everywhere.
-fn io_reason(e: &std::io::Error) -> String {
+pub(crate) fn io_reason(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::NotFound => "no such file".to_owned(),
         std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),

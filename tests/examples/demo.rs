@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lockscript::{LockError, Locks};
-use lockscript_tests::history::assert_exclusive;
-use lockscript_tests::server::RedisServer;
+use lockscript_test::history::assert_exclusive;
+use lockscript_test::server::RedisServer;
 
 const LOCKS: [&str; 3] = ["orders", "billing", "reports"];
 const WORKERS: usize = 8;
@@ -130,7 +130,7 @@ async fn contend(locks: &Locks, run_for: Duration) -> Result<Vec<Grant>, BoxErro
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    lockscript_tests::history::percentile(sorted, p).unwrap_or_default()
+    lockscript_test::history::percentile(sorted, p).unwrap_or_default()
 }
 
 fn micros(d: Duration) -> String {

@@ -25,7 +25,7 @@
 //! loopback ports below 65536; neither is ever 6379 or 16379.
 //!
 //! ```no_run
-//! use lockscript_tests::cluster::RedisCluster;
+//! use lockscript_test::cluster::RedisCluster;
 //!
 //! let mut cluster = RedisCluster::start(3, 1);
 //! let mut con = cluster.connection();

@@ -15,7 +15,7 @@ pub fn now_ns() -> u128 {
 /// The line a contender prints for one grant.
 ///
 /// ```
-/// assert_eq!(lockscript_tests::contenders::grant_line(3, 10, 20), "GRANT 3 10 20");
+/// assert_eq!(lockscript_test::contenders::grant_line(3, 10, 20), "GRANT 3 10 20");
 /// ```
 pub fn grant_line(fence: u64, start: u128, end: u128) -> String {
     format!("GRANT {fence} {start} {end}")

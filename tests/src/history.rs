@@ -8,7 +8,7 @@ use std::fmt::Debug;
 ///
 /// ```
 /// let mut history = vec![(2, 10, 20), (1, 0, 5)];
-/// lockscript_tests::history::assert_exclusive(&mut history);
+/// lockscript_test::history::assert_exclusive(&mut history);
 /// ```
 pub fn assert_exclusive<T: Ord + Copy + Debug>(history: &mut [(u64, T, T)]) {
     history.sort_by_key(|&(_, start, _)| start);
@@ -34,7 +34,7 @@ pub fn assert_exclusive<T: Ord + Copy + Debug>(history: &mut [(u64, T, T)]) {
 /// The `p`-quantile (0..=1, nearest rank) of an ascending slice; `None` when empty.
 ///
 /// ```
-/// assert_eq!(lockscript_tests::history::percentile(&[1, 2, 3, 4, 5], 0.5), Some(3));
+/// assert_eq!(lockscript_test::history::percentile(&[1, 2, 3, 4, 5], 0.5), Some(3));
 /// ```
 pub fn percentile<T: Copy>(sorted: &[T], p: f64) -> Option<T> {
     let last = sorted.len().checked_sub(1)?;

@@ -6,11 +6,38 @@
 
 pub mod chaos;
 pub mod cluster;
+pub mod commands;
 pub mod contenders;
 pub mod fixtures;
 pub mod history;
 pub mod proxy;
 pub mod server;
+mod test_redis;
+
+pub use lockscript_macros::test;
+pub use test_redis::{AsyncTestArg, TestArg, TestRedis, URL_ENV};
+
+/// Not public API: what `#[lockscript_test::test]` expands to. May change in any release.
+#[doc(hidden)]
+pub mod __private {
+    /// The runtime of an async test: current-thread unless `flavor = "multi_thread"`.
+    ///
+    /// # Panics
+    ///
+    /// If the OS refuses the runtime's threads or timers.
+    #[must_use]
+    pub fn runtime(multi_thread: bool) -> tokio::runtime::Runtime {
+        let mut builder = if multi_thread {
+            tokio::runtime::Builder::new_multi_thread()
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+        };
+        builder
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("cannot build the test's tokio runtime: {e}"))
+    }
+}
 
 /// Zeroes the server's `INFO commandstats` (and other counters): `CONFIG RESETSTAT`.
 pub fn reset_stats(conn: &mut redis::Connection) {
@@ -35,9 +62,9 @@ pub fn flush_scripts_and_reset_stats(conn: &mut redis::Connection) {
 /// read from `INFO commandstats`. Commands are lowercase there: `evalsha`, `eval_ro`.
 ///
 /// ```no_run
-/// # let server = lockscript_tests::server::RedisServer::start();
+/// # let server = lockscript_test::server::RedisServer::start();
 /// let mut conn = server.connection();
-/// assert_eq!(lockscript_tests::command_calls(&mut conn, "evalsha"), 0);
+/// assert_eq!(lockscript_test::command_calls(&mut conn, "evalsha"), 0);
 /// ```
 pub fn command_calls(conn: &mut redis::Connection, command: &str) -> u64 {
     let info: String = redis::cmd("INFO")

@@ -65,8 +65,8 @@ impl Proxy {
     /// Starts forwarding to the redis-server listening on `upstream`.
     ///
     /// ```no_run
-    /// let server = lockscript_tests::server::RedisServer::start();
-    /// let proxy = lockscript_tests::proxy::Proxy::start(server.port());
+    /// let server = lockscript_test::server::RedisServer::start();
+    /// let proxy = lockscript_test::proxy::Proxy::start(server.port());
     /// proxy.set_delay(std::time::Duration::from_millis(50));
     /// ```
     pub fn start(upstream: u16) -> Self {

@@ -7,7 +7,7 @@
 //! server's log is printed to stderr so the failing test shows what the server saw.
 //!
 //! ```no_run
-//! use lockscript_tests::server::RedisServer;
+//! use lockscript_test::server::RedisServer;
 //!
 //! let server = RedisServer::builder()
 //!     .arg("--appendonly")
@@ -81,7 +81,7 @@ pub struct RedisServer {
 /// Builder for a [`RedisServer`] with extra `redis-server` command-line arguments.
 ///
 /// ```no_run
-/// # use lockscript_tests::server::RedisServer;
+/// # use lockscript_test::server::RedisServer;
 /// let server = RedisServer::builder()
 ///     .arg("--appendonly")
 ///     .arg("yes")

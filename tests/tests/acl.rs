@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use lockscript::{LockError, Locks, RetryPolicy};
-use lockscript_tests::server::RedisServer;
+use lockscript_test::server::RedisServer;
 
 /// The README's rules for a lock user (default key prefix `lock:`).
 const LOCK_USER_RULES: &[&str] = &[

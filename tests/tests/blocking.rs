@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use lockscript::blocking::Locks;
 use lockscript::{LockError, RetryPolicy};
-use lockscript_tests::command_calls;
-use lockscript_tests::proxy::Proxy;
-use lockscript_tests::server::RedisServer;
+use lockscript_test::command_calls;
+use lockscript_test::proxy::Proxy;
+use lockscript_test::server::RedisServer;
 use redis::Commands;
 
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -156,7 +156,7 @@ fn no_renewal_is_sent_after_release() {
         "the watchdog renewed"
     );
     guard.release().unwrap();
-    lockscript_tests::reset_stats(&mut stats);
+    lockscript_test::reset_stats(&mut stats);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(command_calls(&mut stats, "evalsha"), 0);
 }
@@ -185,7 +185,7 @@ fn dropping_a_guard_releases_it_and_stops_the_watchdog() {
             .unwrap(),
     );
     std::thread::sleep(Duration::from_millis(50));
-    lockscript_tests::reset_stats(&mut conn);
+    lockscript_test::reset_stats(&mut conn);
     std::thread::sleep(Duration::from_millis(600));
     assert_eq!(
         command_calls(&mut conn, "evalsha"),
@@ -228,7 +228,7 @@ fn bad_input_is_a_typed_error_and_sends_nothing() {
     let server = RedisServer::start();
     let locks = locks(&server);
     let mut stats = server.connection();
-    lockscript_tests::reset_stats(&mut stats);
+    lockscript_test::reset_stats(&mut stats);
     assert!(matches!(
         locks.clone().ttl(Duration::ZERO).try_lock("q"),
         Err(LockError::InvalidTtl { .. })
@@ -303,7 +303,7 @@ fn many_threads_never_overlap_and_fences_rise() {
     }
     let mut history = Arc::try_unwrap(history).unwrap().into_inner().unwrap();
     assert_eq!(history.len(), 8 * 12);
-    lockscript_tests::history::assert_exclusive(&mut history);
+    lockscript_test::history::assert_exclusive(&mut history);
 }
 
 /// A call that must first re-open its connection (the server restarted), to a server
@@ -334,4 +334,34 @@ fn a_reopen_to_a_frozen_server_stays_within_the_response_timeout() {
             "round {round}: the re-open and the attempt took {took:?}"
         );
     }
+}
+
+/// A reply that comes after the response timeout must not be read as the reply of the
+/// next command on the same connection: the connection is dropped and opened anew.
+#[test]
+fn a_late_reply_is_never_read_as_the_next_commands() {
+    let server = RedisServer::start();
+    lockscript::load_scripts(&mut server.connection()).unwrap();
+    let proxy = Proxy::start(server.port());
+    let locks = Locks::connect(&redis::Client::open(proxy.url()).unwrap())
+        .unwrap()
+        .ttl(Duration::from_secs(60))
+        .response_timeout(Duration::from_millis(200));
+    let held = locks.try_lock("late").unwrap().expect("free");
+    assert_eq!(held.fencing_token(), 1);
+    // The next acquire's reply ("held") is delayed past the timeout.
+    let acquire = lockscript::builtin::acquire("k", "f", "t", 1)
+        .script()
+        .sha1();
+    proxy.delay_reply_to(acquire.as_bytes(), Duration::from_millis(400));
+    let err = locks.try_lock("late").unwrap_err();
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
+    std::thread::sleep(Duration::from_millis(500));
+    // Another lock, free: it must be granted with its own fence 1, and "late" stays held.
+    let other = locks.try_lock("other").unwrap().expect("free");
+    assert_eq!(other.fencing_token(), 1);
+    assert!(locks.try_lock("late").unwrap().is_none(), "late is held");
+    assert!(held.is_held().unwrap());
+    other.release().unwrap();
+    held.release().unwrap();
 }

@@ -9,9 +9,9 @@ use std::process::Command;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use lockscript_tests::chaos::checker::{self, Bounds, Report};
-use lockscript_tests::chaos::history::{self, Event};
-use lockscript_tests::chaos::run::{self, CALL_SLACK, SLACK};
+use lockscript_test::chaos::checker::{self, Bounds, Report};
+use lockscript_test::chaos::history::{self, Event};
+use lockscript_test::chaos::run::{self, CALL_SLACK, SLACK};
 
 /// One chaos run at a time: each loads the machine's two cores on its own, and the
 /// bounds it checks are timing bounds.

@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use lockscript::{LockError, Locks};
-use lockscript_tests::cluster::RedisCluster;
-use lockscript_tests::command_calls;
-use lockscript_tests::fixtures::bump;
+use lockscript_test::cluster::RedisCluster;
+use lockscript_test::command_calls;
+use lockscript_test::fixtures::bump;
 
 const PATIENCE: Duration = Duration::from_secs(30);
 

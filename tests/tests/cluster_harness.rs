@@ -9,7 +9,7 @@
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use lockscript_tests::cluster::{RedisCluster, key_slot};
+use lockscript_test::cluster::{RedisCluster, key_slot};
 use redis::{AsyncCommands, Commands, Value};
 
 /// A liveness bound for failover and restarts, never a speed assertion.

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lockscript::{LockError, Locks, RetryPolicy};
-use lockscript_tests::cluster::RedisCluster;
-use lockscript_tests::command_calls;
+use lockscript_test::cluster::RedisCluster;
+use lockscript_test::command_calls;
 use redis::cluster_async::ClusterConnection;
 
 /// A liveness bound for waits and failovers that must end; never a speed assertion.
@@ -235,7 +235,7 @@ async fn wait_for_replicas_confirms_or_releases_the_grant() {
     let base = connect(&cluster).await.wait_timeout(Duration::from_secs(5));
     let names = one_name_per_master(&cluster, "replicated");
     for node in cluster.nodes() {
-        lockscript_tests::reset_stats(&mut node.connection());
+        lockscript_test::reset_stats(&mut node.connection());
     }
 
     // Every master has one replica: asking for one succeeds, and the replica has the key.

@@ -12,9 +12,9 @@
 use std::time::{Duration, Instant};
 
 use lockscript::{LockError, Locks};
-use lockscript_tests::cluster::RedisCluster;
-use lockscript_tests::command_calls;
-use lockscript_tests::proxy::Proxy;
+use lockscript_test::cluster::RedisCluster;
+use lockscript_test::command_calls;
+use lockscript_test::proxy::Proxy;
 use redis::Value;
 
 /// The lock of every test here.
@@ -67,7 +67,7 @@ fn start_recording(conn: &mut redis::Connection) {
         .arg("RESET")
         .query(conn)
         .expect("SLOWLOG RESET");
-    lockscript_tests::reset_stats(conn);
+    lockscript_test::reset_stats(conn);
 }
 
 /// How many `EVALSHA <sha> ...` the node's slowlog recorded.

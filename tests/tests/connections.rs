@@ -2,9 +2,9 @@
 //! and across a server restart: never a `NOSCRIPT` failure, each run exactly once.
 
 use lockscript::PipelineExt;
-use lockscript_tests::command_calls;
-use lockscript_tests::fixtures::{bump, peek, put};
-use lockscript_tests::server::RedisServer;
+use lockscript_test::command_calls;
+use lockscript_test::fixtures::{bump, peek, put};
+use lockscript_test::server::RedisServer;
 use redis::{AsyncCommands, Commands};
 
 fn noscript_errors(conn: &mut redis::Connection) -> u64 {
@@ -47,7 +47,7 @@ fn assert_ran_once_each(conn: &mut redis::Connection) {
 fn transaction_on_a_cold_cache_runs_every_script_once() {
     let server = RedisServer::start();
     let mut conn = server.connection();
-    lockscript_tests::flush_scripts_and_reset_stats(&mut conn);
+    lockscript_test::flush_scripts_and_reset_stats(&mut conn);
     let mut pipe = redis::pipe();
     pipe.atomic();
     batch(&mut pipe);
@@ -61,7 +61,7 @@ fn transaction_on_a_cold_cache_runs_every_script_once() {
 async fn async_pipeline_on_a_cold_cache_runs_every_script_once() {
     let server = RedisServer::start();
     let mut stats = server.connection();
-    lockscript_tests::flush_scripts_and_reset_stats(&mut stats);
+    lockscript_test::flush_scripts_and_reset_stats(&mut stats);
     let mut conn = server.multiplexed().await;
     let mut pipe = redis::pipe();
     batch(&mut pipe);
@@ -75,7 +75,7 @@ fn read_only_script_in_a_pipeline_goes_as_eval_ro_then_evalsha_ro() {
     let server = RedisServer::start();
     let mut conn = server.connection();
     let _: () = conn.set("k", "v").unwrap();
-    lockscript_tests::flush_scripts_and_reset_stats(&mut conn);
+    lockscript_test::flush_scripts_and_reset_stats(&mut conn);
     let mut pipe = redis::pipe();
     pipe.invoke(&peek("k")).unwrap().invoke(&peek("k")).unwrap();
     let (a, b): (String, String) = pipe.query(&mut conn).unwrap();
@@ -109,7 +109,7 @@ fn a_bad_argument_adds_nothing_to_the_pipeline() {
 async fn connection_manager_falls_back_on_a_cold_cache() {
     let server = RedisServer::start();
     let mut stats = server.connection();
-    lockscript_tests::flush_scripts_and_reset_stats(&mut stats);
+    lockscript_test::flush_scripts_and_reset_stats(&mut stats);
     let mut conn = server.client().get_connection_manager().await.unwrap();
     assert_eq!(bump("n", 1).invoke_async(&mut conn).await.unwrap(), 1);
     assert_eq!(bump("n", 1).invoke_async(&mut conn).await.unwrap(), 2);
@@ -155,7 +155,7 @@ async fn connection_manager_survives_a_server_restart_through_the_fallback() {
 async fn pooled_connections_run_scripts() {
     let server = RedisServer::start();
     let mut stats = server.connection();
-    lockscript_tests::flush_scripts_and_reset_stats(&mut stats);
+    lockscript_test::flush_scripts_and_reset_stats(&mut stats);
     let pool = bb8::Pool::builder()
         .max_size(4)
         .build(server.client())

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use lockscript_tests::server::RedisServer;
+use lockscript_test::server::RedisServer;
 use redis::Commands;
 
 /// Builds the workspace's examples once (a no-op after `cargo test --workspace`, which

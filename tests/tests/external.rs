@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use lockscript_tests::server::RedisServer;
+use lockscript_test::server::RedisServer;
 
 #[test]
 fn crate_outside_the_workspace_declares_and_runs_its_own_script() {

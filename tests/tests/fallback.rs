@@ -3,9 +3,9 @@
 
 use lockscript::LockError;
 use lockscript::builtin::renew;
-use lockscript_tests::command_calls;
-use lockscript_tests::fixtures::{del_all, fail, peek, put};
-use lockscript_tests::server::RedisServer;
+use lockscript_test::command_calls;
+use lockscript_test::fixtures::{del_all, fail, peek, put};
+use lockscript_test::server::RedisServer;
 use redis::Commands;
 
 fn cached(conn: &mut redis::Connection, sha1: &str) -> bool {
@@ -22,7 +22,7 @@ fn sync_cold_cache_falls_back_to_eval_once_then_uses_evalsha() {
     let server = RedisServer::start();
     let mut conn = server.connection();
     let mut stats = server.connection();
-    lockscript_tests::flush_scripts_and_reset_stats(&mut stats);
+    lockscript_test::flush_scripts_and_reset_stats(&mut stats);
 
     assert_eq!(renew("lock:{a}", "t", 1_000).invoke(&mut conn).unwrap(), 0);
     assert_eq!(command_calls(&mut stats, "evalsha"), 1);
@@ -39,7 +39,7 @@ async fn async_cold_cache_falls_back_to_eval_once_then_uses_evalsha() {
     let server = RedisServer::start();
     let mut conn = server.multiplexed().await;
     let mut stats = server.connection();
-    lockscript_tests::flush_scripts_and_reset_stats(&mut stats);
+    lockscript_test::flush_scripts_and_reset_stats(&mut stats);
 
     assert_eq!(
         renew("lock:{a}", "t", 1_000)
@@ -68,7 +68,7 @@ fn read_only_script_goes_as_evalsha_ro_and_eval_ro() {
     let mut conn = server.connection();
     let mut stats = server.connection();
     let _: () = conn.set("k", "v").unwrap();
-    lockscript_tests::flush_scripts_and_reset_stats(&mut stats);
+    lockscript_test::flush_scripts_and_reset_stats(&mut stats);
 
     assert!(peek("k").script().read_only());
     assert_eq!(peek("k").invoke(&mut conn).unwrap().as_deref(), Some("v"));
@@ -84,7 +84,7 @@ async fn read_only_script_goes_as_evalsha_ro_async() {
     let server = RedisServer::start();
     let mut conn = server.multiplexed().await;
     let mut stats = server.connection();
-    lockscript_tests::flush_scripts_and_reset_stats(&mut stats);
+    lockscript_test::flush_scripts_and_reset_stats(&mut stats);
 
     assert_eq!(peek("missing").invoke_async(&mut conn).await.unwrap(), None);
     assert_eq!(command_calls(&mut stats, "evalsha_ro"), 1);
@@ -97,7 +97,7 @@ fn script_error_is_returned_with_script_name_and_never_resent() {
     let mut conn = server.connection();
     let mut stats = server.connection();
     lockscript::load_scripts(&mut conn).unwrap();
-    lockscript_tests::reset_stats(&mut stats);
+    lockscript_test::reset_stats(&mut stats);
 
     let err = fail("k", "reply").invoke(&mut conn).unwrap_err();
     match &err {
@@ -171,7 +171,7 @@ fn argument_that_expands_to_two_slots_is_refused_before_sending() {
     let server = RedisServer::start();
     let mut conn = server.connection();
     let mut stats = server.connection();
-    lockscript_tests::reset_stats(&mut stats);
+    lockscript_test::reset_stats(&mut stats);
 
     let err = put("k", ("a", "b")).invoke(&mut conn).unwrap_err();
     assert!(

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use lockscript::builtin::fenced_set;
 use lockscript::{LockError, Locks};
-use lockscript_tests::proxy::Proxy;
-use lockscript_tests::server::RedisServer;
+use lockscript_test::proxy::Proxy;
+use lockscript_test::server::RedisServer;
 use redis::AsyncCommands;
 
 const PATIENCE: Duration = Duration::from_secs(10);

@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::Duration;
 
-use lockscript_tests::server::RedisServer;
+use lockscript_test::server::RedisServer;
 
 /// Whether a TCP connect to the port is refused.
 fn refused(port: u16) -> bool {

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use lockscript::{LockError, LockGuard, Locks, RetryPolicy};
-use lockscript_tests::command_calls;
-use lockscript_tests::server::RedisServer;
+use lockscript_test::command_calls;
+use lockscript_test::server::RedisServer;
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
 use tokio::task::JoinHandle;
@@ -278,7 +278,7 @@ async fn no_renewal_is_sent_after_release() {
     let renewals = command_calls(&mut stats, "evalsha");
     assert!(renewals >= 3, "the watchdog renewed ({renewals} EVALSHA)");
     guard.release().await.unwrap();
-    lockscript_tests::reset_stats(&mut stats);
+    lockscript_test::reset_stats(&mut stats);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         command_calls(&mut stats, "evalsha"),
@@ -306,7 +306,7 @@ async fn dropping_a_guard_releases_in_the_background_and_stops_the_watchdog() {
     drop(short.lock("r").await.unwrap());
     tokio::time::sleep(Duration::from_millis(50)).await;
     let mut stats = server.connection();
-    lockscript_tests::reset_stats(&mut stats);
+    lockscript_test::reset_stats(&mut stats);
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(
         command_calls(&mut stats, "evalsha"),
@@ -349,7 +349,7 @@ async fn bad_input_is_a_typed_error_and_sends_nothing() {
     let server = RedisServer::start();
     let locks = locks(&server).await;
     let mut stats = server.connection();
-    lockscript_tests::reset_stats(&mut stats);
+    lockscript_test::reset_stats(&mut stats);
 
     let zero = locks.clone().ttl(Duration::ZERO);
     assert!(matches!(
@@ -538,7 +538,7 @@ async fn many_tasks_never_overlap_and_fences_rise() {
         .into_inner()
         .unwrap();
     assert_eq!(history.len(), 12 * 15);
-    lockscript_tests::history::assert_exclusive(&mut history);
+    lockscript_test::history::assert_exclusive(&mut history);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -552,7 +552,7 @@ async fn a_release_wakes_one_local_waiter_not_all() {
     let waiters: Vec<_> = (0..8).map(|_| spawn_lock(&locks, "herd")).collect();
     tokio::time::sleep(Duration::from_millis(300)).await; // all subscribed and asleep
     let mut stats = server.connection();
-    lockscript_tests::reset_stats(&mut stats);
+    lockscript_test::reset_stats(&mut stats);
 
     holder.release().await.unwrap();
     let mut conn = server.multiplexed().await;
@@ -585,7 +585,7 @@ async fn a_release_hands_the_lock_to_a_local_waiter_in_one_call() {
     let waiter = spawn_lock(&locks, "baton");
     tokio::time::sleep(Duration::from_millis(300)).await; // tried once, now waiting
     let mut stats = server.connection();
-    lockscript_tests::reset_stats(&mut stats);
+    lockscript_test::reset_stats(&mut stats);
 
     let fence = holder.fencing_token();
     holder.release().await.unwrap();

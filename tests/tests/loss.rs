@@ -13,9 +13,9 @@
 use std::time::{Duration, Instant};
 
 use lockscript::{Locks, Redlock, blocking};
-use lockscript_tests::cluster::RedisCluster;
-use lockscript_tests::proxy::{Proxy, Resetting};
-use lockscript_tests::server::RedisServer;
+use lockscript_test::cluster::RedisCluster;
+use lockscript_test::proxy::{Proxy, Resetting};
+use lockscript_test::server::RedisServer;
 
 /// The lease of every test here.
 const TTL: Duration = Duration::from_millis(300);

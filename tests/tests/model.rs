@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use lockscript::{LockError, LockGuard, Locks};
-use lockscript_tests::server::RedisServer;
+use lockscript_test::server::RedisServer;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use redis::aio::ConnectionManager;

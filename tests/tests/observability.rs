@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lockscript::Locks;
-use lockscript_tests::server::RedisServer;
+use lockscript_test::server::RedisServer;
 use redis::AsyncCommands;
 
 /// Collects everything the fmt subscriber writes.

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use lockscript::Locks;
-use lockscript_tests::contenders;
-use lockscript_tests::server::RedisServer;
+use lockscript_test::contenders;
+use lockscript_test::server::RedisServer;
 
 const URL_VAR: &str = "LOCKSCRIPT_CONTENDER_URL";
 const PROCESSES: usize = 4;
@@ -47,5 +47,5 @@ fn processes_never_overlap_and_fences_rise() {
         PROCESSES * TASKS * ROUNDS,
         "every grant was recorded"
     );
-    lockscript_tests::history::assert_exclusive(&mut history);
+    lockscript_test::history::assert_exclusive(&mut history);
 }

@@ -5,9 +5,9 @@
 use std::time::{Duration, Instant};
 
 use lockscript::{LockError, Redlock};
-use lockscript_tests::contenders;
-use lockscript_tests::proxy::Proxy;
-use lockscript_tests::server::RedisServer;
+use lockscript_test::contenders;
+use lockscript_test::proxy::Proxy;
+use lockscript_test::server::RedisServer;
 use redis::Commands;
 
 const NODE_TIMEOUT: Duration = Duration::from_millis(50);
@@ -343,5 +343,5 @@ fn processes_contending_through_redlock_never_overlap() {
     let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
     let mut history = contenders::run("redlock_contender_process", (URLS_VAR, &urls.join(",")), 3);
     assert_eq!(history.len(), 3 * 2 * 8, "every grant was recorded");
-    lockscript_tests::history::assert_exclusive(&mut history);
+    lockscript_test::history::assert_exclusive(&mut history);
 }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use lockscript_tests::server::RedisServer;
+use lockscript_test::server::RedisServer;
 
 fn sha1_hex(bytes: &[u8]) -> String {
     sha1_smol::Sha1::from(bytes).digest().to_string()
@@ -16,7 +16,7 @@ fn scripts_dir() -> PathBuf {
 #[test]
 fn registry_lists_builtin_and_test_scripts_sorted() {
     // Touch a fixture so nothing could argue it was not linked.
-    let _ = lockscript_tests::fixtures::peek("k");
+    let _ = lockscript_test::fixtures::peek("k");
     let names: Vec<&str> = lockscript::scripts()
         .map(lockscript::Script::name)
         .collect();

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use lockscript::builtin::{acquire, compare_del, handover, renew};
-use lockscript_tests::server::RedisServer;
+use lockscript_test::server::RedisServer;
 use redis::Commands;
 
 const LOCK: &str = "lock:{orders}";

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use lockscript::{Locks, RetryPolicy};
-use lockscript_tests::server::{RedisServer, free_port};
+use lockscript_test::server::{RedisServer, free_port};
 use redis::TlsCertificates;
 
 fn openssl(dir: &Path, args: &[&str]) {

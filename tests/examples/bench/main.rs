@@ -3,7 +3,7 @@
 //! a private redis-server.
 //!
 //! ```text
-//! cargo run --release -p lockscript-tests --features peers --example bench [-- --quick]
+//! cargo run --release -p lockscript-test --features peers --example bench [-- --quick]
 //! ```
 //!
 //! The cycle (`try_lock` + `release`, watchdog on) is measured on each kind of
@@ -40,7 +40,7 @@ mod throughput;
 
 use std::time::{Duration, Instant};
 
-use lockscript_tests::server::RedisServer;
+use lockscript_test::server::RedisServer;
 
 use crate::handoff::Handoffs;
 use crate::kind::{AsyncKind, SyncKind};

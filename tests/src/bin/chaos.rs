@@ -16,10 +16,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use lockscript_tests::chaos::checker::{self, Bounds};
-use lockscript_tests::chaos::history;
-use lockscript_tests::chaos::run::{self, CALL_SLACK, RunConfig, SLACK};
-use lockscript_tests::chaos::worker::{self, CONFIG_VAR, Topology, WorkerConfig};
+use lockscript_test::chaos::checker::{self, Bounds};
+use lockscript_test::chaos::history;
+use lockscript_test::chaos::run::{self, CALL_SLACK, RunConfig, SLACK};
+use lockscript_test::chaos::worker::{self, CONFIG_VAR, Topology, WorkerConfig};
 
 fn usage() -> ! {
     eprintln!(

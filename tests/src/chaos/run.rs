@@ -105,6 +105,7 @@ pub fn run(cfg: &RunConfig) -> Outcome {
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", cfg.exe.display()));
         children.push((worker, child, out));
     }
+    let monitor = monitor(&servers, &cfg.dir);
     let pids = children.iter().map(|(_, c, _)| c.id()).collect();
     let mut nemesis = Nemesis::new(StdRng::seed_from_u64(cfg.seed), cfg.topology, cfg.ttl, pids);
     // The workers connect first; then faults until they stop working.
@@ -112,6 +113,10 @@ pub fn run(cfg: &RunConfig) -> Outcome {
     nemesis.run(&mut servers, Instant::now() + cfg.run_for);
 
     let mut events = nemesis.history.clone();
+    if let Some((stop, thread)) = monitor {
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = thread.join();
+    }
     let mut found = Vec::new();
     let deadline = Instant::now() + cfg.wait + Duration::from_secs(15);
     for (worker, mut child, out) in children {
@@ -300,4 +305,54 @@ pub fn histories(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default();
     files.sort();
     files
+}
+
+/// With `LOCKSCRIPT_CHAOS_MONITOR` set, records every command each server runs
+/// (`redis-cli MONITOR`, reconnecting after a restart) to `monitor-<port>.log` in `dir`:
+/// the server's side of a history, to explain a violation.
+fn monitor(
+    servers: &Servers,
+    dir: &Path,
+) -> Option<(
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<()>,
+)> {
+    std::env::var_os("LOCKSCRIPT_CHAOS_MONITOR")?;
+    let ports: Vec<u16> = servers.running().iter().map(|s| s.port()).collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dir = dir.to_path_buf();
+    let flag = std::sync::Arc::clone(&stop);
+    let thread = std::thread::spawn(move || {
+        let mut children: Vec<(u16, Option<Child>)> = ports.iter().map(|p| (*p, None)).collect();
+        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+            for (port, child) in &mut children {
+                let alive = child
+                    .as_mut()
+                    .is_some_and(|c| matches!(c.try_wait(), Ok(None)));
+                if !alive {
+                    let Ok(log) = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(dir.join(format!("monitor-{port}.log")))
+                    else {
+                        continue;
+                    };
+                    *child = Command::new("redis-cli")
+                        .args(["-p", &port.to_string(), "monitor"])
+                        .stdout(log)
+                        .stderr(Stdio::null())
+                        .spawn()
+                        .ok();
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for (_, child) in &mut children {
+            if let Some(mut c) = child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    });
+    Some((stop, thread))
 }

@@ -1,0 +1,103 @@
+//! `#[lockscript_test::test]` and `TestRedis`, as users test their own scripts: sync and
+//! async tests, fixtures, the helpers, the pool and a shared server.
+
+use lockscript::builtin;
+use lockscript_test::TestRedis;
+use lockscript_test::fixtures::bump;
+use lockscript_test::server::RedisServer;
+use redis::{AsyncCommands, Commands};
+
+#[lockscript_test::test(fixtures("fixtures/accounts.redis"))]
+fn a_sync_test_starts_from_its_fixture(conn: &mut redis::Connection) {
+    assert_eq!(bump("counter:{7}", 1).invoke(conn).unwrap(), 42);
+    let name: String = conn.hget("account:{7}:owner", "name").unwrap();
+    let city: String = conn.hget("account:{7}:owner", "city").unwrap();
+    assert_eq!((name.as_str(), city.as_str()), ("Ada Lovelace", "London"));
+    let ttl: i64 = conn.pttl("lock:{7}").unwrap();
+    assert!(ttl > 0 && ttl <= 60_000, "{ttl}");
+}
+
+#[lockscript_test::test]
+async fn an_async_test_gets_a_clean_server(mut conn: redis::aio::MultiplexedConnection) {
+    // Whatever other tests wrote on this pooled server is gone.
+    let keys: Vec<String> = conn.keys("*").await.unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+    assert_eq!(bump("c", 5).invoke_async(&mut conn).await.unwrap(), 5);
+}
+
+#[lockscript_test::test(flavor = "multi_thread", fixtures("fixtures/accounts.redis"))]
+async fn a_multi_thread_test_with_a_managed_connection(
+    mut conn: redis::aio::ConnectionManager,
+) -> Result<(), lockscript::LockError> {
+    let deleted = builtin::compare_del("lock:{7}", "holder-token")
+        .invoke_async(&mut conn)
+        .await?;
+    assert_eq!(deleted, 1);
+    Ok(())
+}
+
+#[lockscript_test::test]
+fn scripts_are_loaded_and_counted(redis: &TestRedis, conn: &mut redis::Connection) {
+    // Preloaded: the first call is an EVALSHA that needs no EVAL.
+    let script = bump("x", 0).script();
+    let exists: Vec<bool> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(script.sha1())
+        .query(conn)
+        .unwrap();
+    assert_eq!(exists, [true]);
+    assert_eq!(bump("n", 2).invoke(conn).unwrap(), 2);
+    assert_eq!(redis.command_calls("evalsha"), 1);
+    assert_eq!(redis.command_calls("eval"), 0);
+    // The script's own commands count too: one INCRBY.
+    assert_eq!(redis.command_calls("incrby"), 1);
+}
+
+#[lockscript_test::test]
+fn expire_now_reaches_the_expiry_path_without_sleeping(redis: &TestRedis) {
+    redis.exec("SET lock:{a} token PX 60000");
+    let mut conn = redis.connection();
+    assert!(redis.expire_now("lock:{a}"));
+    // renew on an expired lock: 0, as after a real expiry.
+    assert_eq!(
+        builtin::renew("lock:{a}", "token", 1000)
+            .invoke(&mut conn)
+            .unwrap(),
+        0
+    );
+    assert!(!redis.expire_now("lock:{a}"));
+}
+
+#[test]
+#[should_panic(expected = "accounts.redis:2: ")]
+fn a_failing_fixture_line_is_named() {
+    let redis = TestRedis::start();
+    redis.load_fixture("accounts.redis", "SET a 1\nINCR a b c\n");
+}
+
+#[test]
+fn on_a_shared_server_each_test_gets_its_own_database_and_leaves_it_empty() {
+    let shared = RedisServer::start();
+    let a = TestRedis::start_on(&shared.url());
+    let b = TestRedis::start_on(&shared.url());
+    assert_ne!(a.url(), b.url());
+    a.exec("SET k a");
+    b.exec("SET k b");
+    let read = |r: &TestRedis| -> String { r.connection().get("k").unwrap() };
+    assert_eq!((read(&a), read(&b)), ("a".to_owned(), "b".to_owned()));
+    let a_url = a.url().to_owned();
+    drop(a);
+    let mut leftover = redis::Client::open(a_url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let keys: Vec<String> = leftover.keys("*").unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+    // The database is free again: the next test gets it.
+    let c = TestRedis::start_on(&shared.url());
+    assert_eq!(c.url(), a_url);
+    drop((b, c));
+    let mut conn = shared.connection();
+    let claims: Vec<String> = conn.keys("lockscript-test:claim:*").unwrap();
+    assert!(claims.is_empty(), "{claims:?}");
+}
