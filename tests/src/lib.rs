@@ -1,5 +1,30 @@
-//! Test support for lockscript: a private `redis-server` per test, the scripts the
-//! tests declare, and readers of the server's statistics.
+//! Test support for lockscript: users' script tests under a real Redis
+//! ([`TestRedis`], [`#[lockscript_test::test]`](macro@test), fixture files of redis-cli
+//! commands in [`commands`]), and the harness of lockscript's own suites (a private
+//! `redis-server` per test in [`server`], clusters, a fault proxy, the chaos checker).
+//!
+//! ```no_run
+//! use lockscript_test::TestRedis;
+//!
+//! #[lockscript::lock_script("lua/bump.lua")]
+//! fn bump(#[key] counter: &str, by: i64) -> i64;
+//!
+//! #[lockscript_test::test]
+//! fn bump_counts(conn: &mut redis::Connection) {
+//!     assert_eq!(bump("c", 2).invoke(conn).unwrap(), 2);
+//! }
+//!
+//! #[lockscript_test::test]
+//! async fn bump_counts_async(mut conn: redis::aio::MultiplexedConnection) {
+//!     assert_eq!(bump("c", 2).invoke_async(&mut conn).await.unwrap(), 2);
+//! }
+//!
+//! #[lockscript_test::test]
+//! fn bump_calls_incrby_once(redis: &TestRedis) {
+//!     bump("c", 1).invoke(&mut redis.connection()).unwrap();
+//!     assert_eq!(redis.command_calls("incrby"), 1);
+//! }
+//! ```
 
 // Test support fails loudly by design: every helper panics with the reason.
 #![allow(clippy::missing_panics_doc)]

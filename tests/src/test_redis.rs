@@ -57,8 +57,12 @@ enum Place {
 }
 
 /// A clean Redis for one test: empty, counters zeroed, every script of the binary
-/// loaded (`lockscript::load_scripts`). See the [module documentation](self) for where it
-/// comes from.
+/// loaded (`lockscript::load_scripts`).
+///
+/// It is a private `redis-server` from this process's pool (started on first use, given
+/// back when the handle drops, discarded with its log printed when the test panicked,
+/// killed when the process ends), or, with [`URL_ENV`] set, a database of its own on
+/// that server, emptied before and after the test.
 ///
 /// ```no_run
 /// use lockscript_test::TestRedis;
@@ -401,6 +405,12 @@ fn exec_words(conn: &mut redis::Connection, words: &[&str]) {
 /// What a synchronous `#[lockscript_test::test]` function may take (by value, `&` or
 /// `&mut`), made from the test's [`TestRedis`]. The handle itself (`&TestRedis`) is
 /// passed as it is.
+#[diagnostic::on_unimplemented(
+    message = "a #[lockscript_test::test] function cannot take a `{Self}`",
+    label = "not something the test's Redis can give",
+    note = "take `&TestRedis`, a `redis::Connection` or a `redis::Client`; async tests may \
+            also take a `MultiplexedConnection` or a `ConnectionManager`"
+)]
 pub trait TestArg: Sized {
     /// Makes the argument.
     fn make(redis: &TestRedis) -> Self;
@@ -420,6 +430,12 @@ impl TestArg for redis::Client {
 
 /// What an `async` `#[lockscript_test::test]` function may take, made on the test's
 /// runtime from its [`TestRedis`].
+#[diagnostic::on_unimplemented(
+    message = "an async #[lockscript_test::test] function cannot take a `{Self}`",
+    label = "not something the test's Redis can give",
+    note = "take `&TestRedis`, a `redis::aio::MultiplexedConnection`, a \
+            `redis::aio::ConnectionManager`, a `redis::Connection` or a `redis::Client`"
+)]
 pub trait AsyncTestArg: Sized {
     /// Makes the argument.
     fn make(redis: &TestRedis) -> impl Future<Output = Self>;

@@ -47,3 +47,25 @@ fn crate_outside_the_workspace_declares_and_runs_its_own_script() {
         .expect("SCRIPT EXISTS");
     assert_eq!(exists, vec![true]);
 }
+
+/// The crate outside the workspace tests its own script with `#[lockscript_test::test]`
+/// (sync with a fixture file, async, and the handle's helpers), as a user's crate would.
+#[test]
+fn crate_outside_the_workspace_tests_its_script_with_the_attribute() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(env!("CARGO"))
+        .args(["test", "--quiet", "--manifest-path"])
+        .arg(root.join("external/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(root.join("../target/external"))
+        .args(["--test", "bump"])
+        .output()
+        .expect("run cargo");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "external tests failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("3 passed"), "{stdout}");
+}

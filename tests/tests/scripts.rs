@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use lockscript::builtin::{acquire, compare_del, handover, renew};
-use lockscript_test::server::RedisServer;
+use lockscript_test::TestRedis;
 use redis::Commands;
 
 const LOCK: &str = "lock:{orders}";
@@ -15,11 +15,8 @@ fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
     conn.pttl(key).expect("PTTL")
 }
 
-#[test]
-fn acquire_on_free_lock_stores_token_with_ttl_and_raises_fence() {
-    let server = RedisServer::start();
-    let mut conn = server.connection();
-
+#[lockscript_test::test]
+fn acquire_on_free_lock_stores_token_with_ttl_and_raises_fence(mut conn: redis::Connection) {
     let first = acquire(LOCK, FENCE, "token-a", 30_000)
         .invoke(&mut conn)
         .unwrap();
@@ -37,10 +34,8 @@ fn acquire_on_free_lock_stores_token_with_ttl_and_raises_fence() {
     assert_eq!(second, (1, 2), "each grant gets a larger fence");
 }
 
-#[test]
-fn acquire_on_held_lock_returns_holder_pttl_and_changes_nothing() {
-    let server = RedisServer::start();
-    let mut conn = server.connection();
+#[lockscript_test::test]
+fn acquire_on_held_lock_returns_holder_pttl_and_changes_nothing(mut conn: redis::Connection) {
     acquire(LOCK, FENCE, "token-a", 10_000)
         .invoke(&mut conn)
         .unwrap();
@@ -63,10 +58,8 @@ fn acquire_on_held_lock_returns_holder_pttl_and_changes_nothing() {
     );
 }
 
-#[test]
-fn acquire_on_key_without_expiry_returns_minus_one() {
-    let server = RedisServer::start();
-    let mut conn = server.connection();
+#[lockscript_test::test]
+fn acquire_on_key_without_expiry_returns_minus_one(mut conn: redis::Connection) {
     let _: () = conn.set(LOCK, "someone").unwrap();
     let reply = acquire(LOCK, FENCE, "token-b", 1_000)
         .invoke(&mut conn)
@@ -95,10 +88,11 @@ fn next_message(sub: &mut redis::PubSub<'_>) -> Option<(String, String)> {
     }
 }
 
-#[test]
-fn compare_del_of_own_lock_deletes_and_publishes_release() {
-    let server = RedisServer::start();
-    let mut conn = server.connection();
+#[lockscript_test::test]
+fn compare_del_of_own_lock_deletes_and_publishes_release(
+    server: &TestRedis,
+    mut conn: redis::Connection,
+) {
     let mut sub_conn = server.connection();
     let mut sub = subscribed(&mut sub_conn);
     acquire(LOCK, FENCE, "token-a", 30_000)
@@ -114,10 +108,11 @@ fn compare_del_of_own_lock_deletes_and_publishes_release() {
     );
 }
 
-#[test]
-fn compare_del_of_another_owners_lock_is_refused_silently() {
-    let server = RedisServer::start();
-    let mut conn = server.connection();
+#[lockscript_test::test]
+fn compare_del_of_another_owners_lock_is_refused_silently(
+    server: &TestRedis,
+    mut conn: redis::Connection,
+) {
     let mut sub_conn = server.connection();
     let mut sub = subscribed(&mut sub_conn);
     acquire(LOCK, FENCE, "token-a", 30_000)
@@ -130,20 +125,16 @@ fn compare_del_of_another_owners_lock_is_refused_silently() {
     assert_eq!(next_message(&mut sub), None, "no release is announced");
 }
 
-#[test]
-fn compare_del_of_missing_lock_returns_zero() {
-    let server = RedisServer::start();
-    let mut conn = server.connection();
+#[lockscript_test::test]
+fn compare_del_of_missing_lock_returns_zero(server: &TestRedis, mut conn: redis::Connection) {
     let mut sub_conn = server.connection();
     let mut sub = subscribed(&mut sub_conn);
     assert_eq!(compare_del(LOCK, "token-a").invoke(&mut conn).unwrap(), 0);
     assert_eq!(next_message(&mut sub), None);
 }
 
-#[test]
-fn renew_of_own_lock_sets_the_new_lease() {
-    let server = RedisServer::start();
-    let mut conn = server.connection();
+#[lockscript_test::test]
+fn renew_of_own_lock_sets_the_new_lease(mut conn: redis::Connection) {
     acquire(LOCK, FENCE, "token-a", 2_000)
         .invoke(&mut conn)
         .unwrap();
@@ -153,10 +144,8 @@ fn renew_of_own_lock_sets_the_new_lease() {
     assert!(ttl > 59_000 && ttl <= 60_000, "pttl {ttl}");
 }
 
-#[test]
-fn renew_of_another_owners_lock_is_refused() {
-    let server = RedisServer::start();
-    let mut conn = server.connection();
+#[lockscript_test::test]
+fn renew_of_another_owners_lock_is_refused(mut conn: redis::Connection) {
     acquire(LOCK, FENCE, "token-a", 2_000)
         .invoke(&mut conn)
         .unwrap();
@@ -167,19 +156,18 @@ fn renew_of_another_owners_lock_is_refused() {
     assert_eq!(held, "token-a");
 }
 
-#[test]
-fn renew_of_missing_lock_creates_nothing() {
-    let server = RedisServer::start();
-    let mut conn = server.connection();
+#[lockscript_test::test]
+fn renew_of_missing_lock_creates_nothing(mut conn: redis::Connection) {
     assert_eq!(renew(LOCK, "token-a", 60_000).invoke(&mut conn).unwrap(), 0);
     let exists: bool = conn.exists(LOCK).unwrap();
     assert!(!exists);
 }
 
-#[test]
-fn handover_of_own_lock_passes_it_with_a_new_lease_and_fence_and_publishes_nothing() {
-    let server = RedisServer::start();
-    let mut conn = server.connection();
+#[lockscript_test::test]
+fn handover_of_own_lock_passes_it_with_a_new_lease_and_fence_and_publishes_nothing(
+    server: &TestRedis,
+    mut conn: redis::Connection,
+) {
     let mut sub_conn = server.connection();
     let mut sub = subscribed(&mut sub_conn);
     acquire(LOCK, FENCE, "token-a", 2_000)
@@ -200,10 +188,8 @@ fn handover_of_own_lock_passes_it_with_a_new_lease_and_fence_and_publishes_nothi
     assert_eq!(next_message(&mut sub), None, "no release is announced");
 }
 
-#[test]
-fn handover_of_another_owners_or_a_missing_lock_changes_nothing() {
-    let server = RedisServer::start();
-    let mut conn = server.connection();
+#[lockscript_test::test]
+fn handover_of_another_owners_or_a_missing_lock_changes_nothing(mut conn: redis::Connection) {
     let reply = handover(LOCK, FENCE, "token-a", "token-b", 60_000)
         .invoke(&mut conn)
         .unwrap();
@@ -228,10 +214,8 @@ fn handover_of_another_owners_or_a_missing_lock_changes_nothing() {
 /// When a script fails, it has changed nothing: its error reply always means "not
 /// acquired" / "not handed over", so a client that reads it as such never leaves a lock
 /// behind that nobody owns. (A fencing counter that is not a number makes `INCR` fail.)
-#[test]
-fn acquire_and_handover_that_fail_change_nothing() {
-    let server = RedisServer::start();
-    let mut conn = server.connection();
+#[lockscript_test::test]
+fn acquire_and_handover_that_fail_change_nothing(mut conn: redis::Connection) {
     let _: () = conn.set(FENCE, "not a number").unwrap();
     let err = acquire(LOCK, FENCE, "token-a", 30_000)
         .invoke(&mut conn)

@@ -2,11 +2,7 @@
 //! checks its digest and registry entry. Usage: `external-user <redis-url>`.
 #![forbid(unsafe_code)]
 
-use lockscript::lock_script;
-
-/// Adds `by` to the counter and returns the new value.
-#[lock_script("lua/bump.lua")]
-fn bump(#[key] counter: &str, by: i64) -> i64;
+use external_user::bump;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -1,0 +1,23 @@
+//! The app's script, tested as its developers would: under a real, private Redis.
+
+use external_user::bump;
+use lockscript_test::TestRedis;
+
+#[lockscript_test::test(fixtures("tests/fixtures/counters.redis"))]
+fn bump_adds_to_an_existing_counter(conn: &mut redis::Connection) {
+    assert_eq!(bump("counter:{a}", 2).invoke(conn).unwrap(), 42);
+    assert_eq!(bump("counter:{b}", 3).invoke(conn).unwrap(), 0);
+}
+
+#[lockscript_test::test]
+async fn bump_creates_a_missing_counter(mut conn: redis::aio::MultiplexedConnection) {
+    assert_eq!(bump("fresh", 5).invoke_async(&mut conn).await.unwrap(), 5);
+}
+
+#[lockscript_test::test]
+fn bump_runs_one_incrby_and_nothing_else(redis: &TestRedis) {
+    let mut conn = redis.connection();
+    bump("c", 1).invoke(&mut conn).unwrap();
+    assert_eq!(redis.command_calls("incrby"), 1);
+    assert_eq!(redis.command_calls("set"), 0);
+}
