@@ -6,28 +6,32 @@ use std::process::Command;
 
 use lockscript_test::server::RedisServer;
 
+/// Runs `cargo <command> <args>` on the crate in `external/`; its standard output.
+fn cargo_external(command: &str, args: &[&str]) -> String {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(env!("CARGO"))
+        .args([command, "--quiet", "--manifest-path"])
+        .arg(root.join("external/Cargo.toml"))
+        // Its own target dir: it is a separate workspace with its own lock file.
+        .arg("--target-dir")
+        .arg(root.join("../target/external"))
+        .args(args)
+        .output()
+        .expect("run cargo");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "cargo {command} in external/ failed:\n{stdout}\n{stderr}"
+    );
+    stdout
+}
+
 #[test]
 fn crate_outside_the_workspace_declares_and_runs_its_own_script() {
     let server = RedisServer::start();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let manifest = root.join("external/Cargo.toml");
-    // Its own target dir: it is a separate workspace with its own lock file.
-    let target = root.join("../target/external");
-    let out = Command::new(env!("CARGO"))
-        .args(["run", "--quiet", "--manifest-path"])
-        .arg(&manifest)
-        .arg("--target-dir")
-        .arg(&target)
-        .arg("--")
-        .arg(server.url())
-        .output()
-        .expect("run cargo");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "external crate failed:\n{stdout}\n{stderr}"
-    );
+    let stdout = cargo_external("run", &["--", &server.url()]);
 
     let source = std::fs::read(root.join("external/lua/bump.lua")).expect("read bump.lua");
     let sha1 = sha1_smol::Sha1::from(&source).digest().to_string();
@@ -52,20 +56,6 @@ fn crate_outside_the_workspace_declares_and_runs_its_own_script() {
 /// (sync with a fixture file, async, and the handle's helpers), as a user's crate would.
 #[test]
 fn crate_outside_the_workspace_tests_its_script_with_the_attribute() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(env!("CARGO"))
-        .args(["test", "--quiet", "--manifest-path"])
-        .arg(root.join("external/Cargo.toml"))
-        .arg("--target-dir")
-        .arg(root.join("../target/external"))
-        .args(["--test", "bump"])
-        .output()
-        .expect("run cargo");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "external tests failed:\n{stdout}\n{stderr}"
-    );
+    let stdout = cargo_external("test", &["--test", "bump"]);
     assert!(stdout.contains("3 passed"), "{stdout}");
 }
