@@ -133,11 +133,13 @@ impl<B: Backend> Engine<B> {
                     let result = self.attempt(&keys).await;
                     match wait.attempted(result, Instant::now())? {
                         Progress::Granted(token, grant) => {
-                            if let Some(offer) = offer.take() {
-                                // Nobody can have handed over a lock we just acquired; a
-                                // handed grant would be released when dropped.
-                                drop(offer.standing.settle().await);
-                            }
+                            // Withdrawn without waiting for a releaser that took the
+                            // offer: its handover cannot succeed (it needs the key to
+                            // hold the releaser's token; the key was free for our
+                            // acquire, and is ours now), and its answer may take up to
+                            // its response timeout, longer than our lease may last. A
+                            // handed grant that came anyway is released when dropped.
+                            drop(offer.take());
                             break (token, grant);
                         }
                         Progress::Next(step) => match self.handed_now(&keys, &mut offer) {
@@ -176,9 +178,8 @@ impl<B: Backend> Engine<B> {
                 }
             };
         };
-        if let Some(offer) = offer {
-            offer.standing.settle().await;
-        }
+        // Every way out of the loop took the offer (a handed grant) or withdrew it.
+        drop(offer);
         turn.granted();
         Ok(self.guard(keys, token, grant, started, watchdog))
     }

@@ -131,15 +131,6 @@ impl Standing {
         }
     }
 
-    /// Withdraws the offer; if a releaser took it first, waits for that handover's
-    /// outcome (one round trip at most) instead.
-    pub(crate) async fn settle(mut self) -> Option<Handed> {
-        if self.withdraw() {
-            return None;
-        }
-        self.handed().await
-    }
-
     /// Removes the offer if it still stands; whether it did.
     fn withdraw(&self) -> bool {
         let mut offers = self.queue.offers();
