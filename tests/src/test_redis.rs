@@ -14,6 +14,7 @@
 //! configuration (`CONFIG SET`, `ACL`, `CLIENT PAUSE`...) should start their own
 //! [`RedisServer`] instead.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::io::Write as _;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -283,6 +284,54 @@ impl TestRedis {
                 panic!("{name}:{}: {e}", line.number);
             }
         }
+    }
+
+    /// Every key and its value, to assert on what a script left behind: strings as
+    /// `GET`, hashes as `HGETALL`, lists as `LRANGE 0 -1`, sets as `SMEMBERS` (sorted),
+    /// sorted sets as `ZRANGE 0 -1 WITHSCORES`, anything else as its `TYPE`.
+    ///
+    /// ```no_run
+    /// # let redis = lockscript_test::TestRedis::start();
+    /// redis.exec("SET a 1\nRPUSH q x y");
+    /// let keys = redis.snapshot();
+    /// assert_eq!(keys["a"], redis::Value::BulkString(b"1".to_vec()));
+    /// assert_eq!(keys.len(), 2);
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If the server cannot be reached.
+    pub fn snapshot(&self) -> BTreeMap<String, redis::Value> {
+        let mut conn = self.connection();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query(&mut conn)
+            .unwrap_or_else(|e| panic!("KEYS *: {e}"));
+        keys.into_iter()
+            .map(|key| {
+                let kind: String = redis::cmd("TYPE")
+                    .arg(&key)
+                    .query(&mut conn)
+                    .unwrap_or_else(|e| panic!("TYPE {key}: {e}"));
+                let read = match kind.as_str() {
+                    "string" => redis::cmd("GET").arg(&key).clone(),
+                    "hash" => redis::cmd("HGETALL").arg(&key).clone(),
+                    "list" => redis::cmd("LRANGE").arg(&key).arg(0).arg(-1).clone(),
+                    "set" => redis::cmd("SORT").arg(&key).arg("ALPHA").clone(),
+                    "zset" => redis::cmd("ZRANGE")
+                        .arg(&key)
+                        .arg(0)
+                        .arg(-1)
+                        .arg("WITHSCORES")
+                        .clone(),
+                    _ => return (key, redis::Value::SimpleString(kind)),
+                };
+                let value = read
+                    .query(&mut conn)
+                    .unwrap_or_else(|e| panic!("reading {key}: {e}"));
+                (key, value)
+            })
+            .collect()
     }
 
     /// Makes `key` expire now, as if its TTL had run out (`PEXPIRE key 0`), so a test

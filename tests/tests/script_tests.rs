@@ -101,3 +101,21 @@ fn on_a_shared_server_each_test_gets_its_own_database_and_leaves_it_empty() {
     let claims: Vec<String> = conn.keys("lockscript-test:claim:*").unwrap();
     assert!(claims.is_empty(), "{claims:?}");
 }
+
+#[lockscript_test::test(fixtures("fixtures/accounts.redis"))]
+fn a_snapshot_reads_back_every_key_by_its_type(redis: &TestRedis) {
+    redis.exec("SADD tags b a\nZADD board 2 second 1 first\nRPUSH queue one two");
+    let keys = redis.snapshot();
+    let text = |v: &redis::Value| redis::from_redis_value::<Vec<String>>(v.clone()).unwrap();
+    assert_eq!(
+        redis::from_redis_value::<String>(keys["counter:{7}"].clone()).unwrap(),
+        "41"
+    );
+    assert_eq!(text(&keys["tags"]), ["a", "b"]);
+    assert_eq!(text(&keys["board"]), ["first", "1", "second", "2"]);
+    assert_eq!(text(&keys["queue"]), ["one", "two"]);
+    let owner: std::collections::HashMap<String, String> =
+        redis::from_redis_value(keys["account:{7}:owner"].clone()).unwrap();
+    assert_eq!(owner["city"], "London");
+    assert_eq!(keys.len(), 7, "{:?}", keys.keys());
+}
