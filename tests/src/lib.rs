@@ -29,6 +29,7 @@
 // Test support fails loudly by design: every helper panics with the reason.
 #![allow(clippy::missing_panics_doc)]
 
+#[cfg(feature = "chaos")]
 pub mod chaos;
 pub mod cluster;
 pub mod commands;
