@@ -65,6 +65,38 @@ pub mod __private {
     }
 }
 
+/// `cargo` (the one running the tests, or `$CARGO`) for a test that runs cargo itself,
+/// without the variables cargo sets for the test process (`CARGO_MANIFEST_DIR`,
+/// `CARGO_PKG_*`...): a build script that watches one of them (ring's does) would make the
+/// inner build redo what the outer one just built.
+///
+/// ```no_run
+/// let status = lockscript_test::cargo().args(["build", "--examples"]).status().unwrap();
+/// ```
+pub fn cargo() -> std::process::Command {
+    let mut command =
+        std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let set_for_the_test = name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_BIN_EXE_")
+            || matches!(
+                &*name,
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_BIN_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+                    | "CARGO_TARGET_TMPDIR"
+                    | "CARGO_RUSTC_CURRENT_DIR"
+            );
+        if set_for_the_test {
+            command.env_remove(&*name);
+        }
+    }
+    command
+}
+
 /// Zeroes the server's `INFO commandstats` (and other counters): `CONFIG RESETSTAT`.
 pub fn reset_stats(conn: &mut redis::Connection) {
     let _: () = redis::cmd("CONFIG")

@@ -20,12 +20,23 @@ fn example(name: &str) -> PathBuf {
             .and_then(Path::parent)
             .expect("target/<profile>");
         let release = profile_dir.file_name().is_some_and(|p| p == "release");
-        let mut cargo = Command::new(env!("CARGO"));
+        let mut cargo = lockscript_test::cargo();
         cargo
             .args(["build", "--quiet", "--workspace", "--examples"])
             .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
         if release {
             cargo.arg("--release");
+        }
+        // This test's own features, so the build is the one `cargo test` just made.
+        let features: Vec<&str> = [
+            (cfg!(feature = "chaos"), "lockscript-test/chaos"),
+            (cfg!(feature = "peers"), "lockscript-test/peers"),
+        ]
+        .into_iter()
+        .filter_map(|(on, feature)| on.then_some(feature))
+        .collect();
+        if !features.is_empty() {
+            cargo.arg("--features").arg(features.join(","));
         }
         let status = cargo.status().expect("run cargo build --examples");
         assert!(

@@ -2,14 +2,13 @@
 //! script, calls it sync and async, reads its digest and finds it in `scripts()`.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use lockscript_test::server::RedisServer;
 
 /// Runs `cargo <command> <args>` on the crate in `external/`; its standard output.
 fn cargo_external(command: &str, args: &[&str]) -> String {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(env!("CARGO"))
+    let out = lockscript_test::cargo()
         .args([command, "--quiet", "--manifest-path"])
         .arg(root.join("external/Cargo.toml"))
         // Its own target dir: it is a separate workspace with its own lock file.
