@@ -132,11 +132,7 @@ fn expand(options: &Options, func: ItemFn) -> syn::Result<TokenStream> {
             // for its duration and hands it back when it drops it).
             handles += 1;
             handle_by_value |= reference.is_none();
-            match reference {
-                Some(false) => passes.push(quote!(&__lockscript_test_redis)),
-                Some(true) => passes.push(quote!(&mut __lockscript_test_redis)),
-                None => passes.push(quote!(__lockscript_test_redis)),
-            }
+            passes.push(pass(&quote!(__lockscript_test_redis), reference));
             continue;
         }
         let make = if is_async {
@@ -145,11 +141,7 @@ fn expand(options: &Options, func: ItemFn) -> syn::Result<TokenStream> {
             quote_spanned!(span=> <#inner as #krate::TestArg>::make(&__lockscript_test_redis))
         };
         makes.push(quote!(#[allow(unused_mut)] let mut #var = #make;));
-        passes.push(match reference {
-            Some(false) => quote!(&#var),
-            Some(true) => quote!(&mut #var),
-            None => quote!(#var),
-        });
+        passes.push(pass(&quote!(#var), reference));
     }
     if handles > 1 && handle_by_value {
         return Err(syn::Error::new(
@@ -193,6 +185,15 @@ fn expand(options: &Options, func: ItemFn) -> syn::Result<TokenStream> {
             #run
         }
     })
+}
+
+/// `value` as the parameter takes it: by value (`None`), `&` or `&mut` (`Some(mutable)`).
+fn pass(value: &TokenStream, reference: Option<bool>) -> TokenStream {
+    match reference {
+        None => quote!(#value),
+        Some(false) => quote!(&#value),
+        Some(true) => quote!(&mut #value),
+    }
 }
 
 /// Whether `ty` names the test crate's `TestRedis` (by its last path segment).

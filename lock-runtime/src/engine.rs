@@ -178,8 +178,6 @@ impl<B: Backend> Engine<B> {
                 }
             };
         };
-        // Every way out of the loop took the offer (a handed grant) or withdrew it.
-        drop(offer);
         turn.granted();
         Ok(self.guard(keys, token, grant, started, watchdog))
     }

@@ -53,24 +53,16 @@ fn split(line: &str) -> Result<Vec<Vec<u8>>, String> {
         }
         let mut word = Vec::new();
         match first {
-            '"' => {
+            '"' | '\'' => {
+                let quote = first;
                 chars.next();
                 loop {
                     match chars.next() {
-                        None => return Err("unterminated double quote".to_owned()),
-                        Some('"') => break,
-                        Some('\\') => escape(&mut chars, &mut word)?,
-                        Some(c) => push(&mut word, c),
-                    }
-                }
-                closed(chars.peek())?;
-            }
-            '\'' => {
-                chars.next();
-                loop {
-                    match chars.next() {
+                        None if quote == '"' => return Err("unterminated double quote".to_owned()),
                         None => return Err("unterminated single quote".to_owned()),
-                        Some('\'') => break,
+                        Some(c) if c == quote => break,
+                        // Inside double quotes escapes as in C; inside single quotes only \'.
+                        Some('\\') if quote == '"' => escape(&mut chars, &mut word)?,
                         Some('\\') if chars.peek() == Some(&'\'') => {
                             chars.next();
                             word.push(b'\'');

@@ -182,13 +182,17 @@ impl TestRedis {
         let mut conn = self.connection();
         match &self.place {
             Place::Local(_) => {
-                exec_words(&mut conn, &["FLUSHALL"]);
+                redis::cmd("FLUSHALL")
+                    .exec(&mut conn)
+                    .unwrap_or_else(|e| panic!("FLUSHALL on {}: {e}", self.url));
                 // Redis 7 and later; older servers have no functions to flush.
                 let _: redis::RedisResult<()> =
                     redis::cmd("FUNCTION").arg("FLUSH").query(&mut conn);
-                exec_words(&mut conn, &["CONFIG", "RESETSTAT"]);
+                crate::reset_stats(&mut conn);
             }
-            Place::Remote { .. } => exec_words(&mut conn, &["FLUSHDB"]),
+            Place::Remote { .. } => redis::cmd("FLUSHDB")
+                .exec(&mut conn)
+                .unwrap_or_else(|e| panic!("FLUSHDB on {}: {e}", self.url)),
         }
         lockscript::load_scripts(&mut conn)
             .unwrap_or_else(|e| panic!("cannot load the scripts on {}: {e}", self.url));
@@ -287,7 +291,7 @@ impl TestRedis {
     }
 
     /// Every key and its value, to assert on what a script left behind: strings as
-    /// `GET`, hashes as `HGETALL`, lists as `LRANGE 0 -1`, sets as `SMEMBERS` (sorted),
+    /// `GET`, hashes as `HGETALL`, lists as `LRANGE 0 -1`, sets sorted (`SORT key ALPHA`),
     /// sorted sets as `ZRANGE 0 -1 WITHSCORES`, anything else as its `TYPE`.
     ///
     /// ```no_run
@@ -437,17 +441,6 @@ impl Drop for Pooled {
     fn drop(&mut self) {
         let _ = self.reaper.kill();
         let _ = self.reaper.wait();
-    }
-}
-
-/// Runs one command whose reply does not matter, panicking with it if it fails.
-fn exec_words(conn: &mut redis::Connection, words: &[&str]) {
-    let mut cmd = redis::Cmd::new();
-    for word in words {
-        cmd.arg(*word);
-    }
-    if let Err(e) = cmd.query::<redis::Value>(conn) {
-        panic!("{}: {e}", words.join(" "));
     }
 }
 

@@ -194,20 +194,31 @@ fn dropping_a_guard_releases_it_and_stops_the_watchdog() {
     );
 }
 
-/// The acquire ran but its reply was lost: the blocking face releases that grant in the
-/// background (with its own token), instead of leaving it for its TTL.
-#[test]
-fn an_attempt_whose_reply_was_lost_leaves_no_grant_behind() {
+/// A server with the scripts loaded, a proxy in front of it, and a handle (60 s leases)
+/// that talks to the server through the proxy.
+fn behind_a_proxy() -> (RedisServer, Proxy, Locks) {
     let server = RedisServer::start();
     lockscript::load_scripts(&mut server.connection()).unwrap();
     let proxy = Proxy::start(server.port());
     let locks = Locks::connect(&redis::Client::open(proxy.url()).unwrap())
         .unwrap()
         .ttl(Duration::from_secs(60));
-    let acquire = lockscript::builtin::acquire("k", "f", "t", 1)
+    (server, proxy, locks)
+}
+
+/// The digest the acquire script is sent under.
+fn acquire_sha1() -> &'static str {
+    lockscript::builtin::acquire("k", "f", "t", 1)
         .script()
-        .sha1();
-    proxy.reset_after(acquire.as_bytes());
+        .sha1()
+}
+
+/// The acquire ran but its reply was lost: the blocking face releases that grant in the
+/// background (with its own token), instead of leaving it for its TTL.
+#[test]
+fn an_attempt_whose_reply_was_lost_leaves_no_grant_behind() {
+    let (server, proxy, locks) = behind_a_proxy();
+    proxy.reset_after(acquire_sha1().as_bytes());
     let err = locks.try_lock("lost").unwrap_err();
     assert!(matches!(err, LockError::Redis(_)), "{err:?}");
     let mut conn = server.connection();
@@ -340,20 +351,12 @@ fn a_reopen_to_a_frozen_server_stays_within_the_response_timeout() {
 /// next command on the same connection: the connection is dropped and opened anew.
 #[test]
 fn a_late_reply_is_never_read_as_the_next_commands() {
-    let server = RedisServer::start();
-    lockscript::load_scripts(&mut server.connection()).unwrap();
-    let proxy = Proxy::start(server.port());
-    let locks = Locks::connect(&redis::Client::open(proxy.url()).unwrap())
-        .unwrap()
-        .ttl(Duration::from_secs(60))
-        .response_timeout(Duration::from_millis(200));
+    let (_server, proxy, locks) = behind_a_proxy();
+    let locks = locks.response_timeout(Duration::from_millis(200));
     let held = locks.try_lock("late").unwrap().expect("free");
     assert_eq!(held.fencing_token(), 1);
     // The next acquire's reply ("held") is delayed past the timeout.
-    let acquire = lockscript::builtin::acquire("k", "f", "t", 1)
-        .script()
-        .sha1();
-    proxy.delay_reply_to(acquire.as_bytes(), Duration::from_millis(400));
+    proxy.delay_reply_to(acquire_sha1().as_bytes(), Duration::from_millis(400));
     let err = locks.try_lock("late").unwrap_err();
     assert!(matches!(err, LockError::Redis(_)), "{err:?}");
     std::thread::sleep(Duration::from_millis(500));
