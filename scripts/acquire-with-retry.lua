@@ -8,27 +8,48 @@
 -- holder's remaining time-to-live is returned, so the caller knows how long to
 -- wait.
 --
+-- The counter does not live forever: it expires ARGV[3] milliseconds after the
+-- last grant (the lease plus the retention the client chose), so an idle lock
+-- name costs no memory. A missing counter starts again from the server's clock
+-- in microseconds (TIME), never from 1. A counter rises by one per grant, and a
+-- grant takes the server more than a microsecond, so a counter never runs
+-- ahead of that clock: the value it restarts from is higher than any it gave
+-- before, as long as the server's clock has not stepped back by more than the
+-- time the counter was idle. (A microsecond clock fits a Lua number exactly
+-- until the year 2255.)
+--
 -- All or nothing: the counter is raised first, so if that fails (a counter that
 -- is not a number, memory refused) the script stops with an error before the
--- lock key is written, and an error reply always means "not acquired". The SET
--- after it writes a key that does not exist and does not fail (at worst, if the
--- user may INCR but not SET, a fencing number is skipped).
+-- lock key is written, and an error reply always means "not acquired". The
+-- writes after it set keys that exist or are new and do not fail (at worst, if
+-- the user may INCR but not SET, a fencing number is skipped).
 --
 -- The retrying happens in the client, between calls: a loop in here would block
 -- the whole server while it waits.
 --
 -- KEYS[1]  the lock key, lock:{name}; its value is the holder's owner token
--- KEYS[2]  the fencing counter, lock:{name}:fence; never expires
+-- KEYS[2]  the fencing counter, lock:{name}:fence
 -- ARGV[1]  the caller's owner token (128 random bits, hex)
 -- ARGV[2]  the lease in milliseconds, a positive integer
+-- ARGV[3]  how long the counter outlives this grant, in milliseconds, at
+--          least the lease
 --
--- Returns {1, fence}  acquired; fence is the counter's new value (1, 2, 3...)
+-- Returns {1, fence}  acquired; fence is the counter's new value: one more
+--                     than the last, or the server's clock in microseconds
 --         {0, pttl}   held by another owner; pttl is its remaining lease in
 --                     milliseconds (-1 if that key has no expiry)
 
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {0, redis.call('PTTL', KEYS[1])}
 end
-local fence = redis.call('INCR', KEYS[2])
+local fence
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  fence = redis.call('INCR', KEYS[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+else
+  local now = redis.call('TIME')
+  fence = now[1] * 1000000 + now[2]
+  redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', ARGV[3])
+end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return {1, fence}

@@ -51,11 +51,13 @@ fn audit_json_describes_every_script() {
     let acquire = &scripts[0];
     assert_eq!(acquire["name"], "acquire-with-retry");
     assert_eq!(acquire["keys"]["highest"], 2);
-    assert_eq!(acquire["argv"]["highest"], 2);
+    assert_eq!(acquire["argv"]["highest"], 3);
     assert_eq!(acquire["read_only"], false);
     assert_eq!(
         acquire["commands"],
-        serde_json::json!(["EXISTS", "PTTL", "INCR", "SET"])
+        serde_json::json!([
+            "EXISTS", "PTTL", "EXISTS", "INCR", "PEXPIRE", "TIME", "SET", "SET"
+        ])
     );
     let bytes = std::fs::read(workspace().join("scripts/acquire-with-retry.lua")).unwrap();
     assert_eq!(acquire["sha1"], lockscript_audit::sha1_hex(&bytes));

@@ -13,7 +13,9 @@
 
 use crate::lock_script;
 
-/// One atomic attempt to take a lock: `SET NX PX`, then `INCR` the fencing counter.
+/// One atomic attempt to take a lock: raise the fencing counter, then `SET` the lock
+/// with a lease of `ttl_ms`. The counter lives `fence_ms` after this grant; a missing
+/// one restarts from the server's clock in microseconds.
 ///
 /// Returns `(1, fence)` when acquired, `(0, pttl)` when another owner holds it.
 ///
@@ -22,14 +24,20 @@ use crate::lock_script;
 /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
 /// let mut conn = client.get_connection()?;
 /// let (acquired, value) = lockscript::builtin::acquire(
-///     "lock:{orders}", "lock:{orders}:fence", "my-token", 30_000,
+///     "lock:{orders}", "lock:{orders}:fence", "my-token", 30_000, 3_630_000,
 /// ).invoke(&mut conn)?;
 /// if acquired == 1 { println!("fence {value}") } else { println!("retry in {value} ms") }
 /// # Ok(())
 /// # }
 /// ```
 #[lock_script("scripts/acquire-with-retry.lua")]
-pub fn acquire(#[key] lock: &str, #[key] fence: &str, token: &str, ttl_ms: u64) -> (i64, i64);
+pub fn acquire(
+    #[key] lock: &str,
+    #[key] fence: &str,
+    token: &str,
+    ttl_ms: u64,
+    fence_ms: u64,
+) -> (i64, i64);
 
 /// Deletes the lock only while it holds `token`, and publishes on
 /// `<lock key>:released`. Returns 1 when released, 0 otherwise.
@@ -46,7 +54,8 @@ pub fn acquire(#[key] lock: &str, #[key] fence: &str, token: &str, ttl_ms: u64) 
 pub fn compare_del(#[key] lock: &str, token: &str) -> i64;
 
 /// Passes the lock from the holder of `token` to the holder of `next`, with a lease of
-/// `ttl_ms`, in one step: the release and the next grant at once. Returns the next
+/// `ttl_ms`, in one step: the release and the next grant at once (the fencing counter
+/// then lives `fence_ms`, as with [`acquire`]). Returns the next
 /// holder's fencing token, or 0 (and changes nothing) when `token` does not hold the
 /// lock. Nothing is published: the lock is held again at once.
 ///
@@ -55,15 +64,21 @@ pub fn compare_del(#[key] lock: &str, token: &str) -> i64;
 /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
 /// let mut conn = client.get_connection()?;
 /// let fence = lockscript::builtin::handover(
-///     "lock:{orders}", "lock:{orders}:fence", "my-token", "next-token", 30_000,
+///     "lock:{orders}", "lock:{orders}:fence", "my-token", "next-token", 30_000, 3_630_000,
 /// ).invoke(&mut conn)?;
 /// if fence > 0 { println!("handed over with fence {fence}") }
 /// # Ok(())
 /// # }
 /// ```
 #[lock_script("scripts/handover.lua")]
-pub fn handover(#[key] lock: &str, #[key] fence: &str, token: &str, next: &str, ttl_ms: u64)
--> i64;
+pub fn handover(
+    #[key] lock: &str,
+    #[key] fence: &str,
+    token: &str,
+    next: &str,
+    ttl_ms: u64,
+    fence_ms: u64,
+) -> i64;
 
 /// Sets a new lease on the lock only while it holds `token`. Returns 1 when renewed,
 /// 0 otherwise.
@@ -79,20 +94,21 @@ pub fn handover(#[key] lock: &str, #[key] fence: &str, token: &str, next: &str, 
 #[lock_script("scripts/renew.lua")]
 pub fn renew(#[key] lock: &str, token: &str, ttl_ms: u64) -> i64;
 
-/// Raises a fencing counter to at least `floor` and returns its value afterwards.
+/// Raises a fencing counter to at least `floor`, makes it live `fence_ms` from now,
+/// and returns its value afterwards.
 /// Redlock uses it so fencing tokens rise across grants on different majorities.
 ///
 /// ```no_run
 /// # fn main() -> Result<(), lockscript::LockError> {
 /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
 /// let mut conn = client.get_connection()?;
-/// let now = lockscript::builtin::raise_fence("lock:{orders}:fence", 42).invoke(&mut conn)?;
+/// let now = lockscript::builtin::raise_fence("lock:{orders}:fence", 42, 3_630_000).invoke(&mut conn)?;
 /// assert!(now >= 42);
 /// # Ok(())
 /// # }
 /// ```
 #[lock_script("scripts/raise-fence.lua")]
-pub fn raise_fence(#[key] fence: &str, floor: u64) -> i64;
+pub fn raise_fence(#[key] fence: &str, floor: u64, fence_ms: u64) -> i64;
 
 /// An example of a fenced write: sets `value` only if `token` is not lower than the
 /// highest fencing token the resource has seen (kept at `seen`). Returns 1 when

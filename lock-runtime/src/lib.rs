@@ -106,8 +106,8 @@ pub use script::{Arity, Invocation, Script};
 pub use settings::DEFAULT_NODE_TIMEOUT;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 pub use settings::{
-    DEFAULT_RESPONSE_TIMEOUT, MAX_HOLD, MAX_NAME_LEN, MAX_RETRY_DELAY, MAX_TTL, MAX_WAIT, MIN_TTL,
-    RetryPolicy,
+    DEFAULT_FENCE_RETENTION, DEFAULT_RESPONSE_TIMEOUT, FENCE_RETENTION_RANGE, MAX_HOLD,
+    MAX_NAME_LEN, MAX_RETRY_DELAY, MAX_TTL, MAX_WAIT, MIN_TTL, RetryPolicy,
 };
 
 /// Not public API: what `#[lock_script]` expands to. May change in any release.

@@ -77,6 +77,7 @@ where
             &keys.fence,
             token.as_str(),
             millis(settings.ttl),
+            settings.fence_lifetime(settings.ttl),
         );
         let reply = self.run(settings, call).await?;
         Ok(Outcome::from_reply(reply, sent))
@@ -175,6 +176,7 @@ where
             token.as_str(),
             next.as_str(),
             millis(ttl),
+            settings.fence_lifetime(ttl),
         );
         let fence = self.run(settings, call).await?;
         Ok(u64::try_from(fence).ok().filter(|f| *f > 0))

@@ -144,9 +144,15 @@ where
         let start = Instant::now();
         let acquired = self
             .round(settings, |mut conn| async move {
-                builtin::acquire(&keys.lock, &keys.fence, token.as_str(), millis(ttl))
-                    .invoke_async(&mut conn)
-                    .await
+                builtin::acquire(
+                    &keys.lock,
+                    &keys.fence,
+                    token.as_str(),
+                    millis(ttl),
+                    settings.fence_lifetime(ttl),
+                )
+                .invoke_async(&mut conn)
+                .await
             })
             .await;
         let granted: Vec<usize> = (0..self.nodes.len())
@@ -170,7 +176,8 @@ where
                 async move {
                     tokio::time::timeout(
                         settings.node_timeout,
-                        builtin::raise_fence(fence_key, fence).invoke_async(&mut conn),
+                        builtin::raise_fence(fence_key, fence, settings.fence_lifetime(ttl))
+                            .invoke_async(&mut conn),
                     )
                     .await
                 }

@@ -25,6 +25,17 @@ pub const MAX_WAIT: Duration = MAX_TTL;
 /// `max_hold` unset instead.
 pub const MAX_HOLD: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 
+/// How long a lock's fencing counter outlives its last grant unless set: one hour.
+/// Then the idle counter expires and the name costs no memory; the next grant
+/// restarts the counter from the server's clock in microseconds, above every token
+/// given before as long as that clock has not stepped back by more than the time
+/// the counter was idle (see `fence_retention`).
+pub const DEFAULT_FENCE_RETENTION: Duration = Duration::from_secs(60 * 60);
+
+/// The accepted fence retentions: 1 ms ..= 365 days.
+pub const FENCE_RETENTION_RANGE: std::ops::RangeInclusive<Duration> =
+    Duration::from_millis(1)..=MAX_HOLD;
+
 /// The longest retry backoff: one hour.
 pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(60 * 60);
 
@@ -216,6 +227,27 @@ macro_rules! settings_builder {
             self
         }
 
+        /// How long a lock's fencing counter (`<prefix>{name}:fence`) outlives the
+        /// lease of its last grant. Default 1 hour; accepted 1 ms ..= 365 days.
+        ///
+        /// An idle counter then expires, so locking per entity (`orders:42`,
+        /// `orders:43`, ...) does not fill the server with counters. The next grant
+        /// restarts the counter from the server's clock in microseconds (`TIME`), so
+        /// fencing tokens still rise across the expiry, provided the server's clock did
+        /// not step back by more than the time the counter was idle. Keep it well
+        /// above the largest clock step your servers may take.
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(locks: ", $ty, ") -> ", $ty, " {")]
+        /// locks.fence_retention(std::time::Duration::from_secs(24 * 60 * 60))
+        /// # }
+        /// ```
+        #[must_use]
+        pub fn fence_retention(mut self, retention: std::time::Duration) -> Self {
+            self.settings_mut().fence_retention = retention;
+            self
+        }
+
         /// How waiters pace their attempts; see [`RetryPolicy`](crate::RetryPolicy).
         ///
         /// ```no_run
@@ -246,6 +278,8 @@ pub(crate) struct Settings {
     pub(crate) wait_for_replicas: Option<ReplicaWait>,
     /// How long one command may wait for its reply.
     pub(crate) response_timeout: Duration,
+    /// How long the fencing counter outlives a grant's lease.
+    pub(crate) fence_retention: Duration,
     /// Redlock: how long one master may take per round.
     #[cfg(feature = "redlock")]
     pub(crate) node_timeout: Duration,
@@ -268,6 +302,8 @@ pub(crate) struct ReplicaWait {
 /// - key prefix `lock:`;
 /// - no `WAIT` for replicas after a grant (`wait_for_replicas`);
 /// - response timeout 500 ms: no call hangs on a paused or unreachable server;
+/// - fence retention 1 hour: an idle lock name's counter expires, and the clock it
+///   restarts from may step back by up to that much without repeating a token;
 /// - Redlock node timeout 50 ms.
 impl Default for Settings {
     fn default() -> Self {
@@ -280,6 +316,7 @@ impl Default for Settings {
             retry: RetryPolicy::default(),
             wait_for_replicas: None,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            fence_retention: DEFAULT_FENCE_RETENTION,
             #[cfg(feature = "redlock")]
             node_timeout: DEFAULT_NODE_TIMEOUT,
         }
@@ -324,6 +361,14 @@ impl Settings {
                 RESPONSE_TIMEOUT_RANGE.end()
             )));
         }
+        if !FENCE_RETENTION_RANGE.contains(&self.fence_retention) {
+            return Err(LockError::InvalidSettings(format!(
+                "fence_retention {:?} is outside {:?}..={:?}",
+                self.fence_retention,
+                FENCE_RETENTION_RANGE.start(),
+                FENCE_RETENTION_RANGE.end()
+            )));
+        }
         if let Some(ReplicaWait { replicas, timeout }) = self.wait_for_replicas {
             if replicas == 0 {
                 return Err(LockError::InvalidSettings(
@@ -355,6 +400,12 @@ impl Settings {
             )));
         }
         Ok(())
+    }
+
+    /// How long, in milliseconds, the fencing counter lives after a grant with lease
+    /// `ttl`: the lease plus the retention.
+    pub(crate) fn fence_lifetime(&self, ttl: Duration) -> u64 {
+        millis(ttl.saturating_add(self.fence_retention))
     }
 
     /// The key names of lock `name`, after checking the name.

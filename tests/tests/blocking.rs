@@ -34,11 +34,11 @@ fn try_lock_grants_with_rising_fences_and_refuses_when_held() {
     let server = RedisServer::start();
     let locks = locks(&server);
     let first = locks.try_lock("q").unwrap().expect("free");
-    assert_eq!(first.fencing_token(), 1);
+    let f0 = first.fencing_token();
     assert!(locks.try_lock("q").unwrap().is_none());
     first.release().unwrap();
     let second = locks.try_lock("q").unwrap().expect("free again");
-    assert_eq!(second.fencing_token(), 2);
+    assert_eq!(second.fencing_token(), f0 + 1);
     second.release().unwrap();
 }
 
@@ -53,6 +53,7 @@ fn waiter_is_woken_by_the_release_notification() {
             Duration::from_secs(30),
         ));
     let holder = locks.lock("q").unwrap();
+    let f0 = holder.fencing_token();
     let waiter = {
         let locks = locks.clone();
         std::thread::spawn(move || locks.lock("q"))
@@ -61,7 +62,7 @@ fn waiter_is_woken_by_the_release_notification() {
     assert!(!waiter.is_finished());
     holder.release().unwrap();
     let guard = waiter.join().unwrap().expect("woken before its timeout");
-    assert_eq!(guard.fencing_token(), 2);
+    assert_eq!(guard.fencing_token(), f0 + 1);
     assert!(guard.attempts() <= 3, "attempts {}", guard.attempts());
     guard.release().unwrap();
 }
@@ -208,7 +209,7 @@ fn behind_a_proxy() -> (RedisServer, Proxy, Locks) {
 
 /// The digest the acquire script is sent under.
 fn acquire_sha1() -> &'static str {
-    lockscript::builtin::acquire("k", "f", "t", 1)
+    lockscript::builtin::acquire("k", "f", "t", 1, 1)
         .script()
         .sha1()
 }
@@ -222,15 +223,15 @@ fn an_attempt_whose_reply_was_lost_leaves_no_grant_behind() {
     let err = locks.try_lock("lost").unwrap_err();
     assert!(matches!(err, LockError::Redis(_)), "{err:?}");
     let mut conn = server.connection();
-    let fence: i64 = conn.get("lock:{lost}:fence").unwrap();
-    assert_eq!(fence, 1, "the acquire ran");
+    let fence: Option<u64> = conn.get("lock:{lost}:fence").unwrap();
+    let fence = fence.expect("the acquire ran: the counter exists");
     within(
         Duration::from_secs(1),
         "the release of the lost grant",
         || !conn.exists::<_, bool>("lock:{lost}").unwrap(),
     );
     let guard = locks.try_lock("lost").unwrap().expect("free again");
-    assert_eq!(guard.fencing_token(), 2);
+    assert_eq!(guard.fencing_token(), fence + 1);
     guard.release().unwrap();
 }
 
@@ -260,13 +261,12 @@ fn bad_input_is_a_typed_error_and_sends_nothing() {
 fn with_lock_returns_the_value_or_reports_the_loss() {
     let server = RedisServer::start();
     let locks = locks(&server).ttl(Duration::from_millis(150));
-    assert_eq!(
-        locks
-            .with_lock("q", lockscript::blocking::LockGuard::fencing_token)
-            .unwrap(),
-        1
-    );
+    let fence = locks
+        .with_lock("q", lockscript::blocking::LockGuard::fencing_token)
+        .unwrap();
     let mut conn = server.connection();
+    let counter: u64 = conn.get("lock:{q}:fence").unwrap();
+    assert_eq!(fence, counter, "the value of the closure");
     let lost = locks.with_lock("q", |guard| {
         let _: () = conn.del("lock:{q}").unwrap();
         guard.lost_within(PATIENCE)
@@ -351,18 +351,23 @@ fn a_reopen_to_a_frozen_server_stays_within_the_response_timeout() {
 /// next command on the same connection: the connection is dropped and opened anew.
 #[test]
 fn a_late_reply_is_never_read_as_the_next_commands() {
-    let (_server, proxy, locks) = behind_a_proxy();
+    let (server, proxy, locks) = behind_a_proxy();
     let locks = locks.response_timeout(Duration::from_millis(200));
     let held = locks.try_lock("late").unwrap().expect("free");
-    assert_eq!(held.fencing_token(), 1);
     // The next acquire's reply ("held") is delayed past the timeout.
     proxy.delay_reply_to(acquire_sha1().as_bytes(), Duration::from_millis(400));
     let err = locks.try_lock("late").unwrap_err();
     assert!(matches!(err, LockError::Redis(_)), "{err:?}");
     std::thread::sleep(Duration::from_millis(500));
-    // Another lock, free: it must be granted with its own fence 1, and "late" stays held.
+    // Another lock, free: it must be granted with its own counter's fence, and "late"
+    // stays held.
     let other = locks.try_lock("other").unwrap().expect("free");
-    assert_eq!(other.fencing_token(), 1);
+    let counter: u64 = server.connection().get("lock:{other}:fence").unwrap();
+    assert_eq!(other.fencing_token(), counter);
+    assert!(
+        other.fencing_token() > held.fencing_token(),
+        "a counter started later"
+    );
     assert!(locks.try_lock("late").unwrap().is_none(), "late is held");
     assert!(held.is_held().unwrap());
     other.release().unwrap();

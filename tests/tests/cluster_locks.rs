@@ -76,7 +76,7 @@ fn node_has_key(cluster: &RedisCluster, i: usize, key: &str) -> bool {
 
 /// Whether node `i` has the acquire script in its cache.
 fn has_acquire_script(cluster: &RedisCluster, i: usize) -> bool {
-    let sha = lockscript::builtin::acquire("k", "f", "t", 1)
+    let sha = lockscript::builtin::acquire("k", "f", "t", 1, 1)
         .script()
         .sha1();
     let cached: Vec<bool> = redis::cmd("SCRIPT")
@@ -112,7 +112,7 @@ async fn connect_cluster_grants_fences_and_wakes_waiters_on_every_master() {
     assert_eq!(names.len(), 3);
     for (name, master) in &names {
         let first = locks.try_lock(name).await.unwrap().expect("free");
-        assert_eq!(first.fencing_token(), 1);
+        let f0 = first.fencing_token();
         assert!(first.is_held().await.unwrap());
         assert!(locks.try_lock(name).await.unwrap().is_none(), "{name} held");
         assert!(node_has_key(&cluster, *master, &lock_key(name)));
@@ -128,19 +128,19 @@ async fn connect_cluster_grants_fences_and_wakes_waiters_on_every_master() {
             .await
             .unwrap()
             .unwrap_or_else(|e| panic!("{name} on node {master}: {e}"));
-        assert_eq!(second.fencing_token(), 2);
+        assert_eq!(second.fencing_token(), f0 + 1);
         assert!(second.attempts() <= 3, "attempts {}", second.attempts());
         second.release().await.unwrap();
 
         let third = locks.lock(name).await.unwrap();
-        assert_eq!(third.fencing_token(), 3);
+        assert_eq!(third.fencing_token(), f0 + 2);
         third.release().await.unwrap();
         assert!(!node_has_key(&cluster, *master, &lock_key(name)));
         let fence: u64 = redis::cmd("GET")
             .arg(format!("{}:fence", lock_key(name)))
             .query(&mut cluster.node(*master).connection())
             .unwrap();
-        assert_eq!(fence, 3, "the counter lives on {name}'s master");
+        assert_eq!(fence, f0 + 2, "the counter lives on {name}'s master");
     }
 }
 
@@ -175,6 +175,7 @@ async fn notifications_move_to_another_node_when_theirs_stops() {
         ));
     let channel = format!("{}:released", lock_key("moving"));
     let holder = locks.lock("moving").await.unwrap();
+    let f0 = holder.fencing_token();
     let waiter = {
         let locks = locks.clone();
         tokio::spawn(async move { locks.lock("moving").await })
@@ -205,7 +206,7 @@ async fn notifications_move_to_another_node_when_theirs_stops() {
         .await
         .unwrap()
         .expect("woken through the other node");
-    assert_eq!(guard.fencing_token(), 2);
+    assert_eq!(guard.fencing_token(), f0 + 1);
     guard.release().await.unwrap();
 }
 
@@ -240,9 +241,10 @@ async fn wait_for_replicas_confirms_or_releases_the_grant() {
 
     // Every master has one replica: asking for one succeeds, and the replica has the key.
     let one = base.clone().wait_for_replicas(1, Duration::from_secs(5));
+    let mut last_fence = Vec::new();
     for (name, master) in &names {
         let guard = one.try_lock(name).await.unwrap().expect("free");
-        assert_eq!(guard.fencing_token(), 1);
+        let f0 = guard.fencing_token();
         let replica = replica_of(&cluster, *master);
         assert!(
             node_has_key(&cluster, replica, &lock_key(name)),
@@ -250,7 +252,8 @@ async fn wait_for_replicas_confirms_or_releases_the_grant() {
         );
         guard.release().await.unwrap();
         let guard = one.lock(name).await.unwrap();
-        assert_eq!(guard.fencing_token(), 2);
+        assert_eq!(guard.fencing_token(), f0 + 1);
+        last_fence.push(guard.fencing_token());
         guard.release().await.unwrap();
     }
     for (name, master) in &names {
@@ -263,7 +266,7 @@ async fn wait_for_replicas_confirms_or_releases_the_grant() {
 
     // Two replicas cannot acknowledge: the grant is released again, nothing is held.
     let two = base.clone().wait_for_replicas(2, Duration::from_secs(1));
-    for (name, master) in &names {
+    for ((name, master), last) in names.iter().zip(last_fence) {
         let err = two.try_lock(name).await.unwrap_err();
         match &err {
             LockError::NotReplicated {
@@ -281,9 +284,9 @@ async fn wait_for_replicas_confirms_or_releases_the_grant() {
         let err = two.lock(name).await.unwrap_err();
         assert!(matches!(err, LockError::NotReplicated { .. }), "{err:?}");
         released_within_a_second(&cluster, *master, name).await;
-        // Free for anyone; the two refused grants used up fencing tokens 3 and 4.
+        // Free for anyone; the two refused grants used up the two tokens after `last`.
         let guard = base.try_lock(name).await.unwrap().expect("nothing held");
-        assert_eq!(guard.fencing_token(), 5);
+        assert_eq!(guard.fencing_token(), last + 3);
         guard.release().await.unwrap();
     }
 

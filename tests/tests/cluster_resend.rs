@@ -33,7 +33,7 @@ const RELEASED_WITHIN: Duration = Duration::from_secs(2);
 const PATIENCE: Duration = Duration::from_secs(30);
 
 fn acquire_sha() -> &'static str {
-    lockscript::builtin::acquire("k", "f", "t", 1)
+    lockscript::builtin::acquire("k", "f", "t", 1, 1)
         .script()
         .sha1()
 }
@@ -97,7 +97,7 @@ fn evalsha_runs(conn: &mut redis::Connection, sha: &str) -> usize {
 
 /// Loads the lock scripts on the master (the first try_lock falls back to EVAL), so the
 /// acquire below goes out as one `EVALSHA` that runs.
-async fn warm_up<C>(locks: &Locks<C>)
+async fn warm_up<C>(locks: &Locks<C>) -> u64
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
@@ -106,11 +106,12 @@ where
         .await
         .expect("try_lock through the proxy")
         .expect("free");
-    assert_eq!(guard.fencing_token(), 1);
+    let fence = guard.fencing_token();
     guard.release().await.expect("release through the proxy");
+    fence
 }
 
-/// The lock's fencing counter: how many grants the acquire script made.
+/// The lock's fencing counter: the last token the acquire script gave.
 fn fence(conn: &mut redis::Connection) -> u64 {
     redis::cmd("GET")
         .arg(FENCE)
@@ -129,7 +130,7 @@ async fn connect_cluster_never_re_sends_a_script_after_an_io_error() {
         .await
         .expect("connect_cluster")
         .ttl(TTL);
-    warm_up(&locks).await;
+    let f0 = warm_up(&locks).await;
     let mut conn = cluster.node(master).connection();
     start_recording(&mut conn);
 
@@ -143,7 +144,7 @@ async fn connect_cluster_never_re_sends_a_script_after_an_io_error() {
         LockError::Redis(e) => assert!(e.is_io_error() || e.is_connection_dropped(), "{e:?}"),
         other => panic!("expected an I/O error, got {other:?}"),
     }
-    assert_eq!(fence(&mut conn), 2, "the acquire ran and granted");
+    assert_eq!(fence(&mut conn), f0 + 1, "the acquire ran and granted");
 
     // The grant nobody owns is released in the background, long before its TTL.
     let mut direct = cluster.node(master).multiplexed().await;
@@ -194,7 +195,7 @@ async fn connect_cluster_never_re_sends_a_script_after_an_io_error() {
         .await
         .expect("try_lock after the fault")
         .expect("the lock is free again");
-    assert_eq!(guard.fencing_token(), 3);
+    assert_eq!(guard.fencing_token(), f0 + 2);
     guard.release().await.expect("release");
 }
 
@@ -208,7 +209,7 @@ async fn redis_rs_default_retries_re_send_a_script_after_an_io_error_and_orphan_
     let cluster = RedisCluster::start(3, 0);
     let (master, proxy) = proxy_the_master_of(&cluster, KEY);
     let locks = Locks::new(cluster.async_connection().await).ttl(TTL);
-    warm_up(&locks).await;
+    let f0 = warm_up(&locks).await;
     let mut conn = cluster.node(master).connection();
     start_recording(&mut conn);
 
@@ -231,7 +232,11 @@ async fn redis_rs_default_retries_re_send_a_script_after_an_io_error_and_orphan_
         (2, 0),
         "no other script call reached the master"
     );
-    assert_eq!(fence(&mut conn), 2, "the first of them granted the lock");
+    assert_eq!(
+        fence(&mut conn),
+        f0 + 1,
+        "the first of them granted the lock"
+    );
 
     // Nobody owns that grant, and nothing releases it: the lock stays taken for its TTL.
     assert!(

@@ -53,7 +53,7 @@ async fn try_lock_grants_a_free_lock_with_rising_fencing_tokens() {
     let locks = locks(&server).await;
     let first = locks.try_lock("orders:42").await.unwrap().expect("free");
     assert_eq!(first.name(), "orders:42");
-    assert_eq!(first.fencing_token(), 1);
+    let f0 = first.fencing_token();
     assert_eq!(first.attempts(), 1);
     first.release().await.unwrap();
     let second = locks
@@ -61,7 +61,7 @@ async fn try_lock_grants_a_free_lock_with_rising_fencing_tokens() {
         .await
         .unwrap()
         .expect("free again");
-    assert_eq!(second.fencing_token(), 2);
+    assert_eq!(second.fencing_token(), f0 + 1);
     second.release().await.unwrap();
 }
 
@@ -82,6 +82,7 @@ async fn waiter_is_woken_by_the_release_notification() {
     // release by the waiter's own handle would hand the lock over instead).
     let locks = patient(&server).await.wait_timeout(Duration::from_secs(5));
     let holder = patient(&server).await.lock("q").await.unwrap();
+    let f0 = holder.fencing_token();
     let waiter = spawn_lock(&locks, "q");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!waiter.is_finished());
@@ -90,7 +91,7 @@ async fn waiter_is_woken_by_the_release_notification() {
         .await
         .unwrap()
         .expect("waiter acquires");
-    assert_eq!(guard.fencing_token(), 2);
+    assert_eq!(guard.fencing_token(), f0 + 1);
     assert!(guard.attempts() <= 3, "attempts {}", guard.attempts());
     guard.release().await.unwrap();
 }
@@ -154,9 +155,10 @@ async fn lock_waits_out_an_expired_holder() {
         .ttl(Duration::from_millis(200))
         .watchdog(false);
     let holder = crashed.lock("q").await.unwrap();
+    let f0 = holder.fencing_token();
     std::mem::forget(holder); // a holder that vanished without releasing
     let guard = within("the takeover", locks.lock("q")).await.unwrap();
-    assert_eq!(guard.fencing_token(), 2);
+    assert_eq!(guard.fencing_token(), f0 + 1);
     guard.release().await.unwrap();
 }
 
@@ -427,12 +429,13 @@ async fn max_hold_stops_renewal_and_the_lease_runs_out() {
         .ttl(Duration::from_millis(100))
         .max_hold(Duration::from_millis(300));
     let guard = locks.lock("q").await.unwrap();
+    let f0 = guard.fencing_token();
     let acquired = std::time::Instant::now();
     within("the loss signal", guard.lost()).await;
     // Renewed up to the cap, then left to run out: held past the first lease, freed after.
     assert!(acquired.elapsed() >= Duration::from_millis(300));
     let next = within("the next grant", locks.lock("q")).await.unwrap();
-    assert_eq!(next.fencing_token(), 2);
+    assert_eq!(next.fencing_token(), f0 + 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -443,7 +446,8 @@ async fn with_lock_returns_the_value_and_releases() {
         .with_lock("q", |lease| async move { lease.fencing_token() })
         .await
         .unwrap();
-    assert_eq!(fence, 1);
+    let counter: u64 = redis::Commands::get(&mut server.connection(), "lock:{q}:fence").unwrap();
+    assert_eq!(fence, counter, "the lease's token is the grant's");
     assert!(
         locks.try_lock("q").await.unwrap().is_some(),
         "released after the work"

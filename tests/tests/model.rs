@@ -21,6 +21,8 @@ enum Op {
     Expire,
     /// The server loses its script cache.
     ScriptFlush,
+    /// The fencing counter expires (as an idle one does after `fence_retention`).
+    CounterExpires,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -30,14 +32,17 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0..CLIENTS).prop_map(Op::Release),
         1 => Just(Op::Expire),
         1 => Just(Op::ScriptFlush),
+        1 => Just(Op::CounterExpires),
     ]
 }
 
-/// The model: the owner (a client), the last token granted.
+/// The model: the owner (a client), the last token granted, and whether the counter
+/// has restarted since (then the next token is only known to be higher).
 #[derive(Default)]
 struct Model {
     owner: Option<usize>,
-    fence: u64,
+    fence: Option<u64>,
+    restarted: bool,
 }
 
 async fn run_case(
@@ -47,6 +52,7 @@ async fn run_case(
     ops: &[Op],
 ) -> Result<(), TestCaseError> {
     let key = format!("lock:{{{name}}}");
+    let counter = format!("{key}:fence");
     let mut admin = server.multiplexed().await;
     let mut model = Model::default();
     let mut guards: Vec<Option<LockGuard>> = (0..CLIENTS).map(|_| None).collect();
@@ -58,8 +64,22 @@ async fn run_case(
                     let guard = got.ok_or_else(|| {
                         TestCaseError::fail(format!("step {step}: free lock refused"))
                     })?;
-                    model.fence += 1;
-                    prop_assert_eq!(guard.fencing_token(), model.fence, "step {}: fence", step);
+                    let fence = guard.fencing_token();
+                    match model.fence {
+                        Some(last) if !model.restarted => {
+                            prop_assert_eq!(fence, last + 1, "step {}: the next fence", step);
+                        }
+                        Some(last) => prop_assert!(
+                            fence > last,
+                            "step {}: fence {} after the counter's restart, last {}",
+                            step,
+                            fence,
+                            last
+                        ),
+                        None => prop_assert!(fence > 0, "step {}: first fence", step),
+                    }
+                    model.fence = Some(fence);
+                    model.restarted = false;
                     model.owner = Some(c);
                     guards[c] = Some(guard); // a stale guard it had is dropped
                 } else {
@@ -120,6 +140,15 @@ async fn run_case(
                     .unwrap();
                 model.owner = None;
             }
+            Op::CounterExpires => {
+                let _: () = redis::cmd("PEXPIRE")
+                    .arg(&counter)
+                    .arg(0)
+                    .query_async(&mut admin)
+                    .await
+                    .unwrap();
+                model.restarted = true;
+            }
             Op::ScriptFlush => {
                 let _: () = redis::cmd("SCRIPT")
                     .arg("FLUSH")
@@ -171,7 +200,7 @@ fn random_operation_sequences_match_the_model() {
     runner
         .run(&proptest::collection::vec(op(), 1..40), |ops| {
             // A fresh lock name per case (shrinking included): each case starts from a
-            // free lock and token 0.
+            // free lock and no counter.
             let n = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let name = format!("model-{n}");
             runtime.block_on(run_case(&server, &clients, &name, &ops))

@@ -457,6 +457,7 @@ where
                     &keys.fence,
                     token.as_str(),
                     millis(settings.ttl),
+                    settings.fence_lifetime(settings.ttl),
                 )
                 .invoke(c)
             });

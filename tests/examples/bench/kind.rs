@@ -31,7 +31,7 @@ const FLOOR_TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
 /// The scripts' digests, read once: the floor's loop must not pay for building an
 /// `Invocation` per cycle just to learn them.
-static ACQUIRE_SHA: LazyLock<&str> = LazyLock::new(|| acquire("k", "f", "t", 1).script().sha1());
+static ACQUIRE_SHA: LazyLock<&str> = LazyLock::new(|| acquire("k", "f", "t", 1, 1).script().sha1());
 static COMPARE_DEL_SHA: LazyLock<&str> = LazyLock::new(|| compare_del("k", "t").script().sha1());
 
 /// How a raw floor cycle takes its lock; it frees it with `EVALSHA` compare-del.lua.
@@ -74,7 +74,8 @@ impl Take {
                     .arg(key)
                     .arg(fence)
                     .arg(FLOOR_TOKEN)
-                    .arg(30_000);
+                    .arg(30_000)
+                    .arg(3_630_000);
                 cmd
             }
         }
