@@ -5,6 +5,7 @@
 //! - [`lua::analyze`] parses a script as Lua 5.1 (the dialect Redis runs), reads its
 //!   `#!lua` shebang, finds the highest literal `KEYS[n]` / `ARGV[n]`, and lints every
 //!   literal `redis.call` / `redis.pcall` command against [`commands`].
+//! - [`guarded::wrap`] writes the owner-guarded form of a script.
 //! - [`audit::audit_dir`] does that for every `.lua` file of a directory and checks the
 //!   directory's `SHA1SUMS`.
 //!
@@ -17,6 +18,7 @@
 
 pub mod audit;
 pub mod commands;
+pub mod guarded;
 pub mod lua;
 
 /// The SHA1 of `bytes` as 40 lowercase hex digits: what `sha1sum` prints and what

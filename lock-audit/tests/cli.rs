@@ -144,3 +144,29 @@ fn verify_against_a_closed_port_exits_with_two() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot connect"));
 }
+
+/// `wrap` prints the guarded form byte for byte; its digest is the one `audit --json`
+/// and `audit --guarded` report, and the one the macro embeds for `guarded`.
+#[test]
+fn wrap_prints_the_guarded_form_that_audit_digests() {
+    let out = lockscript(&["wrap", "tests/lua/bump.lua"]);
+    assert_eq!(out.status.code(), Some(0));
+    let file = std::fs::read_to_string(workspace().join("tests/lua/bump.lua")).unwrap();
+    assert_eq!(stdout(&out), lockscript_audit::guarded::wrap(&file));
+    let digest = lockscript_audit::sha1_hex(&out.stdout);
+
+    let v = json(&lockscript(&["audit", "--json", "tests/lua"]));
+    let bump = v["dirs"][0]["scripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "bump")
+        .expect("bump in the JSON");
+    assert_eq!(bump["guarded_sha1"], digest.as_str());
+    let table = stdout(&lockscript(&["audit", "--guarded", "tests/lua"]));
+    assert!(table.contains("GUARDED SHA1"), "{table}");
+    assert!(table.contains(&digest), "{table}");
+
+    let missing = lockscript(&["wrap", "tests/lua/nope.lua"]);
+    assert_eq!(missing.status.code(), Some(2));
+}

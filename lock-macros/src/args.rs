@@ -1,13 +1,15 @@
-//! The attribute's arguments: `"path"`, then optional `sha1 = "..."` and `crate = "..."`.
+//! The attribute's arguments: `"path"`, then optional `guarded`, `sha1 = "..."` and
+//! `crate = "..."`.
 
 use syn::parse::{Parse, ParseStream};
 use syn::{LitStr, Path, Token};
 
 mod kw {
     syn::custom_keyword!(sha1);
+    syn::custom_keyword!(guarded);
 }
 
-/// `#[lock_script("scripts/x.lua", sha1 = "...", crate = "...")]`.
+/// `#[lock_script("scripts/x.lua", guarded, sha1 = "...", crate = "...")]`.
 pub(crate) struct Args {
     /// The script's path, relative to `CARGO_MANIFEST_DIR`.
     pub(crate) path: LitStr,
@@ -15,6 +17,8 @@ pub(crate) struct Args {
     pub(crate) sha1: Option<LitStr>,
     /// The runtime crate's path, `::lockscript` unless overridden.
     pub(crate) krate: Path,
+    /// `guarded`: the call takes a guard and runs only while it holds its lock.
+    pub(crate) guarded: Option<kw::guarded>,
 }
 
 impl Parse for Args {
@@ -28,13 +32,20 @@ impl Parse for Args {
         })?;
         let mut sha1 = None;
         let mut krate = None;
+        let mut guarded = None;
         while !input.is_empty() {
             input.parse::<Token![,]>()?;
             if input.is_empty() {
                 break;
             }
             let lookahead = input.lookahead1();
-            if lookahead.peek(kw::sha1) {
+            if lookahead.peek(kw::guarded) {
+                let key: kw::guarded = input.parse()?;
+                if guarded.is_some() {
+                    return Err(syn::Error::new(key.span, "`guarded` is given twice"));
+                }
+                guarded = Some(key);
+            } else if lookahead.peek(kw::sha1) {
                 let key: kw::sha1 = input.parse()?;
                 input.parse::<Token![=]>()?;
                 if sha1.is_some() {
@@ -60,7 +71,7 @@ impl Parse for Args {
                 return Err(syn::Error::new(
                     unknown.span(),
                     format!(
-                        "unknown argument `{unknown}`: expected `sha1 = \"...\"` or `crate = \"...\"`"
+                        "unknown argument `{unknown}`: expected `guarded`, `sha1 = \"...\"` or `crate = \"...\"`"
                     ),
                 ));
             } else {
@@ -71,6 +82,7 @@ impl Parse for Args {
             path,
             sha1,
             krate: krate.unwrap_or_else(|| syn::parse_quote!(::lockscript)),
+            guarded,
         })
     }
 }

@@ -30,6 +30,15 @@ pub(crate) fn lock_script(attr: TokenStream, item: TokenStream) -> TokenStream {
             None
         }
     };
+    if args.guarded.is_some()
+        && let Some(taken) = params.iter().find(|p| p.name == "guard")
+    {
+        errors.push(syn::Error::new_spanned(
+            &taken.name,
+            "a `guarded` script function takes the guard as its first parameter, named \
+             `guard`: rename this one",
+        ));
+    }
     if let Some(source) = &source {
         let analysis = lua::analyze(&source.text);
         check::check(
@@ -41,13 +50,87 @@ pub(crate) fn lock_script(attr: TokenStream, item: TokenStream) -> TokenStream {
             args.sha1.as_ref(),
             &mut errors,
         );
+        let guarded = args.guarded.map(|_| Guarded::new(source));
         if errors.is_empty() {
-            return expand(&args, &func, &params, source, &analysis);
+            return expand(&args, &func, &params, source, &analysis, guarded.as_ref());
         }
     }
     let errors: TokenStream = errors.iter().map(syn::Error::to_compile_error).collect();
-    let stub = stub(&func, &args.krate);
+    let stub = stub(&func, &args);
     quote!(#errors #stub)
+}
+
+/// The guarded form of a script: what is sent, and its digest.
+struct Guarded {
+    source: String,
+    sha1: String,
+}
+
+impl Guarded {
+    fn new(source: &Source) -> Self {
+        // The file was checked as it is; the wrapper around it is fixed text, tested in
+        // `lockscript_audit::guarded` to parse for any script that does.
+        let wrapped = lockscript_audit::guarded::wrap(&source.text);
+        Self {
+            sha1: lockscript_audit::sha1_hex(wrapped.as_bytes()),
+            source: wrapped,
+        }
+    }
+}
+
+/// What the function sends: the file as it is (embedded with `include_str!`, so editing
+/// it rebuilds), or its guarded form (a literal; an `include_str!` still tracks the file).
+struct Sent {
+    name: String,
+    text: TokenStream,
+    sha1: String,
+    /// Keys and arguments the guard puts before the script's own.
+    added: usize,
+}
+
+impl Sent {
+    fn of(source: &Source, guarded: Option<&Guarded>) -> Self {
+        let absolute = source.absolute.to_string_lossy().into_owned();
+        match guarded {
+            None => Self {
+                name: source.name.clone(),
+                text: quote!(::core::include_str!(#absolute)),
+                sha1: source.sha1.clone(),
+                added: 0,
+            },
+            Some(g) => {
+                let text = &g.source;
+                Self {
+                    name: format!("{}+guarded", source.name),
+                    text: quote!({
+                        const _: &str = ::core::include_str!(#absolute);
+                        #text
+                    }),
+                    sha1: g.sha1.clone(),
+                    added: lockscript_audit::guarded::ADDED,
+                }
+            }
+        }
+    }
+}
+
+/// The signature as generated: returns an `Invocation`, and for a guarded script takes
+/// `guard: &Guard` first, where `Guard: Guarded`.
+fn generated_sig(func: &ScriptFn, args: &Args) -> syn::Signature {
+    let krate = &args.krate;
+    let mut sig = func.sig.clone();
+    let reply = reply_type(func);
+    sig.output = syn::parse_quote!(-> #krate::Invocation<#reply>);
+    let taken = sig.inputs.iter().any(|input| {
+        matches!(input, syn::FnArg::Typed(arg) if matches!(&*arg.pat, syn::Pat::Ident(p) if p.ident == "guard"))
+    });
+    if args.guarded.is_some() && !taken {
+        sig.generics
+            .params
+            .push(syn::parse_quote!(Guard: #krate::Guarded + ?Sized));
+        sig.inputs.insert(0, syn::parse_quote!(guard: &Guard));
+    }
+    sig
 }
 
 /// The attribute itself did not parse: report that, and keep the function declared.
@@ -56,7 +139,13 @@ fn with_stub(error: &syn::Error, item: TokenStream) -> TokenStream {
     let stub = match syn::parse2::<ScriptFn>(item) {
         Ok(mut func) => {
             func.take_params(&mut Vec::new());
-            stub(&func, &syn::parse_quote!(::lockscript))
+            let args = Args {
+                path: LitStr::new("", proc_macro2::Span::call_site()),
+                sha1: None,
+                krate: syn::parse_quote!(::lockscript),
+                guarded: None,
+            };
+            stub(&func, &args)
         }
         Err(_) => TokenStream::new(),
     };
@@ -71,13 +160,9 @@ fn reply_type(func: &ScriptFn) -> TokenStream {
 }
 
 /// The declared signature with a body that never runs (the build has already failed).
-fn stub(func: &ScriptFn, krate: &syn::Path) -> TokenStream {
-    let ScriptFn {
-        attrs, vis, sig, ..
-    } = func;
-    let mut sig = sig.clone();
-    let reply = reply_type(func);
-    sig.output = syn::parse_quote!(-> #krate::Invocation<#reply>);
+fn stub(func: &ScriptFn, args: &Args) -> TokenStream {
+    let ScriptFn { attrs, vis, .. } = func;
+    let mut sig = generated_sig(func, args);
     sig.asyncness = None;
     sig.constness = None;
     sig.unsafety = None;
@@ -96,26 +181,28 @@ fn expand(
     params: &[Param],
     source: &Source,
     analysis: &lua::Analysis,
+    guarded: Option<&Guarded>,
 ) -> TokenStream {
     let krate = &args.krate;
-    let ScriptFn {
-        attrs, vis, sig, ..
-    } = func;
-    let mut sig = sig.clone();
+    let ScriptFn { attrs, vis, .. } = func;
+    let sig = generated_sig(func, args);
     let reply = reply_type(func);
-    sig.output = syn::parse_quote!(-> #krate::Invocation<#reply>);
 
-    let name = &source.name;
     let path: &LitStr = &args.path;
-    let absolute = source.absolute.to_string_lossy().into_owned();
-    let sha1 = &source.sha1;
+    let Sent {
+        name,
+        text,
+        sha1,
+        added,
+    } = Sent::of(source, guarded);
     let read_only = analysis.read_only();
     let flags = &analysis.flags;
     let arity = |key: bool| {
-        let fixed = params
-            .iter()
-            .filter(|p| p.key == key && !p.variadic)
-            .count();
+        let fixed = added
+            + params
+                .iter()
+                .filter(|p| p.key == key && !p.variadic)
+                .count();
         if params.iter().any(|p| p.key == key && p.variadic) {
             quote!(#krate::Arity::AtLeast(#fixed))
         } else {
@@ -130,19 +217,35 @@ fn expand(
         let n = &p.name;
         quote!(+ #krate::__private::ToRedisArgs::num_of_args(&#n))
     });
-    let pushes = params
-        .iter()
-        .filter(|p| p.key)
-        .chain(params.iter().filter(|p| !p.key))
-        .map(|p| {
-            let n = &p.name;
-            let label = n.to_string();
-            if p.variadic {
-                quote!(invocation.__many(&#n);)
-            } else {
-                quote!(invocation.__one(#label, &#n);)
-            }
-        });
+    let push = |p: &Param| {
+        let n = &p.name;
+        let label = n.to_string();
+        if p.variadic {
+            quote!(invocation.__many(&#n);)
+        } else {
+            quote!(invocation.__one(#label, &#n);)
+        }
+    };
+    let key_pushes = params.iter().filter(|p| p.key).map(push);
+    let arg_pushes = params.iter().filter(|p| !p.key).map(push);
+    let (start, guard_args) = if guarded.is_some() {
+        (
+            quote!(#krate::Invocation::<#reply>::__guarded(
+                &__LOCK_SCRIPT,
+                #krate::Guarded::__guard(guard),
+                #fixed_keys #(#variadic_keys)*,
+            )),
+            quote!(invocation.__guard_args();),
+        )
+    } else {
+        (
+            quote!(#krate::Invocation::<#reply>::__new(
+                &__LOCK_SCRIPT,
+                #fixed_keys #(#variadic_keys)*,
+            )),
+            TokenStream::new(),
+        )
+    };
 
     quote! {
         #(#attrs)*
@@ -150,7 +253,7 @@ fn expand(
             static __LOCK_SCRIPT: #krate::Script = #krate::Script::__new(
                 #name,
                 #path,
-                ::core::include_str!(#absolute),
+                #text,
                 #sha1,
                 #keys_arity,
                 #args_arity,
@@ -161,11 +264,10 @@ fn expand(
             #[linkme(crate = #krate::__private::linkme)]
             static __LOCK_SCRIPT_REGISTERED: &#krate::Script = &__LOCK_SCRIPT;
 
-            let mut invocation = #krate::Invocation::<#reply>::__new(
-                &__LOCK_SCRIPT,
-                #fixed_keys #(#variadic_keys)*,
-            );
-            #(#pushes)*
+            let mut invocation = #start;
+            #(#key_pushes)*
+            #guard_args
+            #(#arg_pushes)*
             invocation
         }
     }

@@ -64,7 +64,8 @@ pub enum LockError {
     #[error(
         "the keys of script `{script}` hash to different Cluster slots; give them one hash \
          tag so they share a slot, e.g. `{{order:42}}:lock` and `{{order:42}}:fence` \
-         (only the part inside the braces is hashed)"
+         (only the part inside the braces is hashed); the keys of a guarded script must \
+         carry its lock's name as their tag: `{{<lock name>}}:...`"
     )]
     CrossSlot {
         /// The script's name.
@@ -145,6 +146,21 @@ pub enum LockError {
     NotHeld {
         /// The lock's name.
         name: String,
+    },
+
+    /// A guarded script (`#[lock_script("...", guarded)]`) did not run: a later holder
+    /// has been granted the lock (its fencing counter is at `newer`, above this guard's
+    /// `fence`). This guard's lease is over; stop the protected work.
+    #[error(
+        "lock `{name}` was granted to a later holder (fencing token {newer}, this guard's is          {fence}); the guarded script did not run: stop the protected work"
+    )]
+    Stale {
+        /// The lock's name.
+        name: String,
+        /// This guard's fencing token.
+        fence: u64,
+        /// The lock's fencing counter when the script was refused.
+        newer: u64,
     },
 
     /// The lease was lost while `with_lock` was running the protected work, which was

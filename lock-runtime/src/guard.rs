@@ -178,7 +178,7 @@ impl<B: Backend> Drop for Guard<B> {
 /// each has a field `inner: Guard<_>`. `$ty` is the face's path for the doc examples.
 macro_rules! async_guard_methods {
     ($ty:literal) => {
-        fn held(&self) -> &crate::lease::Held {
+        pub(crate) fn held(&self) -> &crate::lease::Held {
             &self.inner.held
         }
 

@@ -55,6 +55,8 @@ mod script;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 mod grant;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
+mod guarded;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
 mod lease;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 mod mutants;
@@ -92,6 +94,8 @@ mod redlock;
 pub use batch::PipelineExt;
 pub use error::LockError;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
+pub use guarded::Guarded;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
 pub use lease::Lease;
 #[cfg(feature = "tokio")]
 pub use locks::{LockGuard, Locks};
@@ -113,6 +117,8 @@ pub use settings::{
 /// Not public API: what `#[lock_script]` expands to. May change in any release.
 #[doc(hidden)]
 pub mod __private {
+    #[cfg(any(feature = "tokio", feature = "blocking"))]
+    pub use crate::guarded::GuardRef;
     pub use crate::registry::SCRIPTS;
     pub use crate::script::{Invocation, Script};
     pub use linkme;

@@ -220,6 +220,9 @@ pub struct Invocation<R> {
     cmd: Cmd,
     /// A parameter that did not serialize to the arguments its slot needs.
     bad_argument: Option<(&'static str, usize)>,
+    /// A guarded call: the lease its script checks.
+    #[cfg(any(feature = "tokio", feature = "blocking"))]
+    guard: Option<crate::guarded::Checked>,
     reply: PhantomData<fn() -> R>,
 }
 
@@ -233,7 +236,35 @@ impl<R> Invocation<R> {
             script,
             cmd,
             bad_argument: None,
+            #[cfg(any(feature = "tokio", feature = "blocking"))]
+            guard: None,
             reply: PhantomData,
+        }
+    }
+
+    /// Not public API: starts a guarded call with `numkeys` keys of the script's own,
+    /// after the lock key and its fencing counter.
+    #[doc(hidden)]
+    #[cfg(any(feature = "tokio", feature = "blocking"))]
+    pub fn __guarded(
+        script: &'static Script,
+        guard: crate::guarded::GuardRef<'_>,
+        numkeys: usize,
+    ) -> Self {
+        let lease = guard.0;
+        let mut call = Self::__new(script, numkeys + 2);
+        call.cmd.arg(&lease.keys.lock).arg(&lease.keys.fence);
+        call.guard = Some(crate::guarded::Checked(std::sync::Arc::clone(lease)));
+        call
+    }
+
+    /// Not public API: appends the guard's owner token and fencing token, after the keys
+    /// and before the script's own arguments.
+    #[doc(hidden)]
+    #[cfg(any(feature = "tokio", feature = "blocking"))]
+    pub fn __guard_args(&mut self) {
+        if let Some(guard) = &self.guard {
+            self.cmd.arg(guard.0.token.as_str()).arg(guard.0.fence);
         }
     }
 
@@ -353,7 +384,39 @@ impl<R: FromRedisValue> Invocation<R> {
         self.finish(reply)
     }
 
+    /// Reads this call's reply taken from a pipeline, as [`invoke`](Self::invoke) reads
+    /// its own: the declared type, or the typed error (`NotHeld`, `Stale` for a guarded
+    /// call, `Script`, `Permission`...). Query the pipeline as `Vec<redis::Value>` with
+    /// `ignore_errors()`, so one refused call does not hide the others' replies.
+    ///
+    /// ```no_run
+    /// use lockscript::PipelineExt;
+    /// use lockscript::builtin::renew;
+    /// # fn main() -> Result<(), lockscript::LockError> {
+    /// # let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+    /// # let mut conn = client.get_connection()?;
+    /// let call = renew("lock:{a}", "token-a", 30_000);
+    /// let mut pipe = redis::pipe();
+    /// pipe.ignore_errors();
+    /// pipe.invoke(&call)?;
+    /// let mut replies: Vec<redis::Value> = pipe.query(&mut conn)?;
+    /// let renewed: i64 = call.read(replies.remove(0))?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn read(&self, reply: Value) -> Result<R, LockError> {
+        self.finish(reply.extract_error())
+    }
+
     fn finish(&self, reply: Result<Value, RedisError>) -> Result<R, LockError> {
+        #[cfg(any(feature = "tokio", feature = "blocking"))]
+        if let (Some(guard), Err(err)) = (&self.guard, &reply)
+            && let Some(refusal) = err
+                .code()
+                .and_then(|code| guard.refusal(code, err.detail()))
+        {
+            return Err(refusal);
+        }
         match reply {
             Ok(value) => redis::from_redis_value(value).map_err(|e| LockError::UnexpectedReply {
                 script: self.script.name,

@@ -45,6 +45,38 @@ struct Model {
     restarted: bool,
 }
 
+impl Model {
+    /// A grant with `fence` at `step`: the next token, or only a higher one after the
+    /// counter restarted.
+    fn granted(&mut self, step: usize, fence: u64) -> Result<(), TestCaseError> {
+        match self.fence {
+            Some(last) if !self.restarted => {
+                prop_assert_eq!(fence, last + 1, "step {}: the next fence", step);
+            }
+            Some(last) => prop_assert!(
+                fence > last,
+                "step {}: fence {} after the counter's restart, last {}",
+                step,
+                fence,
+                last
+            ),
+            None => prop_assert!(fence > 0, "step {}: first fence", step),
+        }
+        self.fence = Some(fence);
+        self.restarted = false;
+        Ok(())
+    }
+}
+
+/// Runs one command of the test's own, behind the clients' backs.
+async fn admin_cmd(admin: &mut redis::aio::MultiplexedConnection, words: &[&str]) {
+    let _: redis::Value = redis::cmd(words[0])
+        .arg(&words[1..])
+        .query_async(admin)
+        .await
+        .unwrap();
+}
+
 async fn run_case(
     server: &RedisServer,
     clients: &[Locks<ConnectionManager>],
@@ -64,22 +96,7 @@ async fn run_case(
                     let guard = got.ok_or_else(|| {
                         TestCaseError::fail(format!("step {step}: free lock refused"))
                     })?;
-                    let fence = guard.fencing_token();
-                    match model.fence {
-                        Some(last) if !model.restarted => {
-                            prop_assert_eq!(fence, last + 1, "step {}: the next fence", step);
-                        }
-                        Some(last) => prop_assert!(
-                            fence > last,
-                            "step {}: fence {} after the counter's restart, last {}",
-                            step,
-                            fence,
-                            last
-                        ),
-                        None => prop_assert!(fence > 0, "step {}: first fence", step),
-                    }
-                    model.fence = Some(fence);
-                    model.restarted = false;
+                    model.granted(step, guard.fencing_token())?;
                     model.owner = Some(c);
                     guards[c] = Some(guard); // a stale guard it had is dropped
                 } else {
@@ -133,29 +150,14 @@ async fn run_case(
                 }
             }
             Op::Expire => {
-                let _: () = redis::cmd("DEL")
-                    .arg(&key)
-                    .query_async(&mut admin)
-                    .await
-                    .unwrap();
+                admin_cmd(&mut admin, &["DEL", &key]).await;
                 model.owner = None;
             }
             Op::CounterExpires => {
-                let _: () = redis::cmd("PEXPIRE")
-                    .arg(&counter)
-                    .arg(0)
-                    .query_async(&mut admin)
-                    .await
-                    .unwrap();
+                admin_cmd(&mut admin, &["PEXPIRE", &counter, "0"]).await;
                 model.restarted = true;
             }
-            Op::ScriptFlush => {
-                let _: () = redis::cmd("SCRIPT")
-                    .arg("FLUSH")
-                    .query_async(&mut admin)
-                    .await
-                    .unwrap();
-            }
+            Op::ScriptFlush => admin_cmd(&mut admin, &["SCRIPT", "FLUSH"]).await,
         }
         // The server agrees with the model about who holds the key.
         let exists: bool = redis::cmd("EXISTS")

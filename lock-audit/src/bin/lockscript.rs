@@ -1,14 +1,17 @@
 //! `lockscript`: audit Redis Lua scripts as plain files, and check what a server runs.
 //!
 //! ```text
-//! lockscript audit [--json] [DIR...]
+//! lockscript audit [--json] [--guarded] [DIR...]
 //! lockscript verify --url redis://host:port/ [--load] [--json] [DIR...]
+//! lockscript wrap FILE
 //! ```
 //!
 //! `audit` runs the checks `#[lock_script]` runs at compile time on every `.lua` file
 //! of each directory (default `scripts`) and checks the directory's `SHA1SUMS`.
 //! `verify` asks a server (`SCRIPT EXISTS`) which of those digests it holds, and with
 //! `--load` loads the missing ones, refusing any digest the server reports differently.
+//! `wrap` prints the owner-guarded form of a script, exactly what
+//! `#[lock_script("...", guarded)]` sends; `audit --guarded` adds its digest to the table.
 //!
 //! Exit status: 0 when everything is in order, 1 when a problem was found, 2 when the
 //! command could not run (bad arguments, unreadable directory, unreachable server).
@@ -38,9 +41,18 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Add each script's guarded digest (what `#[lock_script(..., guarded)]` sends).
+        #[arg(long)]
+        guarded: bool,
         /// Directories of scripts.
         #[arg(default_value = "scripts")]
         dirs: Vec<PathBuf>,
+    },
+    /// Print the owner-guarded form of a script: what `#[lock_script(..., guarded)]`
+    /// sends, byte for byte (pipe it to `sha1sum` for its digest).
+    Wrap {
+        /// The script file.
+        file: PathBuf,
     },
     /// Report which scripts a server has cached (SCRIPT EXISTS); --load adds the missing.
     Verify {
@@ -65,7 +77,12 @@ struct Fatal(String);
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
-        Command::Audit { json, dirs } => audit(&dirs, json),
+        Command::Audit {
+            json,
+            guarded,
+            dirs,
+        } => audit(&dirs, json, guarded),
+        Command::Wrap { file } => wrap(&file),
         Command::Verify {
             url,
             load,
@@ -115,14 +132,45 @@ fn script_json(script: &ScriptReport) -> Value {
         "read_only": a.read_only(),
         "commands": a.commands.iter().map(|c| c.name.replace('|', " ").to_ascii_uppercase()).collect::<Vec<_>>(),
         "problems": script.problems,
+        "guarded_sha1": script.guarded_sha1(),
     })
 }
 
-fn audit_row([name, sha1, keys, argv, flags, read_only, status]: [&str; 7]) -> String {
-    format!("  {name:<22} {sha1:<40}  {keys:>4}  {argv:>4}  {flags:<14} {read_only:<9} {status}")
+/// The digest of the script's guarded form (none when the file is not UTF-8).
+trait GuardedDigest {
+    fn guarded_sha1(&self) -> Option<String>;
 }
 
-fn audit(dirs: &[PathBuf], as_json: bool) -> Result<usize, Fatal> {
+impl GuardedDigest for ScriptReport {
+    fn guarded_sha1(&self) -> Option<String> {
+        let text = std::fs::read_to_string(&self.path).ok()?;
+        Some(lockscript_audit::sha1_hex(
+            lockscript_audit::guarded::wrap(&text).as_bytes(),
+        ))
+    }
+}
+
+fn wrap(file: &std::path::Path) -> Result<usize, Fatal> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Fatal(format!("cannot read {}: {e}", file.display())))?;
+    print!("{}", lockscript_audit::guarded::wrap(&text));
+    Ok(0)
+}
+
+fn audit_row(
+    [name, sha1, keys, argv, flags, read_only, status]: [&str; 7],
+    guarded: Option<&str>,
+) -> String {
+    let row = format!(
+        "  {name:<22} {sha1:<40}  {keys:>4}  {argv:>4}  {flags:<14} {read_only:<9} {status}"
+    );
+    match guarded {
+        Some(digest) => format!("{row:<110} {digest}"),
+        None => row,
+    }
+}
+
+fn audit(dirs: &[PathBuf], as_json: bool, guarded: bool) -> Result<usize, Fatal> {
     let reports = reports(dirs)?;
     let problems: usize = reports.iter().map(DirReport::problem_count).sum();
     if as_json {
@@ -143,15 +191,18 @@ fn audit(dirs: &[PathBuf], as_json: bool) -> Result<usize, Fatal> {
         println!("{}", report.dir.display());
         println!(
             "{}",
-            audit_row([
-                "SCRIPT",
-                "SHA1",
-                "KEYS",
-                "ARGV",
-                "FLAGS",
-                "READ-ONLY",
-                "STATUS"
-            ])
+            audit_row(
+                [
+                    "SCRIPT",
+                    "SHA1",
+                    "KEYS",
+                    "ARGV",
+                    "FLAGS",
+                    "READ-ONLY",
+                    "STATUS"
+                ],
+                guarded.then_some("GUARDED SHA1")
+            )
         );
         for s in &report.scripts {
             let status = match s.problems.len() {
@@ -161,15 +212,20 @@ fn audit(dirs: &[PathBuf], as_json: bool) -> Result<usize, Fatal> {
             };
             println!(
                 "{}",
-                audit_row([
-                    &s.name,
-                    &s.sha1,
-                    &count(&s.analysis.keys),
-                    &count(&s.analysis.argv),
-                    &flags(s),
-                    if s.analysis.read_only() { "yes" } else { "no" },
-                    &status,
-                ])
+                audit_row(
+                    [
+                        &s.name,
+                        &s.sha1,
+                        &count(&s.analysis.keys),
+                        &count(&s.analysis.argv),
+                        &flags(s),
+                        if s.analysis.read_only() { "yes" } else { "no" },
+                        &status,
+                    ],
+                    guarded
+                        .then(|| s.guarded_sha1().unwrap_or_else(|| "-".to_owned()))
+                        .as_deref()
+                )
             );
         }
         let sums = if !report.sums.present {

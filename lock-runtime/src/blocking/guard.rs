@@ -55,7 +55,7 @@ where
         }
     }
 
-    fn held(&self) -> &Held {
+    pub(crate) fn held(&self) -> &Held {
         &self.held
     }
 

@@ -1,0 +1,121 @@
+//! Owner-guarded script calls: what `#[lock_script("...", guarded)]` needs from a guard.
+//!
+//! The macro sends the script wrapped by `lockscript_audit::guarded::wrap`: in one atomic
+//! step the server checks that the lock key still holds the guard's owner token and that
+//! the lock's fencing counter has not passed the guard's fencing token, and only then runs
+//! the script. This is etcd's `If(IsOwner())` for data that lives in Redis: a holder that
+//! was paused past its lease can no longer write, whatever it believes.
+
+use std::sync::Arc;
+
+use crate::lease::LeaseState;
+
+/// A holder of a lease that a guarded script can check: the guards of [`Locks`] and
+/// [`blocking::Locks`], and their [`Lease`](crate::Lease) views. Sealed: it cannot be
+/// implemented outside this crate. (A Redlock grant lives on several masters, and one
+/// script call reaches one of them, so `RedlockGuard` is not one.)
+///
+/// [`Locks`]: crate::Locks
+/// [`blocking::Locks`]: crate::blocking::Locks
+///
+/// ```no_run
+/// use lockscript::lock_script;
+///
+/// /// Adds ARGV[1] to the balance at KEYS[1].
+/// #[lock_script("scripts/credit.lua", guarded)]
+/// fn credit(#[key] account: &str, amount: i64) -> i64;
+///
+/// # async fn demo(locks: lockscript::Locks, mut conn: redis::aio::MultiplexedConnection)
+/// #     -> Result<(), lockscript::LockError> {
+/// let guard = locks.lock("account:{7}").await?;
+/// // Runs only while `guard` holds the lock; Err(NotHeld) or Err(Stale) otherwise.
+/// let balance = credit(&guard, "account:{7}:balance", 10).invoke_async(&mut conn).await?;
+/// # Ok(())
+/// # }
+/// ```
+pub trait Guarded: sealed::Sealed {
+    /// Not public API: the lease the guarded call checks.
+    #[doc(hidden)]
+    fn __guard(&self) -> GuardRef<'_>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Not public API: a borrowed lease, for the code `#[lock_script(..., guarded)]` writes.
+#[doc(hidden)]
+#[derive(Clone, Copy)]
+pub struct GuardRef<'a>(pub(crate) &'a Arc<LeaseState>);
+
+impl sealed::Sealed for crate::Lease {}
+impl Guarded for crate::Lease {
+    fn __guard(&self) -> GuardRef<'_> {
+        GuardRef(&self.0)
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl<C> sealed::Sealed for crate::LockGuard<C> where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static
+{
+}
+#[cfg(feature = "tokio")]
+impl<C> Guarded for crate::LockGuard<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn __guard(&self) -> GuardRef<'_> {
+        GuardRef(&self.held().lease)
+    }
+}
+
+#[cfg(feature = "blocking")]
+impl<C> sealed::Sealed for crate::blocking::LockGuard<C> where
+    C: redis::ConnectionLike + Send + 'static
+{
+}
+#[cfg(feature = "blocking")]
+impl<C> Guarded for crate::blocking::LockGuard<C>
+where
+    C: redis::ConnectionLike + Send + 'static,
+{
+    fn __guard(&self) -> GuardRef<'_> {
+        GuardRef(&self.held().lease)
+    }
+}
+
+/// The lease a guarded [`Invocation`](crate::Invocation) checks: to read the refusals
+/// its script answers with, and to signal the loss they prove.
+#[derive(Clone)]
+pub(crate) struct Checked(pub(crate) Arc<LeaseState>);
+
+impl Checked {
+    /// What a refusal by the guard means to the caller, if `code`/`detail` is one.
+    pub(crate) fn refusal(&self, code: &str, detail: Option<&str>) -> Option<crate::LockError> {
+        let lease = &self.0;
+        if code == lockscript_audit_codes::NOT_HELD {
+            lease.refused("a guarded script found the key gone or owned by another");
+            return Some(lease.not_held());
+        }
+        if code == lockscript_audit_codes::STALE {
+            lease.refused("a guarded script found a later grant");
+            let newer = detail
+                .and_then(|d| d.trim().parse().ok())
+                .unwrap_or_default();
+            return Some(crate::LockError::Stale {
+                name: lease.keys.name.clone(),
+                fence: lease.fence,
+                newer,
+            });
+        }
+        None
+    }
+}
+
+/// The error codes of `lockscript_audit::guarded`, kept equal by a test (the runtime does
+/// not depend on the audit crate).
+pub(crate) mod lockscript_audit_codes {
+    pub(crate) const NOT_HELD: &str = "LOCKSCRIPT_NOTHELD";
+    pub(crate) const STALE: &str = "LOCKSCRIPT_STALE";
+}
