@@ -152,7 +152,7 @@ pub enum LockError {
     /// has been granted the lock (its fencing counter is at `newer`, above this guard's
     /// `fence`). This guard's lease is over; stop the protected work.
     #[error(
-        "lock `{name}` was granted to a later holder (fencing token {newer}, this guard's is          {fence}); the guarded script did not run: stop the protected work"
+        "lock `{name}` was granted to a later holder (fencing token {newer}, this guard's is {fence}); the guarded script did not run: stop the protected work"
     )]
     Stale {
         /// The lock's name.

@@ -51,6 +51,7 @@ pub mod builtin;
 mod error;
 mod registry;
 mod script;
+pub mod sql;
 
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 mod grant;

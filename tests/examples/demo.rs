@@ -1,17 +1,27 @@
 //! The lockscript demo: the scripts the binary carries, then workers contending for a
-//! few locks, with live progress and a summary that checks what a lock must guarantee.
+//! few locks, with live progress and a summary that checks what a lock must guarantee;
+//! then what a holder sees when it loses its lock, and how fencing stops a holder that
+//! was paused past its lease from writing: to PostgreSQL, and to Redis through a guarded
+//! script.
 //!
 //! Run it with `./run demo`. It starts a private redis-server unless `REDIS_URL` is
-//! set; `DEMO_SECONDS` sets how long the workers run (default 5).
+//! set, and a private PostgreSQL when one is installed; `DEMO_SECONDS` sets how long the
+//! workers run (default 5).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lockscript::{LockError, Locks};
+use lockscript::sql::FencedUpsert;
+use lockscript::{LockError, Locks, lock_script};
 use lockscript_test::history::assert_exclusive;
+use lockscript_test::postgres::PostgresServer;
 use lockscript_test::server::RedisServer;
+
+/// Adds `by` to the counter at `counter`, only while `guard` holds its lock.
+#[lock_script("lua/bump.lua", guarded)]
+fn bump(#[key] counter: &str, by: i64) -> i64;
 
 const LOCKS: [&str; 3] = ["orders", "billing", "reports"];
 const WORKERS: usize = 8;
@@ -75,7 +85,8 @@ async fn main() -> Result<(), BoxError> {
     );
     let grants = contend(&locks, Duration::from_secs(seconds)).await?;
     summarize(&grants);
-    show_failures(&locks, &mut plain).await
+    show_failures(&locks, &mut plain).await?;
+    show_fencing(&locks, &mut plain).await
 }
 
 /// Runs the workers with a live progress line and returns every grant they saw.
@@ -217,5 +228,89 @@ async fn show_failures(
         other => println!("  unexpected: {other:?}"),
     }
     holder.release().await?;
+    Ok(())
+}
+
+/// A holder paused past its lease (here its renewals stop and it sleeps, as a GC pause
+/// or SIGSTOP would make it) writes after another holder did: the stores refuse it.
+async fn show_fencing(
+    locks: &Locks,
+    plain: &mut redis::aio::MultiplexedConnection,
+) -> Result<(), BoxError> {
+    println!(
+        "\nFencing: holder A is paused past its lease, B takes the lock, A resumes and writes:"
+    );
+    let a = locks
+        .clone()
+        .ttl(Duration::from_millis(300))
+        .watchdog(false)
+        .lock("billing")
+        .await?;
+    let a_lease = a.lease();
+    std::mem::forget(a); // A's process is frozen: nothing of it runs
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let b = locks.lock("billing").await?;
+    println!(
+        "  A's fencing token {}, B's {} (B got the lock after A's lease ended)",
+        a_lease.fencing_token(),
+        b.fencing_token()
+    );
+
+    let _: () = redis::cmd("DEL")
+        .arg("{billing}:total")
+        .query_async(plain)
+        .await?;
+    let by_b = bump(&b, "{billing}:total", 5).invoke_async(plain).await?;
+    let by_a = bump(&a_lease, "{billing}:total", 1000)
+        .invoke_async(plain)
+        .await;
+    println!(
+        "  Redis, guarded script bump.lua: B adds 5 -> {by_b}; A adds 1000 -> {}",
+        match by_a {
+            Err(e) => e.to_string(),
+            Ok(v) => format!("{v} (unexpected)"),
+        }
+    );
+
+    if PostgresServer::available() {
+        let pg_server = PostgresServer::start();
+        let (pg, connection) =
+            tokio_postgres::connect(&pg_server.connection_string(), tokio_postgres::NoTls).await?;
+        tokio::spawn(connection);
+        pg.batch_execute(
+            "CREATE TABLE reports (id TEXT PRIMARY KEY, body TEXT NOT NULL, fence BIGINT NOT NULL)",
+        )
+        .await?;
+        let write = FencedUpsert::new("reports", &["id"], &["body"])?.sql();
+        let b_rows = pg
+            .execute(
+                &write,
+                &[&"r-1", &"written by B", &i64::try_from(b.fencing_token())?],
+            )
+            .await?;
+        let a_rows = pg
+            .execute(
+                &write,
+                &[
+                    &"r-1",
+                    &"written by A",
+                    &i64::try_from(a_lease.fencing_token())?,
+                ],
+            )
+            .await?;
+        let row = pg
+            .query_one("SELECT body, fence FROM reports WHERE id = 'r-1'", &[])
+            .await?;
+        println!(
+            "  PostgreSQL (port {}), fenced upsert: B's write {b_rows} row, A's write {a_rows} rows \
+             (refused); the row: {:?}, fence {}",
+            pg_server.port(),
+            row.get::<_, &str>(0),
+            row.get::<_, i64>(1)
+        );
+    } else {
+        println!("  PostgreSQL is not installed: its part is skipped (`./run demo` installs it)");
+    }
+    b.release().await?;
     Ok(())
 }

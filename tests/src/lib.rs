@@ -36,6 +36,7 @@ pub mod commands;
 pub mod contenders;
 pub mod fixtures;
 pub mod history;
+pub mod postgres;
 pub mod proxy;
 pub mod server;
 mod test_redis;
