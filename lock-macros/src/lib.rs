@@ -28,7 +28,10 @@ use proc_macro::TokenStream;
 /// ```
 ///
 /// The path is relative to the declaring crate's `CARGO_MANIFEST_DIR`. Optional
-/// arguments: `sha1 = "<40 hex>"` pins the reviewed digest (the build fails when the file
+/// arguments: `guarded` makes the function take a guard first (`guard: &impl
+/// lockscript::Guarded`) and run the script only while that guard holds its lock (the file
+/// is sent wrapped by `lockscript_audit::guarded::wrap`; `lockscript wrap FILE` prints it),
+/// `sha1 = "<40 hex>"` pins the reviewed digest (the build fails when the file
 /// changes), `crate = "path"` names the runtime crate when it was renamed.
 ///
 /// Checked at compile time, all problems reported in one build: the file exists and is

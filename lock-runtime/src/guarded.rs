@@ -21,15 +21,18 @@ use crate::lease::LeaseState;
 /// ```no_run
 /// use lockscript::lock_script;
 ///
-/// /// Adds ARGV[1] to the balance at KEYS[1].
-/// #[lock_script("scripts/credit.lua", guarded)]
-/// fn credit(#[key] account: &str, amount: i64) -> i64;
+/// /// Credits an account at most once per transfer id (its file has two keys, two args).
+/// #[lock_script("examples/scripts/credit.lua", guarded)]
+/// fn credit(#[key] balance: &str, #[key] applied: &str, transfer: &str, amount: i64) -> i64;
 ///
 /// # async fn demo(locks: lockscript::Locks, mut conn: redis::aio::MultiplexedConnection)
 /// #     -> Result<(), lockscript::LockError> {
-/// let guard = locks.lock("account:{7}").await?;
-/// // Runs only while `guard` holds the lock; Err(NotHeld) or Err(Stale) otherwise.
-/// let balance = credit(&guard, "account:{7}:balance", 10).invoke_async(&mut conn).await?;
+/// let guard = locks.lock("account:7").await?;
+/// // Runs only while `guard` holds the lock; Err(NotHeld) or Err(Stale) otherwise. The
+/// // data keys carry the lock's name as hash tag, for Redis Cluster.
+/// let balance = credit(&guard, "{account:7}:balance", "{account:7}:applied", "t-1", 10)
+///     .invoke_async(&mut conn)
+///     .await?;
 /// # Ok(())
 /// # }
 /// ```
