@@ -353,22 +353,16 @@ impl Settings {
                 self.ttl
             )));
         }
-        if !RESPONSE_TIMEOUT_RANGE.contains(&self.response_timeout) {
-            return Err(LockError::InvalidSettings(format!(
-                "response_timeout {:?} is outside {:?}..={:?}",
-                self.response_timeout,
-                RESPONSE_TIMEOUT_RANGE.start(),
-                RESPONSE_TIMEOUT_RANGE.end()
-            )));
-        }
-        if !FENCE_RETENTION_RANGE.contains(&self.fence_retention) {
-            return Err(LockError::InvalidSettings(format!(
-                "fence_retention {:?} is outside {:?}..={:?}",
-                self.fence_retention,
-                FENCE_RETENTION_RANGE.start(),
-                FENCE_RETENTION_RANGE.end()
-            )));
-        }
+        check_range(
+            "response_timeout",
+            self.response_timeout,
+            &RESPONSE_TIMEOUT_RANGE,
+        )?;
+        check_range(
+            "fence_retention",
+            self.fence_retention,
+            &FENCE_RETENTION_RANGE,
+        )?;
         if let Some(ReplicaWait { replicas, timeout }) = self.wait_for_replicas {
             if replicas == 0 {
                 return Err(LockError::InvalidSettings(
@@ -425,6 +419,22 @@ impl Settings {
             name: name.to_owned(),
         })
     }
+}
+
+/// Refuses a duration setting outside its accepted range.
+fn check_range(
+    setting: &str,
+    value: Duration,
+    range: &std::ops::RangeInclusive<Duration>,
+) -> Result<(), LockError> {
+    if range.contains(&value) {
+        return Ok(());
+    }
+    Err(LockError::InvalidSettings(format!(
+        "{setting} {value:?} is outside {:?}..={:?}",
+        range.start(),
+        range.end()
+    )))
 }
 
 /// Refuses a lease the server could not honour or that would be unsafe.

@@ -64,14 +64,8 @@ async fn main() {
         .ttl(Duration::from_secs(30))
         .fence_retention(retention);
     // Warm: the scripts cached, the connections open.
-    locks
-        .try_lock("warm")
-        .await
-        .unwrap()
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    let warm = locks.try_lock("warm").await.unwrap().expect("free");
+    warm.release().await.unwrap();
     let _: () = redis::cmd("DEL")
         .arg("lock:{warm}:fence")
         .query_async(&mut admin)

@@ -66,6 +66,26 @@ pub mod __private {
     }
 }
 
+/// A command that runs one `#[ignore]`d test of the running test binary in a child
+/// process (for tests whose actors must be separate processes: frozen with SIGSTOP,
+/// killed), with its output not captured, so it can print what the parent reads.
+///
+/// ```no_run
+/// let child = lockscript_test::ignored_test_process("holder_process").spawn().unwrap();
+/// ```
+pub fn ignored_test_process(test: &str) -> std::process::Command {
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("the test binary's path: {e}"));
+    let mut command = std::process::Command::new(exe);
+    command.args([
+        test,
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ]);
+    command
+}
+
 /// `cargo` (the one running the tests, or `$CARGO`) for a test that runs cargo itself,
 /// without the variables cargo sets for the test process (`CARGO_MANIFEST_DIR`,
 /// `CARGO_PKG_*`...): a build script that watches one of them (ring's does) would make the

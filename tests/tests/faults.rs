@@ -292,14 +292,7 @@ async fn paused_holder_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_holder_process_is_refused_after_it_resumes() {
     let server = RedisServer::start();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "paused_holder_process",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = lockscript_test::ignored_test_process("paused_holder_process")
         .env(HOLDER_VAR, server.url())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -266,14 +266,7 @@ fn bad_argument_panics_with_the_servers_output() {
 
 /// Runs one `#[ignore]`d helper test of this binary in a child process, with extra env.
 fn run_helper(name: &str, env: &[(&str, &str)]) -> (bool, String) {
-    let mut command = Command::new(std::env::current_exe().unwrap());
-    command.args([
-        "--ignored",
-        "--exact",
-        "--nocapture",
-        "--test-threads=1",
-        name,
-    ]);
+    let mut command = lockscript_test::ignored_test_process(name);
     for (k, v) in env {
         command.env(k, v);
     }

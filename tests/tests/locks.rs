@@ -394,6 +394,8 @@ async fn bad_input_is_a_typed_error_and_sends_nothing() {
         locks.clone().max_hold(Duration::MAX),
         locks.clone().response_timeout(Duration::ZERO),
         locks.clone().response_timeout(Duration::MAX),
+        locks.clone().fence_retention(Duration::ZERO),
+        locks.clone().fence_retention(Duration::MAX),
         locks.clone().wait_timeout(Duration::MAX),
         locks
             .clone()

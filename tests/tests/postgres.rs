@@ -70,14 +70,7 @@ async fn a_stale_holder_is_refused_by_postgresql() {
     .await
     .unwrap();
 
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "fenced_writer_process",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = lockscript_test::ignored_test_process("fenced_writer_process")
         .env(REDIS_VAR, server.url())
         .env(PG_VAR, postgres.connection_string())
         .stdout(Stdio::piped())
