@@ -11,11 +11,17 @@
 pub struct Command {
     /// Upper-case name; subcommands as `PARENT|SUB`.
     pub name: &'static str,
-    /// The server flags it `write`: refused in a `no-writes` script.
+    /// Refused in a `no-writes` script: the server flags it `write`, or `may-replicate`
+    /// (`PUBLISH`, `SPUBLISH`, `PFCOUNT`, which Redis refuses there too: "Write commands
+    /// are not allowed from read-only scripts").
     pub write: bool,
     /// The server flags it `noscript`: refused inside any script.
     pub noscript: bool,
 }
+
+/// The commands that are not flagged `write` but `may-replicate`, which Redis refuses in a
+/// `no-writes` script as it refuses writes (their [`Command::write`] is set).
+pub const MAY_REPLICATE: &[&str] = &["PFCOUNT", "PUBLISH", "SPUBLISH"];
 
 /// Sorted by name, for binary search.
 pub const COMMANDS: &[Command] = &[
@@ -1186,7 +1192,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         name: "PFCOUNT",
-        write: false,
+        write: true,
         noscript: false,
     },
     Command {
@@ -1231,7 +1237,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         name: "PUBLISH",
-        write: false,
+        write: true,
         noscript: false,
     },
     Command {
@@ -1536,7 +1542,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         name: "SPUBLISH",
-        write: false,
+        write: true,
         noscript: false,
     },
     Command {

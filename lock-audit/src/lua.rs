@@ -197,6 +197,7 @@ fn string_literal<'a>(token: Option<&&'a Token>) -> Option<&'a str> {
 }
 
 fn scan(tokens: &[&Token], analysis: &mut Analysis) {
+    let aliases = Aliases::find(tokens);
     for (i, token) in tokens.iter().enumerate() {
         let Some(name) = identifier(Some(token)) else {
             continue;
@@ -218,11 +219,114 @@ fn scan(tokens: &[&Token], analysis: &mut Analysis) {
                 };
                 index_use(name, tokens, i, usage, &mut analysis.problems);
             }
-            "redis" => command_use(tokens, i, analysis),
-            _ => {}
+            _ => {
+                if let Some(args) = aliases.callee(tokens, i) {
+                    command_use(tokens, args, analysis);
+                }
+            }
         }
     }
     lint_commands(analysis);
+}
+
+/// The names a script gives `redis.call` / `redis.pcall` or `redis` itself, as large
+/// scripts do (`local rcall = redis.call`, `local r = redis`, `M.call = redis.pcall`), so
+/// calls through them are checked like direct ones. A name that is also assigned
+/// anything else is dropped: only what resolves for certain is followed.
+struct Aliases {
+    /// Stand for `redis.call` / `redis.pcall`: `rcall`, or `M.call` for a field.
+    calls: Vec<String>,
+    /// Stand for `redis`, besides `redis` itself.
+    modules: Vec<String>,
+}
+
+impl Aliases {
+    fn find(tokens: &[&Token]) -> Self {
+        let mut calls = Vec::new();
+        let mut modules = vec!["redis".to_owned()];
+        let mut other = Vec::new();
+        for i in 0..tokens.len() {
+            if !is_symbol(tokens.get(i), Symbol::Equal) {
+                continue;
+            }
+            // The assigned name: `x =` or `t.x =`, not a field of a table constructor
+            // or a second name of a list.
+            let Some(last) = i.checked_sub(1).and_then(|j| identifier(tokens.get(j))) else {
+                continue;
+            };
+            let (target, start) = match i.checked_sub(3) {
+                Some(j) if is_symbol(tokens.get(j + 1), Symbol::Dot) => {
+                    match identifier(tokens.get(j)) {
+                        Some(table) => (format!("{table}.{last}"), j),
+                        None => continue,
+                    }
+                }
+                _ => (last.to_owned(), i - 1),
+            };
+            if start
+                .checked_sub(1)
+                .is_some_and(|j| is_symbol(tokens.get(j), Symbol::Comma))
+            {
+                other.push(target);
+                continue;
+            }
+            // The value: `redis`, or `redis.call` / `redis.pcall`, and nothing after it
+            // that would make it a call or an expression.
+            let value = identifier(tokens.get(i + 1));
+            let ends = |k: usize| {
+                !is_symbol(tokens.get(k), Symbol::LeftParen)
+                    && !is_symbol(tokens.get(k), Symbol::Dot)
+                    && !is_symbol(tokens.get(k), Symbol::Colon)
+                    && !is_symbol(tokens.get(k), Symbol::LeftBracket)
+                    && !matches!(
+                        tokens.get(k).map(|t| t.token_type()),
+                        Some(
+                            TokenType::StringLiteral { .. }
+                                | TokenType::Symbol {
+                                    symbol: Symbol::LeftBrace
+                                }
+                        )
+                    )
+                    && !is_symbol(tokens.get(k), Symbol::Comma)
+            };
+            if value.is_some_and(|v| modules.iter().any(|m| m == v))
+                && is_symbol(tokens.get(i + 2), Symbol::Dot)
+                && matches!(identifier(tokens.get(i + 3)), Some("call" | "pcall"))
+                && ends(i + 4)
+            {
+                calls.push(target);
+            } else if value == Some("redis") && ends(i + 2) {
+                modules.push(target);
+            } else {
+                other.push(target);
+            }
+        }
+        calls.retain(|c| !other.contains(c));
+        modules.retain(|m| m == "redis" || !other.contains(m));
+        Self { calls, modules }
+    }
+
+    /// Where the arguments start when the identifier at `i` begins a call of
+    /// `redis.call` / `redis.pcall` under any of its names.
+    fn callee(&self, tokens: &[&Token], i: usize) -> Option<usize> {
+        let name = identifier(tokens.get(i))?;
+        let field = if is_symbol(tokens.get(i + 1), Symbol::Dot) {
+            identifier(tokens.get(i + 2))
+        } else {
+            None
+        };
+        if let Some(field) = field {
+            if matches!(field, "call" | "pcall") && self.modules.iter().any(|m| m == name) {
+                return Some(i + 3);
+            }
+            let dotted = format!("{name}.{field}");
+            if self.calls.contains(&dotted) {
+                return Some(i + 3);
+            }
+            return None;
+        }
+        self.calls.iter().any(|c| c == name).then_some(i + 1)
+    }
 }
 
 /// Records `KEYS[<n>]`, or marks the table as used dynamically.
@@ -262,18 +366,13 @@ fn index_use(
     }
 }
 
-/// Records `redis.call("NAME", ...)`, `redis.pcall('NAME', ...)` and `redis.call "NAME"`.
-fn command_use(tokens: &[&Token], i: usize, analysis: &mut Analysis) {
-    if !is_symbol(tokens.get(i + 1), Symbol::Dot) {
-        return;
-    }
-    if !matches!(identifier(tokens.get(i + 2)), Some("call" | "pcall")) {
-        return;
-    }
-    let name_at = if is_symbol(tokens.get(i + 3), Symbol::LeftParen) {
-        i + 4
+/// Records `redis.call("NAME", ...)`, `redis.pcall('NAME', ...)` and `redis.call "NAME"`
+/// (or the same through an alias), whose arguments start at token `args`.
+fn command_use(tokens: &[&Token], args: usize, analysis: &mut Analysis) {
+    let name_at = if is_symbol(tokens.get(args), Symbol::LeftParen) {
+        args + 1
     } else {
-        i + 3
+        args
     };
     let Some(name) = string_literal(tokens.get(name_at)) else {
         return;
@@ -314,9 +413,14 @@ fn lint_commands(analysis: &mut Analysis) {
             }),
             Some(c) if c.write && read_only => analysis.problems.push(Problem {
                 at: used.at,
-                message: format!(
-                    "`{shown}` writes, but the script is declared `#!lua flags=no-writes`"
-                ),
+                message: if commands::MAY_REPLICATE.contains(&c.name) {
+                    format!(
+                        "`{shown}` counts as a write (it may replicate), and Redis refuses it \
+                         in a script declared `#!lua flags=no-writes`"
+                    )
+                } else {
+                    format!("`{shown}` writes, but the script is declared `#!lua flags=no-writes`")
+                },
             }),
             Some(_) => {}
         }
@@ -386,6 +490,58 @@ mod tests {
         let a = analyze("redis.call('MULTI')\nredis.call('SCRIPT', 'FLUSH')");
         assert_eq!(a.problems.len(), 2, "{:?}", messages(&a));
         assert!(a.problems[1].message.contains("SCRIPT FLUSH"));
+    }
+
+    #[test]
+    fn calls_through_aliases_are_checked() {
+        let a = analyze(
+            "local rcall = redis.call\n\
+             local r = redis\n\
+             local M = {}\n\
+             M.pcall = r.pcall\n\
+             rcall('SETT', KEYS[1], 1)\n\
+             r.call('GETT', KEYS[1])\n\
+             M.pcall('DELL', KEYS[1])\n\
+             return rcall('GET', KEYS[1])",
+        );
+        assert_eq!(
+            messages(&a),
+            vec![
+                "5:7: `SETT` is not a Redis command".to_owned(),
+                "6:8: `GETT` is not a Redis command".to_owned(),
+                "7:9: `DELL` is not a Redis command".to_owned(),
+            ]
+        );
+        assert_eq!(a.commands.len(), 4);
+    }
+
+    #[test]
+    fn a_name_that_is_also_something_else_is_not_an_alias() {
+        // `f` is redis.call, then a function: calls through it cannot be resolved.
+        let a = analyze("local f = redis.call\nf = function(x) return x end\nreturn f('anything')");
+        assert!(a.problems.is_empty(), "{:?}", messages(&a));
+        // A call's result is not an alias, nor is a second name of a list.
+        let a =
+            analyze("local v = redis.call('GET', KEYS[1])\nlocal a, b = 1, redis.call\nreturn v");
+        assert!(a.problems.is_empty(), "{:?}", messages(&a));
+        assert_eq!(a.commands.len(), 1);
+    }
+
+    #[test]
+    fn publish_and_pfcount_are_writes_for_a_no_writes_script() {
+        let a = analyze(
+            "#!lua flags=no-writes\n\
+             local rcall = redis.call\n\
+             rcall('PUBLISH', 'ch', 'x')\n\
+             redis.call('SPUBLISH', KEYS[1], 'x')\n\
+             return redis.call('PFCOUNT', KEYS[1])",
+        );
+        assert_eq!(a.problems.len(), 3, "{:?}", messages(&a));
+        assert!(
+            a.problems
+                .iter()
+                .all(|p| p.message.contains("counts as a write"))
+        );
     }
 
     #[test]

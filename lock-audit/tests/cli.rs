@@ -170,3 +170,26 @@ fn wrap_prints_the_guarded_form_that_audit_digests() {
     let missing = lockscript(&["wrap", "tests/lua/nope.lua"]);
     assert_eq!(missing.status.code(), Some(2));
 }
+
+/// Scripts in the idiom of large projects: `local rcall = redis.call` everywhere, and
+/// `PFCOUNT` / `PUBLISH` in a read-only script. The planted mistakes are found through
+/// the alias, at their lines.
+#[test]
+fn audit_follows_aliases_of_redis_call_and_knows_what_counts_as_a_write() {
+    let out = lockscript(&["audit", "lock-audit/tests/fixtures/wild"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(
+        text.contains("claim-job-2.lua:17:7: `HSETT` is not a Redis command"),
+        "{text}"
+    );
+    assert!(
+        text.contains("count-events-1.lua:12:17: `PFCOUNT` counts as a write"),
+        "{text}"
+    );
+    assert!(
+        text.contains("count-events-1.lua:13:7: `PUBLISH` counts as a write"),
+        "{text}"
+    );
+    assert!(text.contains("2 scripts, 3 problems"), "{text}");
+}
