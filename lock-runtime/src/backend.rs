@@ -15,6 +15,10 @@ pub(crate) trait Backend: Clone + Send + Sync + 'static {
     /// (handover.lua).
     const HANDOVER: bool;
 
+    /// Whether a grant lives on one server (one node, or one Cluster slot), so that a
+    /// guarded script there can check it; not so for a Redlock quorum.
+    const ONE_NODE: bool;
+
     /// One attempt to take `keys` for `token` with the settings' ttl. An error that
     /// [may have run](LockError::may_have_run) the script may have granted it.
     fn acquire(

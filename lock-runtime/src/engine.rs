@@ -344,7 +344,8 @@ impl<B: Backend> Engine<B> {
         started: Instant,
         watchdog: bool,
     ) -> Guard<B> {
-        let lease = LeaseState::of_grant(keys, token, &grant, &self.settings, watchdog);
+        let lease =
+            LeaseState::of_grant(keys, token, &grant, &self.settings, watchdog, B::ONE_NODE);
         self.watchdog.watch(&lease);
         Guard::new(self.clone(), lease, grant, started)
     }

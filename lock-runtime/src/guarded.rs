@@ -13,7 +13,9 @@ use crate::lease::LeaseState;
 /// A holder of a lease that a guarded script can check: the guards of [`Locks`] and
 /// [`blocking::Locks`], and their [`Lease`](crate::Lease) views. Sealed: it cannot be
 /// implemented outside this crate. (A Redlock grant lives on several masters, and one
-/// script call reaches one of them, so `RedlockGuard` is not one.)
+/// script call reaches one of them, so `RedlockGuard` is not one, and a guarded call with
+/// a Redlock grant's `Lease` fails with `LockError::InvalidSettings` before anything is
+/// sent.)
 ///
 /// [`Locks`]: crate::Locks
 /// [`blocking::Locks`]: crate::blocking::Locks

@@ -87,6 +87,8 @@ pub(crate) struct LeaseState {
     renew_until: Option<Instant>,
     /// A number that orders leases with equal deadlines in a schedule.
     pub(crate) id: u64,
+    /// The grant lives on one server (not a Redlock quorum): a guarded script can check it.
+    pub(crate) one_node: bool,
     times: Mutex<Times>,
     /// Wakes async waiters ([`lost`](Self::lost)) when the lease changes.
     changed: Notify,
@@ -115,6 +117,7 @@ impl LeaseState {
             renew_until: settings.max_hold.and_then(|cap| sent.checked_add(cap)),
             settings,
             id: IDS.fetch_add(1, Ordering::Relaxed),
+            one_node: true,
             times: Mutex::new(Times {
                 valid_until: sent + validity(ttl),
                 sent,
@@ -137,15 +140,18 @@ impl LeaseState {
         grant: &crate::grant::Grant,
         settings: &Arc<Settings>,
         renews: bool,
+        one_node: bool,
     ) -> Arc<Self> {
-        Arc::new(Self::new(
+        let mut lease = Self::new(
             keys,
             grant.fence,
             token,
             Arc::clone(settings),
             grant.sent,
             renews,
-        ))
+        );
+        lease.one_node = one_node;
+        Arc::new(lease)
     }
 
     fn times(&self) -> MutexGuard<'_, Times> {

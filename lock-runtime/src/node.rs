@@ -64,6 +64,7 @@ where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     const HANDOVER: bool = true;
+    const ONE_NODE: bool = true;
 
     async fn acquire(
         &self,

@@ -133,6 +133,7 @@ where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     const HANDOVER: bool = false;
+    const ONE_NODE: bool = false;
 
     async fn acquire(
         &self,

@@ -300,6 +300,17 @@ impl<R> Invocation<R> {
     }
 
     pub(crate) fn check_arguments(&self) -> Result<(), LockError> {
+        #[cfg(any(feature = "tokio", feature = "blocking"))]
+        if let Some(guard) = &self.guard
+            && !guard.0.one_node
+        {
+            return Err(LockError::InvalidSettings(format!(
+                "script `{}` cannot be guarded by a Redlock lease (lock `{}`): its grant \
+                 lives on several masters, and a script runs on one; guard data with a lock \
+                 of Locks or blocking::Locks",
+                self.script.name, guard.0.keys.name
+            )));
+        }
         match self.bad_argument {
             Some((parameter, count)) => Err(LockError::Argument {
                 script: self.script.name,

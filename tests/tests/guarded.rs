@@ -247,3 +247,27 @@ async fn on_a_cluster_data_keys_must_share_the_locks_slot() {
     assert!(err.to_string().contains("hash tag"), "{err}");
     guard.release().await.unwrap();
 }
+
+/// A Redlock grant lives on several masters and a script runs on one: its lease cannot
+/// guard a script, and the call says so before anything is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redlock_lease_cannot_guard_a_script() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let clients: Vec<redis::Client> = servers.iter().map(RedisServer::client).collect();
+    let redlock = lockscript::Redlock::connect(&clients).await.unwrap();
+    let guard = redlock.lock("orders:42").await.unwrap();
+    let mut conn = servers[0].multiplexed().await;
+    lockscript_test::reset_stats(&mut servers[0].connection());
+    let err = bump(&guard.lease(), DATA, 1)
+        .invoke_async(&mut conn)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, LockError::InvalidSettings(m) if m.contains("Redlock")),
+        "{err:?}"
+    );
+    let mut stats = servers[0].connection();
+    assert_eq!(lockscript_test::command_calls(&mut stats, "evalsha"), 0);
+    assert_eq!(lockscript_test::command_calls(&mut stats, "eval"), 0);
+    guard.release().await.unwrap();
+}

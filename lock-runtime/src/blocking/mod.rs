@@ -479,7 +479,7 @@ where
         started: Instant,
         watchdog: bool,
     ) -> LockGuard<C> {
-        let lease = LeaseState::of_grant(keys, token, &grant, &self.settings, watchdog);
+        let lease = LeaseState::of_grant(keys, token, &grant, &self.settings, watchdog, true);
         if watchdog && let Some(worker) = self.shared.worker() {
             worker.watch(&lease);
         }
