@@ -148,7 +148,7 @@ pub fn run(cfg: &RunConfig) -> Outcome {
             cfg.ttl + Duration::from_secs(2)
         ));
     }
-    let logs = store_logs(&store);
+    let logs = store_logs(cfg.topology, &store, &servers);
     record_all(
         &cfg.dir.join("nemesis.jsonl"),
         nemesis.history.iter().chain(&logs),
@@ -237,9 +237,39 @@ fn left_behind(servers: &Servers, within: Duration) -> Vec<String> {
     }
 }
 
-/// The store's logs of accepted fencing tokens, one event per lock.
-fn store_logs(store: &RedisServer) -> Vec<Event> {
-    let mut conn = store.connection();
+/// The running lock servers that are masters (a replica lists its master's keys too).
+fn masters(servers: &Servers) -> Vec<&RedisServer> {
+    servers
+        .running()
+        .into_iter()
+        .filter(|server| {
+            let role: Option<Vec<redis::Value>> = server
+                .client()
+                .get_connection()
+                .ok()
+                .and_then(|mut c| redis::cmd("ROLE").query(&mut c).ok());
+            matches!(role.as_deref(), Some([redis::Value::BulkString(r), ..]) if r == b"master")
+        })
+        .collect()
+}
+
+/// The logs of accepted fencing tokens, one event per lock: on the separate store for
+/// Redlock, on the lock servers' masters (which took the guarded writes) otherwise.
+fn store_logs(topology: Topology, store: &RedisServer, servers: &Servers) -> Vec<Event> {
+    let stores = match topology {
+        Topology::Redlock => vec![store],
+        _ => masters(servers),
+    };
+    stores
+        .iter()
+        .flat_map(|store| store_logs_of(store))
+        .collect()
+}
+
+fn store_logs_of(store: &RedisServer) -> Vec<Event> {
+    let Ok(mut conn) = store.client().get_connection() else {
+        return Vec::new();
+    };
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg("data:*:log")
         .query(&mut conn)

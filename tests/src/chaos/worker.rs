@@ -29,6 +29,24 @@ pub fn fenced_append(
     writer: &str,
 ) -> i64;
 
+/// Writes `value` and logs `token`, only while `guard` holds the lock (on its server).
+#[lock_script("chaos/append.lua", guarded)]
+pub fn guarded_append(#[key] value: &str, #[key] log: &str, token: u64, writer: &str) -> i64;
+
+/// How long a store write may take: the response timeout the locks use.
+const WRITE_TIMEOUT: Duration = lockscript::DEFAULT_RESPONSE_TIMEOUT;
+
+/// Where the critical sections write.
+enum Data {
+    /// Redlock: the separate fenced store (`fenced-append.lua`, never faulted), since a
+    /// quorum's grant cannot guard a script.
+    Store(redis::aio::MultiplexedConnection),
+    /// One server: guarded writes (`append.lua`) over the locks' own faulty path.
+    Node(redis::aio::ConnectionManager),
+    /// A cluster: guarded writes, routed to the lock's master.
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
 /// The store's keys for lock `name`: value, highest token seen, log of accepted tokens.
 pub fn store_keys(name: &str) -> [String; 3] {
     [
@@ -81,7 +99,8 @@ pub struct WorkerConfig {
     pub topology: Topology,
     /// The lock servers (through their proxies), or the cluster's nodes.
     pub urls: Vec<String>,
-    /// The fenced store (never faulted).
+    /// The fenced store (never faulted), for Redlock; the other topologies write to the
+    /// lock's own server through guarded scripts.
     pub store: String,
     /// Seeds its choices.
     pub seed: u64,
@@ -106,7 +125,7 @@ struct Ctx {
     cfg: WorkerConfig,
     grants: AtomicU64,
     stop: AtomicBool,
-    store: redis::aio::MultiplexedConnection,
+    data: Data,
 }
 
 impl Ctx {
@@ -182,11 +201,40 @@ impl Ctx {
         !lost
     }
 
+    /// One write of the critical section of `lease` (a grant of `lock`): guarded on the
+    /// lock's server, or fenced in the separate store.
+    async fn write(&self, lease: &Lease, lock: &str, writer: &str) -> Result<i64, LockError> {
+        let [value, seen, log] = store_keys(lock);
+        let token = lease.fencing_token();
+        let written = match &self.data {
+            Data::Store(conn) => {
+                let call = fenced_append(&value, &seen, &log, token, writer);
+                tokio::time::timeout(WRITE_TIMEOUT, call.invoke_async(&mut conn.clone())).await
+            }
+            Data::Node(conn) => {
+                let call = guarded_append(lease, &value, &log, token, writer);
+                tokio::time::timeout(WRITE_TIMEOUT, call.invoke_async(&mut conn.clone())).await
+            }
+            Data::Cluster(conn) => {
+                let call = guarded_append(lease, &value, &log, token, writer);
+                tokio::time::timeout(WRITE_TIMEOUT, call.invoke_async(&mut conn.clone())).await
+            }
+        };
+        written.unwrap_or_else(|_| {
+            Err(LockError::Redis(redis::RedisError::from(
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no reply within the write timeout",
+                ),
+            )))
+        })
+    }
+
     /// Records a fenced write sent at `t_sent` and what the store answered.
     fn wrote(&self, grant: u64, t_sent: u64, written: &Result<i64, LockError>) {
         let outcome = match written {
             Ok(1) => "written",
-            Ok(_) => "refused",
+            Ok(_) | Err(LockError::NotHeld { .. } | LockError::Stale { .. }) => "refused",
             Err(_) => "error",
         };
         self.record(&Event::Write {
@@ -329,8 +377,6 @@ fn watch(ctx: &Arc<Ctx>, grant: u64, lease: Lease) -> tokio::sync::oneshot::Send
 /// lease still holds, with pauses in between (sometimes past a renewal or two).
 async fn section(ctx: &Ctx, grant: u64, lock: &str, lease: &Lease, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let [value, highest, log] = store_keys(lock);
-    let mut store = ctx.store.clone();
     let writer = format!("w{}g{grant}", ctx.cfg.worker);
     for i in 0..rng.random_range(1..=3) {
         if i > 0 {
@@ -340,9 +386,7 @@ async fn section(ctx: &Ctx, grant: u64, lock: &str, lease: &Lease, seed: u64) {
             return;
         }
         let t_sent = ctx.now();
-        let written = fenced_append(&value, &highest, &log, lease.fencing_token(), &writer)
-            .invoke_async(&mut store)
-            .await;
+        let written = ctx.write(lease, lock, &writer).await;
         ctx.wrote(grant, t_sent, &written);
     }
 }
@@ -513,14 +557,46 @@ where
     tasks
 }
 
+/// A sync connection for guarded writes, opened anew after any error (a late reply must
+/// never be read as the next command's).
+struct SyncData {
+    client: redis::Client,
+    conn: Option<redis::Connection>,
+}
+
+impl SyncData {
+    fn write(
+        &mut self,
+        guard: &blocking::LockGuard,
+        lock: &str,
+        writer: &str,
+    ) -> Result<i64, LockError> {
+        let [value, _, log] = store_keys(lock);
+        let mut conn = if let Some(conn) = self.conn.take() {
+            conn
+        } else {
+            let conn = self.client.get_connection_with_timeout(WRITE_TIMEOUT)?;
+            conn.set_read_timeout(Some(WRITE_TIMEOUT))?;
+            conn.set_write_timeout(Some(WRITE_TIMEOUT))?;
+            conn
+        };
+        let written =
+            guarded_append(guard, &value, &log, guard.fencing_token(), writer).invoke(&mut conn);
+        if !matches!(written, Err(LockError::Redis(_))) {
+            self.conn = Some(conn);
+        }
+        written
+    }
+}
+
 /// The blocking actor (one server only): its own handle, on a thread.
-fn blocking_actor(ctx: &Arc<Ctx>, url: &str, store: &str) -> Option<std::thread::JoinHandle<()>> {
+fn blocking_actor(ctx: &Arc<Ctx>, url: &str) -> Option<std::thread::JoinHandle<()>> {
     let client = redis::Client::open(url).ok()?;
     let locks = blocking::Locks::connect(&client)
         .ok()?
         .ttl(ctx.ttl())
         .wait_timeout(Duration::from_millis(ctx.cfg.wait_ms));
-    let mut store = redis::Client::open(store).ok()?.get_connection().ok()?;
+    let mut data = SyncData { client, conn: None };
     let ctx = Arc::clone(ctx);
     Some(std::thread::spawn(move || {
         let mut rng = StdRng::seed_from_u64(ctx.cfg.seed ^ 0x63);
@@ -556,7 +632,6 @@ fn blocking_actor(ctx: &Arc<Ctx>, url: &str, store: &str) -> Option<std::thread:
                     }
                 })
             };
-            let [value, highest, log] = store_keys(&name);
             let writer = format!("w{}g{grant}", ctx.cfg.worker);
             for i in 0..rng.random_range(1..=3) {
                 if i > 0 {
@@ -566,8 +641,7 @@ fn blocking_actor(ctx: &Arc<Ctx>, url: &str, store: &str) -> Option<std::thread:
                     break;
                 }
                 let t_sent = ctx.now();
-                let written = fenced_append(&value, &highest, &log, guard.fencing_token(), &writer)
-                    .invoke(&mut store);
+                let written = data.write(&guard, &name, &writer);
                 ctx.wrote(grant, t_sent, &written);
             }
             let ending = Instant::now();
@@ -579,6 +653,33 @@ fn blocking_actor(ctx: &Arc<Ctx>, url: &str, store: &str) -> Option<std::thread:
             let _ = watcher.join();
         }
     }))
+}
+
+/// Where a worker's critical sections write, by topology.
+async fn data(cfg: &WorkerConfig) -> Data {
+    match cfg.topology {
+        Topology::Redlock => Data::Store(
+            redis::Client::open(cfg.store.as_str())
+                .expect("the store's url")
+                .get_multiplexed_async_connection()
+                .await
+                .expect("the store"),
+        ),
+        Topology::Single | Topology::Aof => Data::Node(
+            redis::Client::open(cfg.urls[0].as_str())
+                .expect("the server's url")
+                .get_connection_manager()
+                .await
+                .expect("the server"),
+        ),
+        Topology::Cluster => Data::Cluster(
+            redis::cluster::ClusterClient::new(cfg.urls.clone())
+                .expect("the cluster's urls")
+                .get_async_connection()
+                .await
+                .expect("the cluster"),
+        ),
+    }
 }
 
 /// Runs a worker process: its actors until `run_for`, then lets them finish their grants
@@ -603,17 +704,13 @@ pub fn run(cfg: WorkerConfig) {
         t: rec.ns(Instant::now()),
     });
     runtime.block_on(async move {
-        let store = redis::Client::open(cfg.store.as_str())
-            .expect("the store's url")
-            .get_multiplexed_async_connection()
-            .await
-            .expect("the store");
+        let data = data(&cfg).await;
         let ctx = Arc::new(Ctx {
             rec,
             cfg,
             grants: AtomicU64::new(0),
             stop: AtomicBool::new(false),
-            store,
+            data,
         });
         let ttl = ctx.ttl();
         let wait = Duration::from_millis(ctx.cfg.wait_ms);
@@ -622,7 +719,7 @@ pub fn run(cfg: WorkerConfig) {
         let tasks = match ctx.cfg.topology {
             Topology::Single | Topology::Aof => {
                 let client = redis::Client::open(urls[0].as_str()).expect("the server's url");
-                threads.extend(blocking_actor(&ctx, &urls[0], &ctx.cfg.store));
+                threads.extend(blocking_actor(&ctx, &urls[0]));
                 spawn_actors(&ctx, || async {
                     Locks::connect(&client)
                         .await
