@@ -5,7 +5,8 @@
 //! file, and `lockscript audit --guarded` prints the same text and digest, so a reviewer
 //! can read exactly what the server runs. The wrapped script's own `KEYS` and `ARGV` keep
 //! their numbering: it runs as a function whose parameters are named `KEYS` and `ARGV`,
-//! called with the caller's keys and arguments after the two the guard adds.
+//! called with the caller's keys and arguments after the two the guard adds (and no
+//! varargs, like a script's own chunk, so `...` means the same inside).
 //!
 //! ```
 //! let wrapped = lockscript_audit::guarded::wrap("return redis.call('GET', KEYS[1])\n");
@@ -72,7 +73,7 @@ pub fn wrap(source: &str) -> String {
          local keys, argv = {{}}, {{}}\n\
          for i = {first}, #KEYS do keys[i - {ADDED}] = KEYS[i] end\n\
          for i = {first}, #ARGV do argv[i - {ADDED}] = ARGV[i] end\n\
-         return (function(KEYS, ARGV)\n",
+         return (function(KEYS, ARGV, ...)\n",
         first = ADDED + 1,
         sha1 = crate::sha1_hex(source.as_bytes()),
     );
@@ -110,7 +111,8 @@ mod tests {
         let wrapped = wrap("return ARGV[1]\n");
         assert!(wrapped.starts_with("-- The script with SHA1 "));
         assert!(
-            wrapped.ends_with("return (function(KEYS, ARGV)\nreturn ARGV[1]\nend)(keys, argv)\n")
+            wrapped
+                .ends_with("return (function(KEYS, ARGV, ...)\nreturn ARGV[1]\nend)(keys, argv)\n")
         );
     }
 }
