@@ -1,7 +1,7 @@
 //! A script of your own: `scripts/credit.lua` stays a plain file reviewers read; the
 //! attribute embeds it, checks it against this signature at compile time (two keys, two
 //! arguments, the commands it calls) and generates `credit`, which runs `EVALSHA` with the
-//! digest computed at compile time and falls back to `EVAL` on `NOSCRIPT`.
+//! digest computed at compile time and, on `NOSCRIPT`, loads the script and runs it again.
 //!
 //! ```console
 //! $ cargo run -p lockscript --example own_script -- redis://127.0.0.1:6379/

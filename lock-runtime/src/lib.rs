@@ -2,8 +2,9 @@
 //!
 //! A script is a plain `.lua` file that reviewers read. `#[lock_script]` embeds it,
 //! hashes it at compile time, checks it against the Rust signature, and generates a
-//! typed function that returns an [`Invocation`]: EVALSHA with the compiled digest,
-//! EVAL with the embedded source on a `NOSCRIPT` reply and only then.
+//! typed function that returns an [`Invocation`]: EVALSHA with the compiled digest; on a
+//! `NOSCRIPT` reply and only then, `SCRIPT LOAD` of the embedded source and EVALSHA again
+//! (EVAL as the last resort when the load is refused).
 //!
 //! ```no_run
 //! use lockscript::lock_script;

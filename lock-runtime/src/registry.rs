@@ -33,7 +33,8 @@ pub fn scripts() -> impl ExactSizeIterator<Item = &'static Script> {
 /// by `EVAL` once more than 500 are cached, but keeps scripts loaded this way; call it at
 /// start-up, before any `EVAL` caches them (Redis 8.2 still evicts a script first cached
 /// by `EVAL` and loaded later; Valkey 9.1 does not). The cache is lost on restart,
-/// failover and `SCRIPT FLUSH` in any case; invocations fall back to `EVAL` then.
+/// failover and `SCRIPT FLUSH` in any case; invocations load them again then (`SCRIPT
+/// LOAD` after `NOSCRIPT`).
 ///
 /// ```no_run
 /// # fn main() -> Result<(), lockscript::LockError> {

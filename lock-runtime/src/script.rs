@@ -1,4 +1,10 @@
-//! A compiled script and one call of it: EVALSHA first, EVAL on `NOSCRIPT` and only then.
+//! A compiled script and one call of it: EVALSHA first; on `NOSCRIPT`, and only then,
+//! `SCRIPT LOAD` and EVALSHA again (EVAL as the last resort).
+//!
+//! Why `SCRIPT LOAD` rather than EVAL: since Redis 7.4 a script cached by EVAL sits in an
+//! LRU of 500 and is evicted when other clients EVAL many distinct scripts, while a loaded
+//! one stays. EVAL remains for servers that refuse the load (a user without
+//! `+script|load`, Valkey's `maxmemory-scripts`) and for a cache flushed in between.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -172,6 +178,17 @@ impl Script {
         cmd
     }
 
+    /// Checks the reply of `SCRIPT LOAD` (a digest) against the compiled one.
+    pub(crate) fn check_loaded_reply(&self, reply: Value) -> Result<(), LockError> {
+        let digest: String =
+            redis::from_redis_value(reply).map_err(|e| LockError::UnexpectedReply {
+                script: self.name,
+                expected: "a SCRIPT LOAD digest",
+                source: e.into(),
+            })?;
+        self.check_loaded(digest)
+    }
+
     /// Checks the digest `SCRIPT LOAD` returned against the compiled one.
     pub(crate) fn check_loaded(&self, server: String) -> Result<(), LockError> {
         if server.eq_ignore_ascii_case(self.sha1) {
@@ -335,11 +352,13 @@ impl<R> Invocation<R> {
 }
 
 impl<R: FromRedisValue> Invocation<R> {
-    /// Runs the script on a sync connection: EVALSHA, then EVAL if and only if the
-    /// server answered `NOSCRIPT` (which also caches the script there).
+    /// Runs the script on a sync connection: EVALSHA; if and only if the server answered
+    /// `NOSCRIPT`, `SCRIPT LOAD` (the script stays cached for good) and EVALSHA again, or
+    /// EVAL when the load failed (refused, or on a cluster a node unreachable).
     ///
     /// Any other failure is returned as is: after an I/O error or a timeout the script
-    /// may have run, so it is never sent again.
+    /// may have run, so it is never sent again. A `SCRIPT LOAD` that answers a digest
+    /// other than the compiled one is [`LockError::DigestMismatch`], and nothing runs.
     ///
     /// ```no_run
     /// # fn main() -> Result<(), lockscript::LockError> {
@@ -352,16 +371,38 @@ impl<R: FromRedisValue> Invocation<R> {
     pub fn invoke<C: redis::ConnectionLike + ?Sized>(&self, con: &mut C) -> Result<R, LockError> {
         self.check_arguments()?;
         let reply = match con.req_command(&self.cmd).and_then(Value::extract_error) {
-            Err(err) if is_noscript(&err) => con
-                .req_command(&self.eval_cmd())
-                .and_then(Value::extract_error),
+            // One command at a time: a sync cluster connection routes a pipeline by its
+            // first command, and `SCRIPT LOAD` has no key (alone, it goes to every node).
+            // The load never runs the script, so after any failure of it EVAL is safe.
+            Err(err) if is_noscript(&err) => {
+                match con
+                    .req_command(&self.script.load_cmd())
+                    .and_then(Value::extract_error)
+                {
+                    Ok(digest) => {
+                        self.script.check_loaded_reply(digest)?;
+                        match con.req_command(&self.cmd).and_then(Value::extract_error) {
+                            Err(err) if is_noscript(&err) => con
+                                .req_command(&self.eval_cmd())
+                                .and_then(Value::extract_error),
+                            other => other,
+                        }
+                    }
+                    Err(_) => con
+                        .req_command(&self.eval_cmd())
+                        .and_then(Value::extract_error),
+                }
+            }
             other => other,
         };
         self.finish(reply)
     }
 
     /// Runs the script on an async connection (multiplexed, managed, cluster...), with
-    /// the same EVALSHA → EVAL-on-`NOSCRIPT` rule as [`invoke`](Self::invoke).
+    /// the same rule as [`invoke`](Self::invoke); after `NOSCRIPT`, `SCRIPT LOAD` and
+    /// EVALSHA go in one round trip (a pipeline, which a cluster connection routes to the
+    /// node of the script's first key), and EVAL only if the load was refused or the cache
+    /// flushed in between.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), lockscript::LockError> {
@@ -384,12 +425,7 @@ impl<R: FromRedisValue> Invocation<R> {
             .await
             .and_then(Value::extract_error)
         {
-            Err(err) if is_noscript(&err) => {
-                let eval = self.eval_cmd();
-                con.req_packed_command(&eval)
-                    .await
-                    .and_then(Value::extract_error)
-            }
+            Err(err) if is_noscript(&err) => self.load_and_run(con).await?,
             other => other,
         };
         self.finish(reply)
@@ -417,6 +453,48 @@ impl<R: FromRedisValue> Invocation<R> {
     /// ```
     pub fn read(&self, reply: Value) -> Result<R, LockError> {
         self.finish(reply.extract_error())
+    }
+
+    /// After `NOSCRIPT`: `SCRIPT LOAD` and EVALSHA in one round trip; EVAL when the load
+    /// was refused (then EVALSHA answered `NOSCRIPT` and ran nothing) or the script was
+    /// flushed in between. The outer error is a digest the server computed differently.
+    #[cfg(feature = "tokio")]
+    async fn load_and_run<C: redis::aio::ConnectionLike>(
+        &self,
+        con: &mut C,
+    ) -> Result<Result<Value, RedisError>, LockError> {
+        let mut pipe = redis::pipe();
+        pipe.add_command(self.script.load_cmd())
+            .add_command(self.cmd.clone());
+        let replies = match con.req_packed_commands(&pipe, 0, 2).await {
+            Ok(replies) => replies,
+            // The EVALSHA may have run: never sent again.
+            Err(err) => return Ok(Err(err)),
+        };
+        let mut replies = replies.into_iter();
+        let (Some(loaded), Some(reply)) = (replies.next(), replies.next()) else {
+            return Ok(Err(RedisError::from((
+                ErrorKind::Client,
+                "a pipeline of two commands answered fewer replies",
+            ))));
+        };
+        let reply = reply.extract_error();
+        match loaded.extract_error() {
+            Ok(digest) => {
+                self.script.check_loaded_reply(digest)?;
+                match reply {
+                    Err(err) if is_noscript(&err) => {}
+                    other => return Ok(other),
+                }
+            }
+            // Refused: the EVALSHA after it found no script and ran nothing.
+            Err(_) if reply.as_ref().is_err_and(is_noscript) => {}
+            Err(_) => return Ok(reply),
+        }
+        Ok(con
+            .req_packed_command(&self.eval_cmd())
+            .await
+            .and_then(Value::extract_error))
     }
 
     fn finish(&self, reply: Result<Value, RedisError>) -> Result<R, LockError> {

@@ -19,6 +19,7 @@ const LOCK_USER_RULES: &[&str] = &[
     // What the client sends.
     "+evalsha",
     "+eval",
+    "+script|load",
     "+get",
     "+subscribe",
     "+unsubscribe",

@@ -1,5 +1,5 @@
 //! Typed scripts and locks on a local Redis Cluster started by the harness: routing by
-//! the first key, the EVAL fallback on the node that owns the slot, preloading on every
+//! the first key, the fallback (SCRIPT LOAD) on the node that owns the slot, preloading on every
 //! primary, cross-slot keys, and a master that restarts with an empty cache.
 
 use std::time::Duration;
@@ -11,12 +11,13 @@ use lockscript_test::fixtures::bump;
 
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// (EVALSHA, EVAL) calls seen by node `i`.
-fn script_calls(cluster: &RedisCluster, i: usize) -> (u64, u64) {
+/// (EVALSHA, EVAL, SCRIPT LOAD) calls seen by node `i`.
+fn script_calls(cluster: &RedisCluster, i: usize) -> (u64, u64, u64) {
     let mut conn = cluster.node(i).connection();
     (
         command_calls(&mut conn, "evalsha"),
         command_calls(&mut conn, "eval"),
+        command_calls(&mut conn, "script|load"),
     )
 }
 
@@ -43,22 +44,24 @@ async fn scripts_route_by_first_key_and_fall_back_on_the_owning_node() {
     assert_eq!(bump(&a, 1).invoke_async(&mut conn).await.unwrap(), 2);
     assert_eq!(
         script_calls(&cluster, master_a),
-        (2, 1),
-        "cold: EVALSHA, EVAL; then EVALSHA"
+        (3, 0, 1),
+        "cold: EVALSHA, then SCRIPT LOAD and EVALSHA in one pipeline; then EVALSHA"
     );
     let other = (0..3).find(|i| *i != master_a && *i != master_b).unwrap();
-    assert_eq!(script_calls(&cluster, master_b), (0, 0));
+    assert_eq!(script_calls(&cluster, master_b), (0, 0, 0));
     assert_eq!(
         script_calls(&cluster, other),
-        (0, 0),
+        (0, 0, 0),
         "nothing went to a node without the key"
     );
 
-    // The sync cluster connection routes the same way; b's node still has a cold cache.
+    // The sync cluster connection routes scripts the same way; b's node still has a cold
+    // cache. Its SCRIPT LOAD goes alone, so to every node (loaded on all of them).
     let mut sync = cluster.connection();
     assert_eq!(bump(&b, 5).invoke(&mut sync).unwrap(), 5);
-    assert_eq!(script_calls(&cluster, master_b), (1, 1));
-    assert_eq!(script_calls(&cluster, master_a), (2, 1));
+    assert_eq!(script_calls(&cluster, master_b), (2, 0, 1));
+    assert_eq!(script_calls(&cluster, master_a), (3, 0, 2));
+    assert_eq!(script_calls(&cluster, other), (0, 0, 1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -81,7 +84,8 @@ async fn load_scripts_loads_on_every_primary() {
     // Preloaded: the first call anywhere needs no EVAL.
     let ((a, master_a), _) = keys_on_two_masters(&cluster);
     assert_eq!(bump(&a, 1).invoke_async(&mut conn).await.unwrap(), 1);
-    assert_eq!(script_calls(&cluster, master_a), (1, 0));
+    let (evalsha, eval, _) = script_calls(&cluster, master_a);
+    assert_eq!((evalsha, eval), (1, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,8 +148,12 @@ async fn calls_keep_working_after_a_master_restarts_empty() {
         }
     };
     assert_eq!(value, 1, "ran once, on the empty master");
-    let (_, evals) = script_calls(&cluster, master_a);
-    assert_eq!(evals, 1, "the cold cache was refilled by the fallback");
+    let (_, evals, loads) = script_calls(&cluster, master_a);
+    assert_eq!(
+        (evals, loads),
+        (0, 1),
+        "the cold cache was refilled by SCRIPT LOAD"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -95,7 +95,7 @@ fn evalsha_runs(conn: &mut redis::Connection, sha: &str) -> usize {
         .count()
 }
 
-/// Loads the lock scripts on the master (the first try_lock falls back to EVAL), so the
+/// Loads the lock scripts on the master (the first try_lock loads them), so the
 /// acquire below goes out as one `EVALSHA` that runs.
 async fn warm_up<C>(locks: &Locks<C>) -> u64
 where

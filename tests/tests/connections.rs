@@ -106,15 +106,16 @@ fn a_bad_argument_adds_nothing_to_the_pipeline() {
 }
 
 #[tokio::test]
-async fn connection_manager_falls_back_on_a_cold_cache() {
+async fn connection_manager_loads_the_script_on_a_cold_cache() {
     let server = RedisServer::start();
     let mut stats = server.connection();
     lockscript_test::flush_scripts_and_reset_stats(&mut stats);
     let mut conn = server.client().get_connection_manager().await.unwrap();
     assert_eq!(bump("n", 1).invoke_async(&mut conn).await.unwrap(), 1);
     assert_eq!(bump("n", 1).invoke_async(&mut conn).await.unwrap(), 2);
-    assert_eq!(command_calls(&mut stats, "eval"), 1);
-    assert_eq!(command_calls(&mut stats, "evalsha"), 2);
+    assert_eq!(command_calls(&mut stats, "script|load"), 1);
+    assert_eq!(command_calls(&mut stats, "evalsha"), 3);
+    assert_eq!(command_calls(&mut stats, "eval"), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,9 +145,14 @@ async fn connection_manager_survives_a_server_restart_through_the_fallback() {
             Err(other) => panic!("unexpected error {other:?}"),
         }
     }
-    assert_eq!(value, Some(1), "ran once on the fresh server, via EVAL");
+    assert_eq!(
+        value,
+        Some(1),
+        "ran once on the fresh server, after SCRIPT LOAD"
+    );
     let mut stats = server.connection();
-    assert_eq!(command_calls(&mut stats, "eval"), 1);
+    assert_eq!(command_calls(&mut stats, "script|load"), 1);
+    assert_eq!(command_calls(&mut stats, "eval"), 0);
     let n: i64 = stats.get("n").unwrap();
     assert_eq!(n, 1);
 }
@@ -169,10 +175,11 @@ async fn pooled_connections_run_scripts() {
         );
     }
     assert_eq!(
-        command_calls(&mut stats, "eval"),
+        command_calls(&mut stats, "script|load"),
         1,
         "the cache is per server, not per connection"
     );
+    assert_eq!(command_calls(&mut stats, "eval"), 0);
     let mut conn = pool.get().await.unwrap();
     let n: i64 = conn.get("pooled").await.unwrap();
     assert_eq!(n, 8);

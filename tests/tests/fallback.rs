@@ -1,5 +1,6 @@
-//! EVALSHA first; EVAL with the embedded source on NOSCRIPT, and only then. Counted
-//! through the server's own `INFO commandstats`.
+//! EVALSHA first; on NOSCRIPT, and only then, SCRIPT LOAD and EVALSHA again, with EVAL
+//! as the last resort when the load is refused. Counted through the server's own
+//! `INFO commandstats`.
 
 use lockscript::LockError;
 use lockscript::builtin::renew;
@@ -17,53 +18,100 @@ fn cached(conn: &mut redis::Connection, sha1: &str) -> bool {
     exists[0]
 }
 
+/// (EVALSHA, SCRIPT LOAD, EVAL) calls the server counted, `_RO` forms when `ro`.
+fn calls(stats: &mut redis::Connection, ro: bool) -> (u64, u64, u64) {
+    let (evalsha, eval) = if ro {
+        ("evalsha_ro", "eval_ro")
+    } else {
+        ("evalsha", "eval")
+    };
+    (
+        command_calls(stats, evalsha),
+        command_calls(stats, "script|load"),
+        command_calls(stats, eval),
+    )
+}
+
 #[test]
-fn sync_cold_cache_falls_back_to_eval_once_then_uses_evalsha() {
+fn sync_cold_cache_loads_the_script_once_then_uses_evalsha() {
     let server = RedisServer::start();
     let mut conn = server.connection();
     let mut stats = server.connection();
     lockscript_test::flush_scripts_and_reset_stats(&mut stats);
 
     assert_eq!(renew("lock:{a}", "t", 1_000).invoke(&mut conn).unwrap(), 0);
-    assert_eq!(command_calls(&mut stats, "evalsha"), 1);
-    assert_eq!(command_calls(&mut stats, "eval"), 1);
+    assert_eq!(
+        calls(&mut stats, false),
+        (2, 1, 0),
+        "cold: EVALSHA (NOSCRIPT), SCRIPT LOAD, EVALSHA; no EVAL"
+    );
     assert!(cached(&mut stats, renew("k", "t", 1).script().sha1()));
 
     assert_eq!(renew("lock:{a}", "t", 1_000).invoke(&mut conn).unwrap(), 0);
-    assert_eq!(command_calls(&mut stats, "evalsha"), 2);
-    assert_eq!(command_calls(&mut stats, "eval"), 1, "warm cache: no EVAL");
+    assert_eq!(calls(&mut stats, false), (3, 1, 0), "warm: EVALSHA only");
 }
 
 #[tokio::test]
-async fn async_cold_cache_falls_back_to_eval_once_then_uses_evalsha() {
+async fn async_cold_cache_loads_the_script_once_then_uses_evalsha() {
     let server = RedisServer::start();
     let mut conn = server.multiplexed().await;
     let mut stats = server.connection();
     lockscript_test::flush_scripts_and_reset_stats(&mut stats);
 
-    assert_eq!(
-        renew("lock:{a}", "t", 1_000)
+    for _ in 0..2 {
+        let renewed = renew("lock:{a}", "t", 1_000)
             .invoke_async(&mut conn)
             .await
-            .unwrap(),
-        0
+            .unwrap();
+        assert_eq!(renewed, 0);
+    }
+    assert_eq!(
+        calls(&mut stats, false),
+        (3, 1, 0),
+        "cold: EVALSHA, then SCRIPT LOAD + EVALSHA in one pipeline; warm: EVALSHA"
     );
-    assert_eq!(command_calls(&mut stats, "evalsha"), 1);
-    assert_eq!(command_calls(&mut stats, "eval"), 1);
+}
 
+/// A user who may not `SCRIPT LOAD` still runs scripts: EVAL is the last resort, and the
+/// script runs once.
+#[tokio::test]
+async fn a_refused_script_load_falls_back_to_eval() {
+    let server = RedisServer::start();
+    let _: () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "noload",
+            "on",
+            ">pw",
+            "~*",
+            "+@all",
+            "-script|load",
+        ])
+        .query(&mut server.connection())
+        .unwrap();
+    let client =
+        redis::Client::open(format!("redis://noload:pw@127.0.0.1:{}/", server.port())).unwrap();
+    let mut stats = server.connection();
+    lockscript_test::flush_scripts_and_reset_stats(&mut stats);
+
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let bumped = lockscript_test::fixtures::bump("n", 2)
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(bumped, 2, "ran once");
+    let mut sync = client.get_connection().unwrap();
+    assert_eq!(put("k", "v").invoke(&mut sync).unwrap(), "OK");
+    let (_, loads, evals) = calls(&mut stats, false);
     assert_eq!(
-        renew("lock:{a}", "t", 1_000)
-            .invoke_async(&mut conn)
-            .await
-            .unwrap(),
-        0
+        (loads, evals),
+        (2, 2),
+        "each load tried and refused by the ACL, each script EVALed"
     );
-    assert_eq!(command_calls(&mut stats, "evalsha"), 2);
-    assert_eq!(command_calls(&mut stats, "eval"), 1, "warm cache: no EVAL");
 }
 
 #[test]
-fn read_only_script_goes_as_evalsha_ro_and_eval_ro() {
+fn read_only_script_goes_as_evalsha_ro_after_a_load() {
     let server = RedisServer::start();
     let mut conn = server.connection();
     let mut stats = server.connection();
@@ -73,8 +121,7 @@ fn read_only_script_goes_as_evalsha_ro_and_eval_ro() {
     assert!(peek("k").script().read_only());
     assert_eq!(peek("k").invoke(&mut conn).unwrap().as_deref(), Some("v"));
     assert_eq!(peek("k").invoke(&mut conn).unwrap().as_deref(), Some("v"));
-    assert_eq!(command_calls(&mut stats, "evalsha_ro"), 2);
-    assert_eq!(command_calls(&mut stats, "eval_ro"), 1);
+    assert_eq!(calls(&mut stats, true), (3, 1, 0));
     assert_eq!(command_calls(&mut stats, "evalsha"), 0);
     assert_eq!(command_calls(&mut stats, "eval"), 0);
 }
@@ -87,8 +134,7 @@ async fn read_only_script_goes_as_evalsha_ro_async() {
     lockscript_test::flush_scripts_and_reset_stats(&mut stats);
 
     assert_eq!(peek("missing").invoke_async(&mut conn).await.unwrap(), None);
-    assert_eq!(command_calls(&mut stats, "evalsha_ro"), 1);
-    assert_eq!(command_calls(&mut stats, "eval_ro"), 1);
+    assert_eq!(calls(&mut stats, true), (2, 1, 0));
 }
 
 #[test]

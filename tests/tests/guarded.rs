@@ -165,11 +165,12 @@ async fn a_read_only_guarded_script_goes_as_evalsha_ro() {
     assert_eq!(value.as_deref(), Some("9"));
     let mut stats = server.connection();
     assert_eq!(
-        lockscript_test::command_calls(&mut stats, "eval_ro"),
+        lockscript_test::command_calls(&mut stats, "script|load"),
         1,
-        "the cold call"
+        "the cold call loads it"
     );
-    assert_eq!(lockscript_test::command_calls(&mut stats, "evalsha_ro"), 2);
+    assert_eq!(lockscript_test::command_calls(&mut stats, "evalsha_ro"), 3);
+    assert_eq!(lockscript_test::command_calls(&mut stats, "eval_ro"), 0);
     assert_eq!(lockscript_test::command_calls(&mut stats, "eval"), 0);
     guard.release().await.unwrap();
 }
