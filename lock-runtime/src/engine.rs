@@ -87,7 +87,7 @@ impl<B: Backend> Engine<B> {
         self.settings.validate()?;
         let keys = self.settings.keys(name)?;
         let started = Instant::now();
-        match self.attempt(&keys).await? {
+        match self.attempt(&keys, self.settings.response_timeout).await? {
             Attempted::Granted { token, grant } => {
                 let watchdog = self.settings.watchdog;
                 Ok(Some(self.guard(keys, token, grant, started, watchdog)))
@@ -130,7 +130,12 @@ impl<B: Backend> Engine<B> {
         let (token, grant) = loop {
             step = match step {
                 Step::Attempt => {
-                    let result = self.attempt(&keys).await;
+                    let now = Instant::now();
+                    let Some(limit) = wait.budget(now) else {
+                        step = Step::GiveUp(wait.give_up(now));
+                        continue;
+                    };
+                    let result = self.attempt(&keys, limit).await;
                     match wait.attempted(result, Instant::now())? {
                         Progress::Granted(token, grant) => {
                             // Withdrawn without waiting for a releaser that took the
@@ -280,14 +285,24 @@ impl<B: Backend> Engine<B> {
     /// One attempt with a fresh owner token. A grant that may exist without an owner
     /// (the reply was lost, came too late, failed its confirmation, or this future was
     /// dropped) is released in the background with that token.
-    async fn attempt(&self, keys: &Keys) -> Result<Attempted, LockError> {
+    async fn attempt(&self, keys: &Keys, limit: Duration) -> Result<Attempted, LockError> {
         let settings = &self.settings;
         let token = Token::new()?;
         let outcome = {
             let mut pending = Pending::new(keys, &token, Instant::now(), settings.ttl, |a| {
                 self.release_in_background(a);
             });
-            let reply = self.backend.acquire(settings, keys, &token).await;
+            let acquire = self.backend.acquire(settings, keys, &token);
+            // The backend bounds its call by the response timeout; a shorter budget (the
+            // end of `lock()`'s wait is near) cuts it, and the grant it may have made is
+            // released in the background like any other nobody owns.
+            let reply = if limit >= settings.response_timeout {
+                acquire.await
+            } else {
+                tokio::time::timeout(limit, acquire)
+                    .await
+                    .unwrap_or_else(|_| Err(LockError::no_reply(limit)))
+            };
             let Some(outcome) = pending.read(reply, settings.ttl)? else {
                 return Ok(Attempted::Held { remaining: None });
             };

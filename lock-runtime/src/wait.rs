@@ -47,6 +47,8 @@ pub(crate) struct Wait {
     name: String,
     started: Instant,
     deadline: Instant,
+    /// One attempt's bound; the wait ends at the deadline plus one of these at the latest.
+    response_timeout: Duration,
     policy: RetryPolicy,
     attempts: u32,
     naps: u32,
@@ -65,6 +67,7 @@ impl Wait {
             name: name.to_owned(),
             started: now,
             deadline: now + settings.wait_timeout,
+            response_timeout: settings.response_timeout,
             policy: settings.retry,
             attempts: 0,
             naps: 0,
@@ -76,6 +79,15 @@ impl Wait {
     /// When the wait ends.
     pub(crate) fn deadline(&self) -> Instant {
         self.deadline
+    }
+
+    /// How long the attempt about to start may take: one response timeout, but never
+    /// past the deadline plus one response timeout (after a nap or a subscription that
+    /// ended late on a busy machine), so `lock()` keeps its bound. `None` when that end
+    /// has passed: then the wait ends with [`give_up`](Self::give_up).
+    pub(crate) fn budget(&self, now: Instant) -> Option<Duration> {
+        let left = (self.deadline + self.response_timeout).saturating_duration_since(now);
+        (!left.is_zero()).then(|| left.min(self.response_timeout))
     }
 
     /// Acquisition attempts made so far.
@@ -187,6 +199,19 @@ mod tests {
             ..Settings::default()
         };
         (Wait::new("w", now, &settings, notifications), now)
+    }
+
+    /// An attempt never runs past the deadline plus one response timeout (500 ms), even
+    /// when the nap before it ended late.
+    #[test]
+    fn an_attempts_budget_ends_one_response_timeout_after_the_deadline() {
+        let (w, now) = wait(false);
+        let rt = Duration::from_millis(500);
+        assert_eq!(w.budget(now), Some(rt));
+        let late = now + Duration::from_millis(1_200);
+        assert_eq!(w.budget(late), Some(Duration::from_millis(300)));
+        assert_eq!(w.budget(now + Duration::from_millis(1_500)), None);
+        assert_eq!(w.budget(now + Duration::from_secs(5)), None);
     }
 
     #[test]

@@ -373,3 +373,37 @@ fn a_late_reply_is_never_read_as_the_next_commands() {
     other.release().unwrap();
     held.release().unwrap();
 }
+
+/// A call that needs several commands (EVALSHA, then SCRIPT LOAD and EVALSHA after
+/// `NOSCRIPT`) still ends within one response timeout: each command gets only what is
+/// left of it. Replies delayed 150 ms each would take 450 ms; the call gives up at 300.
+#[test]
+fn a_call_that_needs_the_script_loaded_ends_within_the_response_timeout() {
+    let (server, proxy, locks) = behind_a_proxy();
+    let timeout = Duration::from_millis(300);
+    let locks = locks.response_timeout(timeout);
+    // Open the handle's connection first (a re-open shares the timeout too).
+    let warm = locks.try_lock("warm").unwrap().expect("free");
+    warm.release().unwrap();
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut server.connection())
+        .unwrap();
+    proxy.set_delay(Duration::from_millis(150));
+    let started = Instant::now();
+    let result = locks.try_lock("slow");
+    let took = started.elapsed();
+    assert!(
+        matches!(&result, Err(LockError::Redis(e)) if e.is_timeout() || e.is_io_error()),
+        "{result:?}"
+    );
+    assert!(
+        took <= timeout + Duration::from_millis(100),
+        "bounded by the response timeout: took {took:?}"
+    );
+    // With replies on time again, the next call loads the script and is granted.
+    proxy.set_delay(Duration::ZERO);
+    std::thread::sleep(Duration::from_millis(300));
+    let guard = locks.try_lock("slow").unwrap();
+    assert!(guard.is_some(), "granted once the replies are on time");
+}

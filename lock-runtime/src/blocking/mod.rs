@@ -73,11 +73,13 @@ impl<C: redis::ConnectionLike + Send> Conn<C> {
 
     /// Runs `f` on the connection, with `timeout` as its response timeout (when the
     /// handle can set it; without one, the last one applied or the default), after
-    /// re-opening a broken connection.
+    /// re-opening a broken connection. The timeout bounds the whole call: re-opening
+    /// and every command `f` sends share it (a script call after `NOSCRIPT` sends more
+    /// than one).
     pub(crate) fn with<T>(
         &self,
         timeout: Option<Duration>,
-        f: impl FnOnce(&mut C) -> Result<T, LockError>,
+        f: impl FnOnce(&mut Bounded<'_, C>) -> Result<T, LockError>,
     ) -> Result<T, LockError> {
         let started = Instant::now();
         let mut guard = self.lock();
@@ -103,7 +105,87 @@ impl<C: redis::ConnectionLike + Send> Conn<C> {
             tune(conn, left)?;
             *applied = (left == timeout).then_some(timeout);
         }
-        f(conn)
+        f(&mut Bounded {
+            conn,
+            tune: self.tune.as_ref(),
+            applied,
+            deadline: started + timeout,
+            sent: 0,
+        })
+    }
+}
+
+/// The handle's connection during one call: every command after the first is given only
+/// what is left of the call's response timeout, so a call that needs several commands
+/// (EVALSHA, then `SCRIPT LOAD` and EVALSHA after `NOSCRIPT`) still ends within it.
+pub(crate) struct Bounded<'a, C> {
+    conn: &'a mut C,
+    tune: Option<&'a Tune<C>>,
+    /// The timeout set on the socket, `None` once a command was given less.
+    applied: &'a mut Option<Duration>,
+    deadline: Instant,
+    sent: u32,
+}
+
+impl<C: redis::ConnectionLike> Bounded<'_, C> {
+    /// Before a command: the first has the call's timeout already; a later one gets what
+    /// is left, or fails at once when nothing is.
+    fn budget(&mut self) -> redis::RedisResult<()> {
+        self.sent += 1;
+        if self.sent == 1 {
+            return Ok(());
+        }
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(redis::RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "no time left within the response timeout for the next command",
+            )));
+        }
+        if let Some(tune) = self.tune {
+            tune(self.conn, left)?;
+            *self.applied = None;
+        }
+        Ok(())
+    }
+}
+
+impl<C: redis::ConnectionLike> redis::ConnectionLike for Bounded<'_, C> {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<redis::Value> {
+        self.budget()?;
+        self.conn.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisResult<Vec<redis::Value>> {
+        self.budget()?;
+        self.conn.req_packed_commands(cmd, offset, count)
+    }
+
+    fn req_command(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
+        // Forwarded as a command: a cluster connection routes by it.
+        self.budget()?;
+        self.conn.req_command(cmd)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.conn.get_db()
+    }
+
+    fn supports_pipelining(&self) -> bool {
+        self.conn.supports_pipelining()
+    }
+
+    fn check_connection(&mut self) -> bool {
+        self.conn.check_connection()
+    }
+
+    fn is_open(&self) -> bool {
+        self.conn.is_open()
     }
 }
 
@@ -347,7 +429,7 @@ where
         self.settings.validate()?;
         let keys = self.settings.keys(name)?;
         let started = Instant::now();
-        match self.attempt(&keys)? {
+        match self.attempt(&keys, self.settings.response_timeout)? {
             Attempted::Granted { token, grant } => Ok(Some(self.guard(
                 keys,
                 token,
@@ -385,10 +467,17 @@ where
         let mut step = wait.start(started, false);
         let (token, grant) = loop {
             step = match step {
-                Step::Attempt => match wait.attempted(self.attempt(&keys), Instant::now())? {
-                    Progress::Granted(token, grant) => break (token, grant),
-                    Progress::Next(step) => step,
-                },
+                Step::Attempt => {
+                    let now = Instant::now();
+                    let Some(limit) = wait.budget(now) else {
+                        step = Step::GiveUp(wait.give_up(now));
+                        continue;
+                    };
+                    match wait.attempted(self.attempt(&keys, limit), Instant::now())? {
+                        Progress::Granted(token, grant) => break (token, grant),
+                        Progress::Next(step) => step,
+                    }
+                }
                 Step::Subscribe { within } => {
                     if let Some(notifications) = &self.notifications {
                         subscription = notifications.subscribe(&keys.channel, within);
@@ -442,8 +531,9 @@ where
         }
     }
 
-    /// One attempt with a fresh owner token; see the async engine's `attempt`.
-    fn attempt(&self, keys: &Keys) -> Result<Attempted, LockError> {
+    /// One attempt with a fresh owner token, within `limit`; see the async engine's
+    /// `attempt`.
+    fn attempt(&self, keys: &Keys, limit: Duration) -> Result<Attempted, LockError> {
         let settings = &self.settings;
         let token = Token::new()?;
         let sent = Instant::now();
@@ -451,7 +541,7 @@ where
             let mut pending = Pending::new(keys, &token, sent, settings.ttl, |a| {
                 self.shared.release_in_background(a);
             });
-            let reply = self.shared.conn.with(Some(settings.response_timeout), |c| {
+            let reply = self.shared.conn.with(Some(limit), |c| {
                 builtin::acquire(
                     &keys.lock,
                     &keys.fence,
