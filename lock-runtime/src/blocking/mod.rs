@@ -319,7 +319,8 @@ impl Locks<redis::Connection> {
     /// Opens a sync connection and enables release notifications. The connection's
     /// reads and writes are bounded by the response timeout (500 ms unless set), and it
     /// is re-opened when it breaks (a server restart, a reset). The background thread
-    /// that renews leases gets a second connection, so callers never wait for it.
+    /// that renews leases starts here with a second connection, so callers never wait
+    /// for it.
     ///
     /// ```no_run
     /// # fn main() -> Result<(), lockscript::LockError> {
@@ -341,12 +342,17 @@ impl Locks<redis::Connection> {
             conn.set_read_timeout(Some(timeout))?;
             conn.set_write_timeout(Some(timeout))
         });
-        Ok(Self::with_conn(Conn {
+        let locks = Self::with_conn(Conn {
             current: Mutex::new((conn, None)),
             reopen: Some(Arc::new(open)),
             tune: Some(tune),
         })
-        .notifications(client.clone()))
+        .notifications(client.clone());
+        // The background thread and its connection now, while connecting anyway: opened
+        // on first use, they would cost the first lock() (or the first guard dropped) a
+        // connect of up to a response timeout, beyond its bound when the server is slow.
+        locks.shared.worker();
+        Ok(locks)
     }
 }
 
