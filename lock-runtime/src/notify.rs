@@ -302,6 +302,66 @@ impl Subscription {
     pub(crate) async fn released(&self) {
         self.wake.notified().await;
     }
+
+    /// [`live_within`](Self::live_within) for a thread outside the runtime: blocks it at
+    /// most `within`, timed by the OS, not by the runtime's timers (a timer made from
+    /// outside the runtime may fire only when the runtime's thread next wakes, which
+    /// made blocking waiters oversleep by most of a second).
+    #[cfg(feature = "blocking")]
+    pub(crate) fn live_within_blocking(&self, within: Duration) -> bool {
+        let give_up = Instant::now() + within;
+        loop {
+            let changed = self.shared.live_changed.notified();
+            let mut changed = std::pin::pin!(changed);
+            changed.as_mut().enable();
+            if self.is_live() {
+                return true;
+            }
+            let left = give_up.saturating_duration_since(Instant::now());
+            if left.is_zero() || block_within(changed, left).is_none() {
+                return self.is_live();
+            }
+        }
+    }
+
+    /// Blocks the calling thread until the next release of this lock that no other local
+    /// waiter took, or `nap` passes (timed by the OS); whether a release came.
+    #[cfg(feature = "blocking")]
+    pub(crate) fn released_within(&self, nap: Duration) -> bool {
+        block_within(self.wake.notified(), nap).is_some()
+    }
+}
+
+/// Polls `future` on the calling thread until it completes or `timeout` passes: the
+/// thread parks with the OS's timeout and is unparked by the future's wake-up.
+#[cfg(feature = "blocking")]
+fn block_within<F: std::future::Future>(future: F, timeout: Duration) -> Option<F::Output> {
+    use std::task::{Context, Poll, Wake, Waker};
+
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+
+    let deadline = Instant::now() + timeout;
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let Poll::Ready(value) = future.as_mut().poll(&mut cx) {
+            return Some(value);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        std::thread::park_timeout(left);
+    }
 }
 
 impl Drop for Subscription {

@@ -80,6 +80,38 @@ fn lock_gives_up_with_a_timeout_error() {
     holder.release().unwrap();
 }
 
+/// A waiter subscribed to release notifications naps until its deadline and returns
+/// then: its naps and its wait for the subscription are timed by the OS, so a busy or
+/// idle notification runtime cannot make it oversleep (it did, by up to ~1 s, in the
+/// chaos soak). Each of 20 waits of 150 ms with a 30 s backoff ends within its bound.
+#[test]
+fn a_notified_waiter_returns_at_its_deadline() {
+    let server = RedisServer::start();
+    let wait = Duration::from_millis(150);
+    let locks = locks(&server).wait_timeout(wait).retry(RetryPolicy::new(
+        Duration::from_secs(30),
+        Duration::from_secs(30),
+    ));
+    let holder = locks
+        .clone()
+        .ttl(Duration::from_secs(60))
+        .lock("q")
+        .unwrap();
+    let mut worst = Duration::ZERO;
+    for _ in 0..20 {
+        let started = Instant::now();
+        let err = locks.lock("q").unwrap_err();
+        assert!(matches!(err, LockError::Timeout { .. }), "{err:?}");
+        worst = worst.max(started.elapsed());
+    }
+    assert!(
+        worst <= wait + lockscript::DEFAULT_RESPONSE_TIMEOUT,
+        "lock() within wait_timeout plus one response timeout: worst {worst:?}"
+    );
+    assert!(worst >= wait, "it waited its whole wait_timeout: {worst:?}");
+    holder.release().unwrap();
+}
+
 #[test]
 fn stale_guard_release_and_extend_are_refused_and_change_nothing() {
     let server = RedisServer::start();

@@ -258,20 +258,8 @@ impl BlockingNotifications {
             let _entered = runtime.enter();
             notifications.subscribe(channel)?
         };
-        runtime.block_on(subscription.live_within(within));
+        subscription.live_within_blocking(within);
         Some(subscription)
-    }
-
-    /// Waits up to `nap` for a release; returns early when one arrives.
-    fn wait(&self, subscription: &Subscription, nap: Duration) {
-        match self.started() {
-            Some((runtime, _)) => {
-                // The timer must be made inside the runtime.
-                let _ = runtime
-                    .block_on(async { tokio::time::timeout(nap, subscription.released()).await });
-            }
-            None => std::thread::sleep(nap),
-        }
     }
 }
 
@@ -491,9 +479,12 @@ where
                     wait.attempt()
                 }
                 Step::Sleep { nap } => {
-                    match (&subscription, &self.notifications) {
-                        (Some(sub), Some(notifications)) => notifications.wait(sub, nap),
-                        _ => std::thread::sleep(nap),
+                    // Timed by the OS either way: the runtime only delivers the wake-up.
+                    match &subscription {
+                        Some(sub) => {
+                            sub.released_within(nap);
+                        }
+                        None => std::thread::sleep(nap),
                     }
                     wait.attempt()
                 }
