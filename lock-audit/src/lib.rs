@@ -6,6 +6,7 @@
 //!   `#!lua` shebang, finds the highest literal `KEYS[n]` / `ARGV[n]`, and lints every
 //!   literal `redis.call` / `redis.pcall` command against [`commands`].
 //! - [`guarded::wrap`] writes the owner-guarded form of a script.
+//! - [`functions::library`] writes the scripts as one Redis Functions library.
 //! - [`audit::audit_dir`] does that for every `.lua` file of a directory and checks the
 //!   directory's `SHA1SUMS`.
 //!
@@ -18,6 +19,7 @@
 
 pub mod audit;
 pub mod commands;
+pub mod functions;
 pub mod guarded;
 pub mod lua;
 
