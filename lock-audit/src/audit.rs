@@ -21,6 +21,8 @@ pub struct ScriptReport {
     pub analysis: Analysis,
     /// Every problem, each as `path:line:col: message`.
     pub problems: Vec<String>,
+    /// Every warning (what only some servers would refuse), in the same form.
+    pub warnings: Vec<String>,
 }
 
 /// A directory's `SHA1SUMS` against its files.
@@ -56,6 +58,17 @@ impl DirReport {
     /// ```
     pub fn problem_count(&self) -> usize {
         self.scripts.iter().map(|s| s.problems.len()).sum::<usize>() + self.sums.problems.len()
+    }
+
+    /// How many warnings: calls of commands that some servers of the matrix lack.
+    ///
+    /// ```no_run
+    /// let report = lockscript_audit::audit::audit_dir("scripts".as_ref())?;
+    /// println!("{} warnings", report.warning_count());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn warning_count(&self) -> usize {
+        self.scripts.iter().map(|s| s.warnings.len()).sum()
     }
 }
 
@@ -101,15 +114,17 @@ pub fn audit_file(path: &Path) -> io::Result<ScriptReport> {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let shown = path.display();
-    let (analysis, problems) = match std::str::from_utf8(&bytes) {
+    let (analysis, problems, warnings) = match std::str::from_utf8(&bytes) {
         Ok(text) => {
             let analysis = lua::analyze(text);
-            let problems = analysis
-                .problems
-                .iter()
-                .map(|p| format!("{shown}:{}: {}", p.at, p.message))
-                .collect();
-            (analysis, problems)
+            let located = |list: &[lua::Problem]| {
+                list.iter()
+                    .map(|p| format!("{shown}:{}: {}", p.at, p.message))
+                    .collect()
+            };
+            let problems = located(&analysis.problems);
+            let warnings = located(&analysis.warnings);
+            (analysis, problems, warnings)
         }
         Err(e) => (
             Analysis::default(),
@@ -117,6 +132,7 @@ pub fn audit_file(path: &Path) -> io::Result<ScriptReport> {
                 "{shown}: not valid UTF-8 (byte {}): Redis scripts are Lua text",
                 e.valid_up_to()
             )],
+            Vec::new(),
         ),
     };
     Ok(ScriptReport {
@@ -125,6 +141,7 @@ pub fn audit_file(path: &Path) -> io::Result<ScriptReport> {
         sha1,
         analysis,
         problems,
+        warnings,
     })
 }
 
@@ -267,6 +284,22 @@ mod tests {
         );
         assert!(problems.contains("not a sha1sum line"), "{problems}");
         assert_eq!(report.problem_count(), 4);
+    }
+
+    #[test]
+    fn a_command_some_servers_lack_is_a_warning_not_a_problem() {
+        let dir = dir_with(&[(
+            "del-if.lua",
+            b"return redis.call('DELIFEQ', KEYS[1], ARGV[1])\n",
+        )]);
+        let report = audit_dir(&dir.0).unwrap();
+        assert_eq!(report.problem_count(), 0, "{report:?}");
+        assert_eq!(report.warning_count(), 1);
+        let warning = &report.scripts[0].warnings[0];
+        assert!(
+            warning.contains("del-if.lua:1:19: `DELIFEQ` exists from Valkey 9.0.0; Redis "),
+            "{warning}"
+        );
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //!
 //! - [`lua::analyze`] parses a script as Lua 5.1 (the dialect Redis runs), reads its
 //!   `#!lua` shebang, finds the highest literal `KEYS[n]` / `ARGV[n]`, and lints every
-//!   literal `redis.call` / `redis.pcall` command against [`commands`].
+//!   literal `redis.call` / `redis.pcall` command against [`commands`], the table of
+//!   which command exists on which server of the test matrix (a command that only some
+//!   have is a warning).
 //! - [`guarded::wrap`] writes the owner-guarded form of a script.
 //! - [`functions::library`] writes the scripts as one Redis Functions library.
 //! - [`audit::audit_dir`] does that for every `.lua` file of a directory and checks the

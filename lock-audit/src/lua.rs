@@ -39,7 +39,8 @@ impl fmt::Display for Position {
     }
 }
 
-/// Something the server would refuse, or that cannot be what the author meant.
+/// Something the server would refuse, or that cannot be what the author meant; as a
+/// warning, something only some servers would refuse.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
     /// Where in the file.
@@ -82,8 +83,13 @@ pub struct Analysis {
     pub flags: Vec<String>,
     /// Literal command names the script calls.
     pub commands: Vec<CommandUse>,
-    /// Every problem found, in file order within each kind.
+    /// Every problem found, in file order within each kind: what the server would
+    /// refuse. The macro fails the build on these; `lockscript audit` exits with 1.
     pub problems: Vec<Problem>,
+    /// What only some servers of the test matrix would refuse: a command that some of
+    /// them lack ([`commands::Command::availability`]). The macro and
+    /// `lockscript audit` report these without failing.
+    pub warnings: Vec<Problem>,
     /// The source parsed as Lua 5.1; when false, the usage counts are not meaningful.
     pub parsed: bool,
 }
@@ -402,28 +408,56 @@ fn lint_commands(analysis: &mut Analysis) {
             continue;
         }
         let shown = used.name.replace('|', " ").to_ascii_uppercase();
-        match commands::find(&used.name) {
-            None => analysis.problems.push(Problem {
+        let Some(c) = commands::find(&used.name) else {
+            analysis.problems.push(Problem {
                 at: used.at,
                 message: format!("`{shown}` is not a Redis command"),
-            }),
-            Some(c) if c.noscript => analysis.problems.push(Problem {
+            });
+            continue;
+        };
+        if let Some(note) = c.availability() {
+            analysis.warnings.push(Problem {
                 at: used.at,
-                message: format!("`{shown}` cannot be called from a script: Redis refuses it"),
-            }),
-            Some(c) if c.write && read_only => analysis.problems.push(Problem {
-                at: used.at,
-                message: if commands::MAY_REPLICATE.contains(&c.name) {
-                    format!(
-                        "`{shown}` counts as a write (it may replicate), and Redis refuses it \
-                         in a script declared `#!lua flags=no-writes`"
-                    )
-                } else {
-                    format!("`{shown}` writes, but the script is declared `#!lua flags=no-writes`")
-                },
-            }),
-            Some(_) => {}
+                message: format!("`{shown}` {note}"),
+            });
         }
+        let message = if c.refused_in_scripts() {
+            let allowing = c.on.without(c.noscript);
+            if allowing.is_empty() {
+                format!("`{shown}` cannot be called from a script: Redis refuses it")
+            } else {
+                format!(
+                    "`{shown}` cannot be called from a script on {}, which refuse{} it \
+                     ({allowing} allow{} it)",
+                    c.noscript,
+                    if c.noscript.iter().count() == 1 {
+                        "s"
+                    } else {
+                        ""
+                    },
+                    if allowing.iter().count() == 1 {
+                        "s"
+                    } else {
+                        ""
+                    },
+                )
+            }
+        } else if c.write && read_only {
+            if commands::MAY_REPLICATE.contains(&c.name) {
+                format!(
+                    "`{shown}` counts as a write (it may replicate), and Redis refuses it \
+                     in a script declared `#!lua flags=no-writes`"
+                )
+            } else {
+                format!("`{shown}` writes, but the script is declared `#!lua flags=no-writes`")
+            }
+        } else {
+            continue;
+        };
+        analysis.problems.push(Problem {
+            at: used.at,
+            message,
+        });
     }
 }
 
@@ -436,6 +470,107 @@ mod tests {
             .iter()
             .map(|p| format!("{}: {}", p.at, p.message))
             .collect()
+    }
+
+    fn warnings(a: &Analysis) -> Vec<String> {
+        a.warnings
+            .iter()
+            .map(|p| format!("{}: {}", p.at, p.message))
+            .collect()
+    }
+
+    /// The exact version of the matrix server of `product` whose version starts with
+    /// `line` ("7.0"), so the expected messages follow a regenerated table.
+    fn server(product: commands::Product, line: &str) -> &'static str {
+        commands::SERVERS
+            .iter()
+            .find(|s| s.product == product && s.version.starts_with(&format!("{line}.")))
+            .map_or_else(
+                || panic!("no {product} {line} in the matrix"),
+                |s| s.version,
+            )
+    }
+
+    #[test]
+    fn a_valkey_only_command_warns_naming_the_redis_servers() {
+        use commands::Product::Redis;
+        let a = analyze("return redis.call('DELIFEQ', KEYS[1], ARGV[1])");
+        assert!(a.problems.is_empty(), "{:?}", messages(&a));
+        assert_eq!(
+            warnings(&a),
+            vec![format!(
+                "1:19: `DELIFEQ` exists from Valkey 9.0.0; Redis {}, {} and {} lack it",
+                server(Redis, "6.2"),
+                server(Redis, "7.0"),
+                server(Redis, "8.2"),
+            )]
+        );
+    }
+
+    #[test]
+    fn a_redis_8_only_command_warns_naming_7_0_and_valkey() {
+        use commands::Product::{Redis, Valkey};
+        let a = analyze(
+            "local rcall = redis.call\nreturn rcall('xackdel', KEYS[1], 'g', 'IDS', 1, ARGV[1])",
+        );
+        assert!(a.problems.is_empty(), "{:?}", messages(&a));
+        assert_eq!(
+            warnings(&a),
+            vec![format!(
+                "2:14: `XACKDEL` exists from Redis 8.2.0; Redis {}, {} and Valkey {} lack it",
+                server(Redis, "6.2"),
+                server(Redis, "7.0"),
+                server(Valkey, "9.1"),
+            )]
+        );
+    }
+
+    #[test]
+    fn a_command_both_products_added_later_names_both_first_versions() {
+        use commands::Product::Redis;
+        let a = analyze("return redis.call('HGETDEL', KEYS[1], 'FIELDS', 1, ARGV[1])");
+        assert_eq!(
+            warnings(&a),
+            vec![format!(
+                "1:19: `HGETDEL` exists from Redis 8.0.0 and Valkey 9.1.0; Redis {} and {} lack it",
+                server(Redis, "6.2"),
+                server(Redis, "7.0"),
+            )]
+        );
+        // A subcommand is checked on its own: CLIENT NO-TOUCH came with 7.2.
+        let a = analyze("redis.call('CLIENT', 'NO-TOUCH', 'ON')");
+        assert!(
+            a.warnings[0]
+                .message
+                .starts_with("`CLIENT NO-TOUCH` exists from Redis 7.2.0")
+        );
+    }
+
+    #[test]
+    fn a_command_every_server_has_gives_no_warning_and_an_unknown_one_an_error() {
+        let a = analyze("redis.call('SET', KEYS[1], 1)\nredis.call('HGETDELL', KEYS[1])");
+        assert!(a.warnings.is_empty(), "{:?}", warnings(&a));
+        assert_eq!(
+            messages(&a),
+            vec!["2:12: `HGETDELL` is not a Redis command".to_owned()]
+        );
+    }
+
+    #[test]
+    fn a_command_some_servers_refuse_in_scripts_is_an_error_naming_them() {
+        use commands::Product::{Redis, Valkey};
+        let a = analyze("return redis.call('BLPOP', KEYS[1], 0)");
+        assert_eq!(
+            messages(&a),
+            vec![format!(
+                "1:19: `BLPOP` cannot be called from a script on Redis {} and {}, which refuse it \
+                 (Redis {} and Valkey {} allow it)",
+                server(Redis, "6.2"),
+                server(Redis, "7.0"),
+                server(Redis, "8.2"),
+                server(Valkey, "9.1"),
+            )]
+        );
     }
 
     #[test]

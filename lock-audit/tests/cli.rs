@@ -193,3 +193,48 @@ fn audit_follows_aliases_of_redis_call_and_knows_what_counts_as_a_write() {
     );
     assert!(text.contains("2 scripts, 3 problems"), "{text}");
 }
+
+/// A script that calls a command only some servers of the matrix have (Valkey's
+/// `DELIFEQ`, Redis 8.2's `XACKDEL`) gets a warning naming the servers that lack it and
+/// the first version that has it; warnings alone exit with 0.
+#[test]
+fn audit_warns_about_commands_some_servers_lack_and_still_passes() {
+    let out = lockscript(&["audit", "lock-audit/tests/fixtures/matrix"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "  warning: lock-audit/tests/fixtures/matrix/release-if-owner.lua:5:14: \
+             `DELIFEQ` exists from Valkey 9.0.0; Redis 6.2."
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "  warning: lock-audit/tests/fixtures/matrix/ack-and-drop.lua:3:26: \
+             `XACKDEL` exists from Redis 8.2.0; Redis 6.2."
+        ),
+        "{text}"
+    );
+    assert!(text.contains("and Valkey 9.1."), "{text}");
+    assert!(!text.contains("problem:"), "{text}");
+    assert!(text.contains("2 scripts, 0 problems, 2 warnings"), "{text}");
+
+    let out = lockscript(&["audit", "--json", "lock-audit/tests/fixtures/matrix"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v = json(&out);
+    assert_eq!(v["problems"], 0);
+    assert_eq!(v["warnings"], 2);
+    let scripts = v["dirs"][0]["scripts"].as_array().unwrap();
+    let release = scripts
+        .iter()
+        .find(|s| s["name"] == "release-if-owner")
+        .unwrap();
+    assert_eq!(release["problems"].as_array().unwrap().len(), 0);
+    let warnings = release["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1);
+    assert!(
+        warnings[0].as_str().unwrap().ends_with(" lack it"),
+        "{warnings:?}"
+    );
+}

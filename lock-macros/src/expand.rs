@@ -1,7 +1,7 @@
 //! Writes the typed function: the embedded script, its registration, and the call.
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{quote, quote_spanned};
 use syn::{LitStr, ReturnType};
 
 use crate::args::Args;
@@ -247,9 +247,12 @@ fn expand(
         )
     };
 
+    let warnings = warnings(path, analysis);
+
     quote! {
         #(#attrs)*
         #vis #sig {
+            #warnings
             static __LOCK_SCRIPT: #krate::Script = #krate::Script::__new(
                 #name,
                 #path,
@@ -271,4 +274,27 @@ fn expand(
             invocation
         }
     }
+}
+
+/// The analysis's warnings (commands some servers lack), shown by the compiler on stable
+/// Rust, which gives a macro no way to warn: each is the note of a `#[deprecated]`
+/// function that the generated body calls, both spanned at the path literal. The build
+/// prints "warning: use of deprecated function <fn>::script_warning: <file>:<line>:<col>:
+/// <message>" pointing at the attribute; `#[allow(deprecated)]` on the function silences it.
+fn warnings(lit: &LitStr, analysis: &lua::Analysis) -> TokenStream {
+    let path = lit.value();
+    analysis
+        .warnings
+        .iter()
+        .map(|warning| {
+            let note = format!("{path}:{}: {}", warning.at, warning.message);
+            quote_spanned! {lit.span()=>
+                {
+                    #[deprecated(note = #note)]
+                    fn script_warning() {}
+                    script_warning();
+                }
+            }
+        })
+        .collect()
 }

@@ -13,6 +13,10 @@
 //! `wrap` prints the owner-guarded form of a script, exactly what
 //! `#[lock_script("...", guarded)]` sends; `audit --guarded` adds its digest to the table.
 //!
+//! `audit` also prints warnings: calls of commands that some servers of the test matrix
+//! lack (Valkey's `DELIFEQ`, Redis 8's `XACKDEL`), naming them and the first version that
+//! has the command. Warnings do not change the exit status.
+//!
 //! Exit status: 0 when everything is in order, 1 when a problem was found, 2 when the
 //! command could not run (bad arguments, unreadable directory, unreachable server).
 
@@ -132,6 +136,7 @@ fn script_json(script: &ScriptReport) -> Value {
         "read_only": a.read_only(),
         "commands": a.commands.iter().map(|c| c.name.replace('|', " ").to_ascii_uppercase()).collect::<Vec<_>>(),
         "problems": script.problems,
+        "warnings": script.warnings,
         "guarded_sha1": script.guarded_sha1(),
     })
 }
@@ -157,6 +162,15 @@ fn wrap(file: &std::path::Path) -> Result<usize, Fatal> {
     Ok(0)
 }
 
+/// "1 warning", "2 warnings".
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
 fn audit_row(
     [name, sha1, keys, argv, flags, read_only, status]: [&str; 7],
     guarded: Option<&str>,
@@ -173,6 +187,7 @@ fn audit_row(
 fn audit(dirs: &[PathBuf], as_json: bool, guarded: bool) -> Result<usize, Fatal> {
     let reports = reports(dirs)?;
     let problems: usize = reports.iter().map(DirReport::problem_count).sum();
+    let warnings: usize = reports.iter().map(DirReport::warning_count).sum();
     if as_json {
         let dirs: Vec<Value> = reports
             .iter()
@@ -184,7 +199,10 @@ fn audit(dirs: &[PathBuf], as_json: bool, guarded: bool) -> Result<usize, Fatal>
                 })
             })
             .collect();
-        println!("{}", json!({ "dirs": dirs, "problems": problems }));
+        println!(
+            "{}",
+            json!({ "dirs": dirs, "problems": problems, "warnings": warnings })
+        );
         return Ok(problems);
     }
     for report in &reports {
@@ -205,10 +223,11 @@ fn audit(dirs: &[PathBuf], as_json: bool, guarded: bool) -> Result<usize, Fatal>
             )
         );
         for s in &report.scripts {
-            let status = match s.problems.len() {
-                0 => "ok".to_owned(),
-                1 => "1 problem".to_owned(),
-                n => format!("{n} problems"),
+            let status = match (s.problems.len(), s.warnings.len()) {
+                (0, 0) => "ok".to_owned(),
+                (0, w) => plural(w, "warning"),
+                (p, 0) => plural(p, "problem"),
+                (p, w) => format!("{}, {}", plural(p, "problem"), plural(w, "warning")),
             };
             println!(
                 "{}",
@@ -244,10 +263,17 @@ fn audit(dirs: &[PathBuf], as_json: bool, guarded: bool) -> Result<usize, Fatal>
         {
             println!("  problem: {problem}");
         }
+        for warning in report.scripts.iter().flat_map(|s| &s.warnings) {
+            println!("  warning: {warning}");
+        }
         println!();
     }
+    let warned = match warnings {
+        0 => String::new(),
+        n => format!(", {}", plural(n, "warning")),
+    };
     println!(
-        "{} scripts, {problems} problems",
+        "{} scripts, {problems} problems{warned}",
         reports.iter().map(|r| r.scripts.len()).sum::<usize>()
     );
     Ok(problems)

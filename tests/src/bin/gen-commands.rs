@@ -1,0 +1,512 @@
+//! `gen-commands`: writes `lock-audit/src/commands/table.rs`, the command table the lint
+//! of `#[lock_script]` and `lockscript audit` checks scripts against, from what running
+//! servers report. `tests/commands.sh` (`./run commands [--check]`) starts the servers of
+//! the matrix and runs it.
+//!
+//! ```text
+//! gen-commands --out FILE NAME=HOST:PORT...
+//! ```
+//!
+//! From each server it reads `INFO server` (product and version), `COMMAND` (names,
+//! subcommands, flags, arity) and, from 7.0 on, `COMMAND DOCS` (`since`); then it calls
+//! every command that is flagged neither `write` nor `noscript` in a
+//! `#!lua flags=no-writes` script, since Redis 7.0 and later hide the `may_replicate` flag
+//! that makes `PUBLISH`, `SPUBLISH` and `PFCOUNT` count as writes there. The rules that
+//! merge the servers are in `lock-audit/src/commands.rs`. Exit status 1 when a server
+//! could not be read, 2 on bad arguments.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+/// Names some servers list that are not commands: Redis 6.2 registers `HOST:` and `POST`
+/// to close connections that send HTTP (7.0 and later hide them from `COMMAND`).
+const NOT_COMMANDS: &[&str] = &["HOST:", "POST"];
+/// What a script's call of a command that counts as a write fails with.
+const WRITE_REFUSED: &str = "Write commands are not allowed from read-only scripts";
+/// The probe: the command and its arguments come as ARGV.
+const PROBE: &str = "#!lua flags=no-writes\nreturn redis.call(unpack(ARGV))";
+/// How long a server that was just started may refuse connections.
+const CONNECT_RETRY: Duration = Duration::from_secs(10);
+/// Width of the name column of the table, so one new long name does not move every row.
+const NAME_COLUMN: usize = 36;
+
+/// A server product, as the table names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Product {
+    Redis,
+    Valkey,
+}
+
+/// One command or subcommand as one server reports it.
+#[derive(Clone, Debug, Default)]
+struct Reported {
+    /// `COMMAND` flags, `may_replicate` spelled as 6.2 spells it.
+    flags: BTreeSet<String>,
+    arity: i64,
+    /// `COMMAND DOCS` `since`.
+    since: Option<String>,
+    /// Listed with subcommands (a container such as `CLIENT`).
+    container: bool,
+    /// Refused in a `no-writes` script as a write, though not flagged `write` (the probe).
+    refused_as_write: bool,
+}
+
+/// Everything one server reports.
+#[derive(Debug)]
+struct Server {
+    /// The matrix name it was given on the command line (`redis-6.2`).
+    name: String,
+    product: Product,
+    version: Vec<u32>,
+    version_text: String,
+    /// Answers `COMMAND DOCS` (7.0 and later) and so reports subcommands.
+    docs: bool,
+    commands: BTreeMap<String, Reported>,
+}
+
+/// A failure that stops the run, with what was being done.
+#[derive(Debug)]
+struct Failed(String);
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((out, servers)) = parse_args(&args) else {
+        eprintln!("usage: gen-commands --out FILE NAME=HOST:PORT...");
+        return ExitCode::from(2);
+    };
+    match run(&out, &servers) {
+        Ok(summary) => {
+            eprint!("{summary}");
+            ExitCode::SUCCESS
+        }
+        Err(Failed(why)) => {
+            eprintln!("gen-commands: {why}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn parse_args(args: &[String]) -> Option<(String, Vec<(String, String)>)> {
+    let (flag, rest) = args.split_first()?;
+    let (out, servers) = rest.split_first()?;
+    if flag != "--out" || servers.is_empty() {
+        return None;
+    }
+    let servers = servers
+        .iter()
+        .map(|s| s.split_once('=').map(|(n, a)| (n.to_owned(), a.to_owned())))
+        .collect::<Option<Vec<_>>>()?;
+    Some((out.clone(), servers))
+}
+
+fn run(out: &str, addresses: &[(String, String)]) -> Result<String, Failed> {
+    let mut servers = addresses
+        .iter()
+        .map(|(name, address)| read_server(name, address))
+        .collect::<Result<Vec<_>, _>>()?;
+    servers.sort_by(|a, b| (a.product, &a.version).cmp(&(b.product, &b.version)));
+    infer_subcommands(&mut servers);
+    let table = render(&servers);
+    std::fs::write(out, table).map_err(|e| Failed(format!("cannot write {out}: {e}")))?;
+    Ok(summary(&servers))
+}
+
+fn read_server(name: &str, address: &str) -> Result<Server, Failed> {
+    let failed =
+        |what: &str, e: &dyn std::fmt::Display| Failed(format!("{name} ({address}): {what}: {e}"));
+    let client = redis::Client::open(format!("redis://{address}/"))
+        .map_err(|e| failed("bad address", &e))?;
+    let deadline = Instant::now() + CONNECT_RETRY;
+    let mut conn = loop {
+        match client.get_connection() {
+            Ok(conn) => break conn,
+            Err(e) if Instant::now() < deadline && e.is_connection_refusal() => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(failed("cannot connect", &e)),
+        }
+    };
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut conn)
+        .map_err(|e| failed("INFO server", &e))?;
+    let field = |key: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+            .map(|v| v.trim().to_owned())
+    };
+    let (product, version_text) = match field("valkey_version") {
+        Some(v) => (Product::Valkey, v),
+        None => (
+            Product::Redis,
+            field("redis_version").ok_or_else(|| failed("INFO server", &"no redis_version"))?,
+        ),
+    };
+    let listed: Value = redis::cmd("COMMAND")
+        .query(&mut conn)
+        .map_err(|e| failed("COMMAND", &e))?;
+    let mut commands = BTreeMap::new();
+    for entry in items(&listed) {
+        read_entry(entry, &mut commands);
+    }
+    for name in NOT_COMMANDS {
+        commands.remove(*name);
+    }
+    let docs = match redis::cmd("COMMAND").arg("DOCS").query::<Value>(&mut conn) {
+        Ok(docs) => {
+            read_docs(&docs, &mut commands);
+            true
+        }
+        // 6.2: "ERR Unknown subcommand".
+        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) => {
+            false
+        }
+        Err(e) => return Err(failed("COMMAND DOCS", &e)),
+    };
+    if docs {
+        probe(&mut conn, &mut commands).map_err(|e| failed("probe", &e))?;
+    }
+    Ok(Server {
+        name: name.to_owned(),
+        product,
+        version: parse_version(&version_text),
+        version_text,
+        docs,
+        commands,
+    })
+}
+
+fn items(value: &Value) -> &[Value] {
+    match value {
+        Value::Array(items) | Value::Set(items) => items,
+        _ => &[],
+    }
+}
+
+fn text(value: &Value) -> Option<String> {
+    match value {
+        Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::VerbatimString { text, .. } => Some(text.clone()),
+        Value::Okay => Some("OK".to_owned()),
+        _ => None,
+    }
+}
+
+/// One `COMMAND` entry: `[name, arity, flags, first, last, step, ...]`, with
+/// subcommands (entries of the same shape) at index 9 from 7.0 on.
+fn read_entry(entry: &Value, commands: &mut BTreeMap<String, Reported>) {
+    let fields = items(entry);
+    let Some(name) = fields.first().and_then(text) else {
+        return;
+    };
+    let arity = match fields.get(1) {
+        Some(Value::Int(n)) => *n,
+        _ => 0,
+    };
+    let flags = fields
+        .get(2)
+        .map(|f| items(f).iter().filter_map(text).collect())
+        .unwrap_or_default();
+    let subcommands = fields.get(9).map(items).unwrap_or_default();
+    commands.insert(
+        name.to_ascii_uppercase(),
+        Reported {
+            flags,
+            arity,
+            container: !subcommands.is_empty(),
+            ..Reported::default()
+        },
+    );
+    for sub in subcommands {
+        read_entry(sub, commands);
+    }
+}
+
+/// `COMMAND DOCS`: a map of name to a map of fields, `subcommands` nested the same way.
+fn read_docs(docs: &Value, commands: &mut BTreeMap<String, Reported>) {
+    let Some(entries) = docs.as_map_iter() else {
+        return;
+    };
+    for (name, fields) in entries {
+        let Some(name) = text(name) else { continue };
+        let Some(fields) = fields.as_map_iter() else {
+            continue;
+        };
+        for (key, value) in fields {
+            match text(key).as_deref() {
+                Some("since") => {
+                    if let Some(c) = commands.get_mut(&name.to_ascii_uppercase()) {
+                        c.since = text(value);
+                    }
+                }
+                Some("subcommands") => read_docs(value, commands),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Calls each command that is flagged neither `write` nor `noscript` in a `no-writes`
+/// script, with placeholder arguments up to its arity, and marks the ones the server
+/// refuses as writes. The refusal comes before the command runs; the others run with
+/// arguments that are mostly invalid, on a throwaway server.
+fn probe(
+    conn: &mut redis::Connection,
+    commands: &mut BTreeMap<String, Reported>,
+) -> redis::RedisResult<()> {
+    let pong: String = redis::cmd("EVAL")
+        .arg(PROBE)
+        .arg(0)
+        .arg("PING")
+        .query(conn)?;
+    if pong != "PONG" {
+        return Err(redis::RedisError::from((
+            redis::ErrorKind::Client,
+            "a no-writes script calling PING did not answer PONG",
+        )));
+    }
+    for (name, reported) in commands.iter_mut() {
+        if reported.container
+            || reported.flags.contains("write")
+            || reported.flags.contains("noscript")
+        {
+            continue;
+        }
+        let mut argv: Vec<String> = name.split('|').map(str::to_owned).collect();
+        let wanted = usize::try_from(reported.arity.unsigned_abs()).unwrap_or(usize::MAX);
+        while argv.len() < wanted {
+            argv.push("x".to_owned());
+        }
+        let reply = redis::cmd("EVAL")
+            .arg(PROBE)
+            .arg(0)
+            .arg(&argv)
+            .query::<Value>(conn);
+        reported.refused_as_write = match reply {
+            Err(e) if e.is_io_error() => return Err(e),
+            Err(e) => e.to_string().contains(WRITE_REFUSED),
+            Ok(Value::ServerError(e)) => e.details().is_some_and(|d| d.contains(WRITE_REFUSED)),
+            Ok(_) => false,
+        };
+    }
+    Ok(())
+}
+
+fn parse_version(text: &str) -> Vec<u32> {
+    text.split('.').map(|p| p.parse().unwrap_or(0)).collect()
+}
+
+/// Redis 6.2 lists container commands without subcommands. A subcommand is taken to
+/// exist there when its container does and the `since` that the Redis servers with
+/// `COMMAND DOCS` give it is not after the server's version; it carries its container's
+/// flags, as 6.2 checks flags per command (`CLIENT HELP` is refused in a script there,
+/// since `CLIENT` is `noscript`).
+fn infer_subcommands(servers: &mut [Server]) {
+    let mut since: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for server in servers
+        .iter()
+        .filter(|s| s.docs && s.product == Product::Redis)
+    {
+        for (name, c) in &server.commands {
+            if name.contains('|')
+                && let Some(v) = &c.since
+            {
+                since
+                    .entry(name.clone())
+                    .or_insert_with(|| parse_version(v));
+            }
+        }
+    }
+    for server in servers
+        .iter_mut()
+        .filter(|s| !s.docs && s.product == Product::Redis)
+    {
+        for (name, added) in &since {
+            let Some((parent, _)) = name.split_once('|') else {
+                continue;
+            };
+            if *added > server.version {
+                continue;
+            }
+            if let Some(container) = server.commands.get_mut(parent) {
+                container.container = true;
+                let flags = container.flags.clone();
+                server.commands.insert(
+                    name.clone(),
+                    Reported {
+                        flags,
+                        ..Reported::default()
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// One row of the table: the servers' reports merged.
+struct Row {
+    on: Vec<bool>,
+    write: bool,
+    noscript: Vec<bool>,
+    redis_since: Option<String>,
+    valkey_since: Option<String>,
+    may_replicate: bool,
+}
+
+fn rows(servers: &[Server]) -> BTreeMap<String, Row> {
+    let names: BTreeSet<&String> = servers.iter().flat_map(|s| s.commands.keys()).collect();
+    names
+        .into_iter()
+        .map(|name| {
+            let found: Vec<Option<&Reported>> =
+                servers.iter().map(|s| s.commands.get(name)).collect();
+            let flagged_write = found.iter().flatten().any(|r| r.flags.contains("write"));
+            let refused = found.iter().flatten().any(|r| r.refused_as_write);
+            // The newest server of a product that gives a `since` speaks for the product.
+            let since = |product: Product| {
+                servers
+                    .iter()
+                    .zip(&found)
+                    .rev()
+                    .filter(|(s, _)| s.product == product)
+                    .find_map(|(_, r)| r.and_then(|r| r.since.clone()))
+            };
+            let row = Row {
+                on: found.iter().map(Option::is_some).collect(),
+                write: flagged_write || refused,
+                noscript: found
+                    .iter()
+                    .map(|r| r.is_some_and(|r| r.flags.contains("noscript")))
+                    .collect(),
+                redis_since: since(Product::Redis),
+                valkey_since: since(Product::Valkey),
+                may_replicate: refused && !flagged_write,
+            };
+            (name.clone(), row)
+        })
+        .collect()
+}
+
+fn marks(set: &[bool]) -> String {
+    set.iter().map(|&b| if b { 'x' } else { '.' }).collect()
+}
+
+fn product_name(product: Product) -> &'static str {
+    match product {
+        Product::Redis => "Redis",
+        Product::Valkey => "Valkey",
+    }
+}
+
+fn render(servers: &[Server]) -> String {
+    let rows = rows(servers);
+    let matrix: Vec<String> = servers
+        .iter()
+        .map(|s| format!("{} {}", product_name(s.product), s.version_text))
+        .collect();
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "//! The command table, GENERATED by `./run commands` (tests/commands.sh and\n\
+         //! tests/src/bin/gen-commands.rs) from what these servers report:\n\
+         //! {}.\n\
+         //! Do not edit: `./run commands --check` fails when a fresh run differs. The rules\n\
+         //! are in the parent module.\n\n\
+         use super::{{Command, Product, Server, entry}};\n\n\
+         /// The servers the table was read from: a command's `on` and `noscript` marks\n\
+         /// follow this order.\n\
+         #[rustfmt::skip]\n\
+         pub const SERVERS: &[Server] = &[\n",
+        matrix.join(", ")
+    );
+    for s in servers {
+        let _ = writeln!(
+            out,
+            "    Server {{ product: Product::{}, version: \"{}\" }},",
+            product_name(s.product),
+            s.version_text
+        );
+    }
+    let may: Vec<String> = rows
+        .iter()
+        .filter(|(_, r)| r.may_replicate)
+        .map(|(n, _)| format!("    \"{n}\",\n"))
+        .collect();
+    let _ = write!(
+        out,
+        "];\n\n\
+         /// Commands not flagged `write` that a server refuses in a `no-writes` script as\n\
+         /// writes, because they may replicate (their [`Command::write`] is set).\n\
+         #[rustfmt::skip]\n\
+         pub const MAY_REPLICATE: &[&str] = &[\n{}];\n\n\
+         /// Every command any server reports, sorted by name for binary search. Each row is\n\
+         /// `entry(name, on, write, noscript, since Redis, since Valkey)`: `on` and\n\
+         /// `noscript` mark each server of [`SERVERS`] with `x` (has it, refuses it in a\n\
+         /// script) or `.`; a `since` is empty when no server of that product says.\n\
+         #[rustfmt::skip]\n\
+         pub const COMMANDS: &[Command] = &[\n",
+        may.concat(),
+    );
+    for (name, r) in &rows {
+        let name = format!("\"{name}\",");
+        let write = format!("{},", r.write);
+        let redis = format!("\"{}\",", r.redis_since.as_deref().unwrap_or(""));
+        let valkey = format!("\"{}\"", r.valkey_since.as_deref().unwrap_or(""));
+        let _ = writeln!(
+            out,
+            "    entry({name:<NAME_COLUMN$} \"{}\", {write:<6} \"{}\", {redis:<9} {valkey}),",
+            marks(&r.on),
+            marks(&r.noscript),
+        );
+    }
+    out.push_str("];\n");
+    out
+}
+
+/// What the run found, for the person who ran it.
+fn summary(servers: &[Server]) -> String {
+    let rows = rows(servers);
+    let mut out = String::new();
+    for (i, s) in servers.iter().enumerate() {
+        let (top, sub): (Vec<&String>, Vec<&String>) =
+            s.commands.keys().partition(|n| !n.contains('|'));
+        let _ = writeln!(
+            out,
+            "{:<11} {} {:<8} {:>4} commands, {:>4} subcommands{}, {:>3} that some other server lacks",
+            s.name,
+            product_name(s.product),
+            s.version_text,
+            top.len(),
+            sub.len(),
+            if s.docs { "" } else { " (inferred)" },
+            rows.values()
+                .filter(|r| r.on[i] && r.on.contains(&false))
+                .count(),
+        );
+    }
+    let partial = rows.values().filter(|r| r.on.contains(&false)).count();
+    let noscript_differs = rows
+        .values()
+        .filter(|r| {
+            let refused = r.noscript.iter().filter(|&&b| b).count();
+            refused > 0 && refused < r.on.iter().filter(|&&b| b).count()
+        })
+        .count();
+    let may: Vec<&String> = rows
+        .iter()
+        .filter(|(_, r)| r.may_replicate)
+        .map(|(n, _)| n)
+        .collect();
+    let _ = writeln!(
+        out,
+        "{} names; {partial} not on every server; {noscript_differs} refused in scripts by some servers only; \
+         counted as writes though not flagged: {may:?}",
+        rows.len()
+    );
+    out
+}
