@@ -212,6 +212,20 @@ pub enum LockError {
         reason: &'static str,
     },
 
+    /// The server cannot do what the call needs, and nothing ran: it has no Lua engine
+    /// (a Valkey 9 started without its `lua` module, or scripting disabled by the
+    /// provider), so it cannot run any script; or it has no Redis Functions (Redis before
+    /// 7.0) and [`Delivery::Functions`](crate::Delivery::Functions) was chosen.
+    #[error("the server cannot {what} (it answered: {message}); {advice}")]
+    Unsupported {
+        /// What it cannot do.
+        what: &'static str,
+        /// The server's message.
+        message: String,
+        /// What to do about it.
+        advice: &'static str,
+    },
+
     /// A builder setting that cannot work, reported at the first call that uses it.
     /// Nothing was sent.
     #[error("invalid lock settings: {0}")]

@@ -50,6 +50,7 @@ extern crate self as lockscript;
 mod batch;
 pub mod builtin;
 mod error;
+mod functions;
 mod registry;
 mod script;
 pub mod sql;
@@ -95,6 +96,9 @@ mod redlock;
 
 pub use batch::PipelineExt;
 pub use error::LockError;
+#[cfg(feature = "tokio")]
+pub use functions::load_functions_async;
+pub use functions::{Delivery, Function, Library, functions_library, load_functions};
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 pub use guarded::Guarded;
 #[cfg(any(feature = "tokio", feature = "blocking"))]

@@ -68,6 +68,10 @@ impl Locks<ConnectionManager> {
     /// response timeout and retried by the lock itself, so they pick up a returning
     /// server within one retry.
     ///
+    /// It also loads the release script (`SCRIPT LOAD`), which tells a server that cannot
+    /// run Lua at all (a Valkey 9 without its `lua` module): that is
+    /// [`LockError::Unsupported`] here rather than at the first lock.
+    ///
     /// ```no_run
     /// # async fn demo() -> Result<(), lockscript::LockError> {
     /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
@@ -87,8 +91,21 @@ impl Locks<ConnectionManager> {
             Ok(client.get_connection_manager_with_config(config).await?)
         })
         .await?;
+        check_lua(&mut conn).await?;
         warn_if_evicting(&mut conn).await;
         Ok(Self::new(conn).notifications(client.clone()))
+    }
+}
+
+/// Fails with [`LockError::Unsupported`] when the server cannot run Lua scripts (see
+/// `functions::lua_probe`), bounded by the default response timeout.
+pub(crate) async fn check_lua<C: redis::aio::ConnectionLike>(
+    conn: &mut C,
+) -> Result<(), LockError> {
+    let probe = crate::functions::lua_probe();
+    match tokio::time::timeout(DEFAULT_RESPONSE_TIMEOUT, conn.req_packed_command(&probe)).await {
+        Ok(reply) => crate::functions::lua_probed(reply),
+        Err(_) => Ok(()),
     }
 }
 
@@ -168,10 +185,11 @@ impl Locks<redis::cluster_async::ClusterConnection> {
             .retries(0)
             .connection_timeout(Duration::from_secs(1))
             .build()?;
-        let conn = bounded(Duration::from_secs(5), async {
+        let mut conn = bounded(Duration::from_secs(5), async {
             Ok(client.get_async_connection().await?)
         })
         .await?;
+        check_lua(&mut conn).await?;
         let mut locks = Self::new(conn);
         locks.engine.notifications = Some(Arc::new(Notifications::any_of(subscribers)));
         Ok(locks)

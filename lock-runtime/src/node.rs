@@ -73,13 +73,7 @@ where
         token: &Token,
     ) -> Result<Outcome, LockError> {
         let sent = Instant::now();
-        let call = builtin::acquire(
-            &keys.lock,
-            &keys.fence,
-            token.as_str(),
-            millis(settings.ttl),
-            settings.fence_lifetime(settings.ttl),
-        );
+        let call = settings.acquire_call(keys, token.as_str());
         let reply = self.run(settings, call).await?;
         Ok(Outcome::from_reply(reply, sent))
     }
@@ -132,7 +126,7 @@ where
         ttl: Duration,
     ) -> Result<Option<Instant>, LockError> {
         let sent = Instant::now();
-        let call = builtin::renew(&keys.lock, token.as_str(), millis(ttl));
+        let call = settings.renew_call(keys, token.as_str(), ttl);
         Ok((self.run(settings, call).await? == 1).then_some(sent))
     }
 
@@ -142,7 +136,7 @@ where
         keys: &Keys,
         token: &Token,
     ) -> Result<bool, LockError> {
-        let call = builtin::compare_del(&keys.lock, token.as_str());
+        let call = settings.release_call(keys, token.as_str());
         Ok(self.run(settings, call).await? == 1)
     }
 
@@ -171,14 +165,7 @@ where
         next: &Token,
         ttl: Duration,
     ) -> Result<Option<u64>, LockError> {
-        let call = builtin::handover(
-            &keys.lock,
-            &keys.fence,
-            token.as_str(),
-            next.as_str(),
-            millis(ttl),
-            settings.fence_lifetime(ttl),
-        );
+        let call = settings.handover_call(keys, token.as_str(), next.as_str(), ttl);
         let fence = self.run(settings, call).await?;
         Ok(u64::try_from(fence).ok().filter(|f| *f > 0))
     }

@@ -31,14 +31,14 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use redis::aio::ConnectionManager;
 
+use crate::LockError;
 use crate::backend::Backend;
 use crate::engine::Engine;
 use crate::grant::Outcome;
 use crate::guard::Guard;
 use crate::lease::Lease;
-use crate::settings::{DEFAULT_NODE_TIMEOUT, Keys, Settings, millis, validity};
+use crate::settings::{DEFAULT_NODE_TIMEOUT, Keys, Settings, validity};
 use crate::token::Token;
-use crate::{LockError, builtin};
 
 /// N independent masters, each through its own connection.
 pub(crate) struct Quorum<C> {
@@ -120,7 +120,8 @@ where
 
     async fn release_round(&self, settings: &Settings, keys: &Keys, token: &Token) -> Round<i64> {
         self.round(settings, |mut conn| async move {
-            builtin::compare_del(&keys.lock, token.as_str())
+            settings
+                .release_call(keys, token.as_str())
                 .invoke_async(&mut conn)
                 .await
         })
@@ -145,15 +146,10 @@ where
         let start = Instant::now();
         let acquired = self
             .round(settings, |mut conn| async move {
-                builtin::acquire(
-                    &keys.lock,
-                    &keys.fence,
-                    token.as_str(),
-                    millis(ttl),
-                    settings.fence_lifetime(ttl),
-                )
-                .invoke_async(&mut conn)
-                .await
+                settings
+                    .acquire_call(keys, token.as_str())
+                    .invoke_async(&mut conn)
+                    .await
             })
             .await;
         let granted: Vec<usize> = (0..self.nodes.len())
@@ -173,11 +169,11 @@ where
             // docs for why this makes tokens rise across different majorities).
             let raised = join_all(granted.iter().map(|&i| {
                 let mut conn = self.nodes[i].clone();
-                let fence_key = &keys.fence;
                 async move {
                     tokio::time::timeout(
                         settings.node_timeout,
-                        builtin::raise_fence(fence_key, fence, settings.fence_lifetime(ttl))
+                        settings
+                            .raise_fence_call(keys, fence)
                             .invoke_async(&mut conn),
                     )
                     .await
@@ -217,7 +213,8 @@ where
         let start = Instant::now();
         let round = self
             .round(settings, |mut conn| async move {
-                builtin::renew(&keys.lock, token.as_str(), millis(ttl))
+                settings
+                    .renew_call(keys, token.as_str(), ttl)
                     .invoke_async(&mut conn)
                     .await
             })

@@ -11,7 +11,7 @@ use std::marker::PhantomData;
 
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, ServerErrorKind, ToRedisArgs, Value};
 
-use crate::LockError;
+use crate::{Delivery, LockError};
 
 /// How many `KEYS` or `ARGV` entries a script takes.
 ///
@@ -235,6 +235,8 @@ pub struct Invocation<R> {
     script: &'static Script,
     /// `EVALSHA[_RO] sha1 numkeys keys... args...`, built once.
     cmd: Cmd,
+    /// `FCALL[_RO] function numkeys keys... args...`, with [`Delivery::Functions`].
+    fcall: Option<Cmd>,
     /// A parameter that did not serialize to the arguments its slot needs.
     bad_argument: Option<(&'static str, usize)>,
     /// A guarded call: the lease its script checks.
@@ -252,6 +254,7 @@ impl<R> Invocation<R> {
         Self {
             script,
             cmd,
+            fcall: None,
             bad_argument: None,
             #[cfg(any(feature = "tokio", feature = "blocking"))]
             guard: None,
@@ -299,6 +302,45 @@ impl<R> Invocation<R> {
     #[doc(hidden)]
     pub fn __many<T: ToRedisArgs>(&mut self, value: &T) {
         self.cmd.arg(value);
+    }
+
+    /// Chooses how the call reaches the server: [`Delivery::Scripts`] (EVALSHA, the
+    /// default) or [`Delivery::Functions`] (FCALL of the script's function in
+    /// [`functions_library`](crate::functions_library), loading the library when the
+    /// server lacks it). Pipelines ([`PipelineExt`](crate::PipelineExt)) always send
+    /// scripts.
+    ///
+    /// ```no_run
+    /// use lockscript::Delivery;
+    /// # fn main() -> Result<(), lockscript::LockError> {
+    /// # let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+    /// # let mut conn = client.get_connection()?;
+    /// let renewed: i64 = lockscript::builtin::renew("lock:{a}", "token", 30_000)
+    ///     .delivery(Delivery::Functions)
+    ///     .invoke(&mut conn)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn delivery(mut self, delivery: Delivery) -> Self {
+        self.fcall = match delivery {
+            Delivery::Scripts => None,
+            Delivery::Functions => crate::functions::function_of(self.script).map(|function| {
+                let mut cmd = Cmd::with_capacity(self.cmd.args_iter().len(), 128);
+                cmd.arg(if self.script.read_only {
+                    "FCALL_RO"
+                } else {
+                    "FCALL"
+                })
+                .arg(&function.function);
+                for arg in self.cmd.args_iter().skip(2) {
+                    if let redis::Arg::Simple(bytes) = arg {
+                        cmd.arg(bytes);
+                    }
+                }
+                cmd
+            }),
+        };
+        self
     }
 
     /// The script this call runs.
@@ -370,6 +412,22 @@ impl<R: FromRedisValue> Invocation<R> {
     /// ```
     pub fn invoke<C: redis::ConnectionLike + ?Sized>(&self, con: &mut C) -> Result<R, LockError> {
         self.check_arguments()?;
+        if let Some(fcall) = &self.fcall {
+            // FCALL; when the function is missing, FUNCTION LOAD (which runs nothing) and
+            // FCALL again.
+            let reply = match con.req_command(fcall).and_then(Value::extract_error) {
+                Err(err) if crate::functions::is_function_missing(&err) => {
+                    crate::functions::loaded(
+                        con.req_command(&crate::functions::load_cmd())
+                            .and_then(Value::extract_error)
+                            .map(drop),
+                    )?;
+                    con.req_command(fcall).and_then(Value::extract_error)
+                }
+                other => other,
+            };
+            return self.finish(reply);
+        }
         let reply = match con.req_command(&self.cmd).and_then(Value::extract_error) {
             // One command at a time: a sync cluster connection routes a pipeline by its
             // first command, and `SCRIPT LOAD` has no key (alone, it goes to every node).
@@ -420,6 +478,19 @@ impl<R: FromRedisValue> Invocation<R> {
         con: &mut C,
     ) -> Result<R, LockError> {
         self.check_arguments()?;
+        if let Some(fcall) = &self.fcall {
+            let reply = match con
+                .req_packed_command(fcall)
+                .await
+                .and_then(Value::extract_error)
+            {
+                Err(err) if crate::functions::is_function_missing(&err) => {
+                    self.load_library_and_call(con, fcall).await?
+                }
+                other => other,
+            };
+            return self.finish(reply);
+        }
         let reply = match con
             .req_packed_command(&self.cmd)
             .await
@@ -429,6 +500,44 @@ impl<R: FromRedisValue> Invocation<R> {
             other => other,
         };
         self.finish(reply)
+    }
+
+    /// After "Function not found": `FUNCTION LOAD` of the library and FCALL in one round
+    /// trip (routed by the call's key on a cluster). The outer error is a refused load,
+    /// after which the FCALL found no function and ran nothing.
+    #[cfg(feature = "tokio")]
+    async fn load_library_and_call<C: redis::aio::ConnectionLike>(
+        &self,
+        con: &mut C,
+        fcall: &Cmd,
+    ) -> Result<Result<Value, RedisError>, LockError> {
+        let mut pipe = redis::pipe();
+        pipe.add_command(crate::functions::load_cmd())
+            .add_command(fcall.clone());
+        let replies = match con.req_packed_commands(&pipe, 0, 2).await {
+            Ok(replies) => replies,
+            // The FCALL may have run: never sent again.
+            Err(err) => return Ok(Err(err)),
+        };
+        let mut replies = replies.into_iter();
+        let (Some(loaded), Some(reply)) = (replies.next(), replies.next()) else {
+            return Ok(Err(RedisError::from((
+                ErrorKind::Client,
+                "a pipeline of two commands answered fewer replies",
+            ))));
+        };
+        let reply = reply.extract_error();
+        match loaded.extract_error() {
+            Err(err)
+                if !crate::functions::already_loaded(&err)
+                    && reply
+                        .as_ref()
+                        .is_err_and(crate::functions::is_function_missing) =>
+            {
+                Err(crate::functions::load_refused(err))
+            }
+            _ => Ok(reply),
+        }
     }
 
     /// Reads this call's reply taken from a pipeline, as [`invoke`](Self::invoke) reads
@@ -521,11 +630,14 @@ impl<R: FromRedisValue> Invocation<R> {
                 })
             }
             Err(err) if matches!(err.kind(), ErrorKind::Server(_) | ErrorKind::Extension) => {
+                if let Some(unsupported) = crate::functions::unsupported(&err) {
+                    return Err(unsupported);
+                }
                 let message = server_message(&err);
                 if is_permission_error(&err, &message) {
                     return Err(LockError::Permission {
                         script: self.script.name,
-                        command: refused_command(self.script.source, &message),
+                        command: refused_command(self.script, &message),
                         message,
                     });
                 }
@@ -563,7 +675,19 @@ fn is_permission_error(err: &RedisError, message: &str) -> bool {
 /// The command a permission error refers to: named in the message by newer servers
 /// ("no permissions to run the 'publish' command"), else read from the script's source
 /// at the line the server names (`... on @user_script:17.`).
-fn refused_command(source: &str, message: &str) -> Option<String> {
+fn refused_command(script: &Script, message: &str) -> Option<String> {
+    // A function's lines are the library's: its script starts at its `first_line`.
+    let first_line = if message.contains("@user_function:") {
+        crate::functions::function_of(script)?.first_line
+    } else {
+        1
+    };
+    refused_command_at(script.source, message, first_line)
+}
+
+/// [`refused_command`] for `source` whose line 1 is line `first_line` of what the server
+/// ran.
+fn refused_command_at(source: &str, message: &str, first_line: usize) -> Option<String> {
     if let Some((_, rest)) = message.split_once("to run the '")
         && let Some((name, _)) = rest.split_once('\'')
     {
@@ -575,12 +699,13 @@ fn refused_command(source: &str, message: &str) -> Option<String> {
     }
     let line: usize = message
         .split("@user_script:")
-        .nth(1)?
+        .nth(1)
+        .or_else(|| message.split("@user_function:").nth(1))?
         .split(|c: char| !c.is_ascii_digit())
         .next()?
         .parse()
         .ok()?;
-    let text = source.lines().nth(line.checked_sub(1)?)?;
+    let text = source.lines().nth(line.checked_sub(first_line)?)?;
     let call = text
         .find("redis.call")
         .or_else(|| text.find("redis.pcall"))?;
@@ -607,7 +732,11 @@ impl<R> fmt::Debug for Invocation<R> {
 
 #[cfg(test)]
 mod tests {
-    use super::refused_command;
+    use super::refused_command_at as refused_command_in;
+
+    fn refused_command(source: &str, message: &str) -> Option<String> {
+        refused_command_in(source, message, 1)
+    }
 
     #[test]
     fn the_refused_command_is_read_from_the_named_line() {
@@ -619,6 +748,12 @@ mod tests {
             None
         );
         assert_eq!(refused_command(source, "on @user_script:99."), None);
+        // The same line of a function whose script starts at line 10 of its library.
+        let message = "ERR The user executing the script can't run this command or subcommand script: lockscript_x, on @user_function:12.";
+        assert_eq!(
+            refused_command_in(source, message, 10).as_deref(),
+            Some("PUBLISH")
+        );
     }
 
     #[test]

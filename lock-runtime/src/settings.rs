@@ -261,9 +261,84 @@ macro_rules! settings_builder {
             self.settings_mut().retry = policy;
             self
         }
+
+        /// How the lock scripts reach the server: [`Delivery::Scripts`](crate::Delivery)
+        /// (EVALSHA, the default) or [`Delivery::Functions`](crate::Delivery) (FCALL of
+        /// the binary's function library, loaded on the first call that misses it).
+        /// Functions survive a failover and a restart with the data, so a promoted
+        /// replica serves the first lock call without loading anything; they need Redis
+        /// 7.0+ or Valkey 7.2+ (else [`LockError::Unsupported`](crate::LockError)).
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(locks: ", $ty, ") -> ", $ty, " {")]
+        /// locks.delivery(lockscript::Delivery::Functions)
+        /// # }
+        /// ```
+        #[must_use]
+        pub fn delivery(mut self, delivery: crate::Delivery) -> Self {
+            self.settings_mut().delivery = delivery;
+            self
+        }
     };
 }
 pub(crate) use settings_builder;
+
+/// The lock protocol's script calls, as every face (async, blocking, Redlock) sends
+/// them: with this handle's ttl arithmetic and its [`Delivery`](crate::Delivery).
+impl Settings {
+    /// acquire-with-retry.lua: take `keys` for `token` with the handle's ttl.
+    pub(crate) fn acquire_call(&self, keys: &Keys, token: &str) -> crate::Invocation<(i64, i64)> {
+        crate::builtin::acquire(
+            &keys.lock,
+            &keys.fence,
+            token,
+            millis(self.ttl),
+            self.fence_lifetime(self.ttl),
+        )
+        .delivery(self.delivery)
+    }
+
+    /// renew.lua: set the lease of `token`'s lock to `ttl`.
+    pub(crate) fn renew_call(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+    ) -> crate::Invocation<i64> {
+        crate::builtin::renew(&keys.lock, token, millis(ttl)).delivery(self.delivery)
+    }
+
+    /// compare-del.lua: release `token`'s lock.
+    pub(crate) fn release_call(&self, keys: &Keys, token: &str) -> crate::Invocation<i64> {
+        crate::builtin::compare_del(&keys.lock, token).delivery(self.delivery)
+    }
+
+    /// handover.lua: pass `token`'s lock to `next` with lease `ttl`.
+    pub(crate) fn handover_call(
+        &self,
+        keys: &Keys,
+        token: &str,
+        next: &str,
+        ttl: Duration,
+    ) -> crate::Invocation<i64> {
+        crate::builtin::handover(
+            &keys.lock,
+            &keys.fence,
+            token,
+            next,
+            millis(ttl),
+            self.fence_lifetime(ttl),
+        )
+        .delivery(self.delivery)
+    }
+
+    /// raise-fence.lua: raise the counter of `keys` to at least `floor`.
+    #[cfg(feature = "redlock")]
+    pub(crate) fn raise_fence_call(&self, keys: &Keys, floor: u64) -> crate::Invocation<i64> {
+        crate::builtin::raise_fence(&keys.fence, floor, self.fence_lifetime(self.ttl))
+            .delivery(self.delivery)
+    }
+}
 
 /// Everything a [`Locks`](crate::Locks) handle is configured with.
 #[derive(Clone, Debug)]
@@ -280,6 +355,8 @@ pub(crate) struct Settings {
     pub(crate) response_timeout: Duration,
     /// How long the fencing counter outlives a grant's lease.
     pub(crate) fence_retention: Duration,
+    /// EVALSHA or FCALL.
+    pub(crate) delivery: crate::Delivery,
     /// Redlock: how long one master may take per round.
     #[cfg(feature = "redlock")]
     pub(crate) node_timeout: Duration,
@@ -304,6 +381,7 @@ pub(crate) struct ReplicaWait {
 /// - response timeout 500 ms: no call hangs on a paused or unreachable server;
 /// - fence retention 1 hour: an idle lock name's counter expires, and the clock it
 ///   restarts from may step back by up to that much without repeating a token;
+/// - scripts delivered by EVALSHA (`delivery`);
 /// - Redlock node timeout 50 ms.
 impl Default for Settings {
     fn default() -> Self {
@@ -317,6 +395,7 @@ impl Default for Settings {
             wait_for_replicas: None,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             fence_retention: DEFAULT_FENCE_RETENTION,
+            delivery: crate::Delivery::Scripts,
             #[cfg(feature = "redlock")]
             node_timeout: DEFAULT_NODE_TIMEOUT,
         }

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Shared;
+use crate::LockError;
 use crate::grant::{Abandoned, Grant};
 use crate::lease::{Held, LeaseState};
-use crate::settings::{check_ttl, millis};
-use crate::{LockError, builtin};
+use crate::settings::check_ttl;
 
 /// Ownership of one lock acquired through [`super::Locks`].
 ///
@@ -114,7 +114,10 @@ where
             .shared
             .conn
             .with(Some(lease.settings.response_timeout), |c| {
-                builtin::renew(&lease.keys.lock, lease.token.as_str(), millis(ttl)).invoke(c)
+                lease
+                    .settings
+                    .renew_call(&lease.keys, lease.token.as_str(), ttl)
+                    .invoke(c)
             })?;
         lease.extended((renewed == 1).then_some(sent), ttl, Instant::now())?;
         if let Some(Some(worker)) = self.shared.worker.get() {
@@ -142,7 +145,10 @@ where
             .shared
             .conn
             .with(Some(lease.settings.response_timeout), |c| {
-                builtin::compare_del(&lease.keys.lock, lease.token.as_str()).invoke(c)
+                lease
+                    .settings
+                    .release_call(&lease.keys, lease.token.as_str())
+                    .invoke(c)
             })
             .map(|deleted| deleted == 1);
         let (done, outcome) = lease.released(lost_before, deleted);

@@ -33,13 +33,13 @@ use std::time::{Duration, Instant};
 pub use guard::LockGuard;
 
 use self::worker::Worker;
+use crate::LockError;
 use crate::grant::{Abandoned, Attempted, Grant, Outcome, Pending};
 use crate::lease::LeaseState;
 use crate::notify::{Notifications, Subscription};
-use crate::settings::{Keys, Settings, millis};
+use crate::settings::{Keys, Settings};
 use crate::token::Token;
 use crate::wait::{Progress, Step, Wait};
-use crate::{LockError, builtin};
 
 /// Re-opens a connection that broke, within the given time.
 type Reopen<C> = Arc<dyn Fn(Duration) -> redis::RedisResult<C> + Send + Sync>;
@@ -325,7 +325,12 @@ impl Locks<redis::Connection> {
         let redis = info.redis_settings().clone().set_skip_set_lib_name();
         let lean = redis::Client::open(info.set_redis_settings(redis))?;
         let open = move |within| lean.get_connection_with_timeout(within);
-        let conn = open(Duration::from_secs(1))?;
+        let mut conn = open(Duration::from_secs(1))?;
+        conn.set_read_timeout(Some(crate::DEFAULT_RESPONSE_TIMEOUT))?;
+        crate::functions::lua_probed(redis::ConnectionLike::req_command(
+            &mut conn,
+            &crate::functions::lua_probe(),
+        ))?;
         let tune: Tune<redis::Connection> = Arc::new(|conn, timeout| {
             conn.set_read_timeout(Some(timeout))?;
             conn.set_write_timeout(Some(timeout))
@@ -539,14 +544,7 @@ where
                 self.shared.release_in_background(a);
             });
             let reply = self.shared.conn.with(Some(limit), |c| {
-                builtin::acquire(
-                    &keys.lock,
-                    &keys.fence,
-                    token.as_str(),
-                    millis(settings.ttl),
-                    settings.fence_lifetime(settings.ttl),
-                )
-                .invoke(c)
+                settings.acquire_call(keys, token.as_str()).invoke(c)
             });
             let outcome =
                 pending.read(reply.map(|r| Outcome::from_reply(r, sent)), settings.ttl)?;

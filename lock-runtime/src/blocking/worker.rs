@@ -15,7 +15,6 @@ use crate::builtin;
 use crate::grant::Abandoned;
 use crate::lease::LeaseState;
 use crate::schedule::Schedule;
-use crate::settings::millis;
 
 /// Something the thread does at a given time.
 enum Job {
@@ -150,6 +149,8 @@ impl Worker {
             }
             Job::Release(abandoned, failures) => {
                 let reply = conn.with(None, |c| {
+                    // Always by EVALSHA: the worker does not know the handle's delivery,
+                    // and every server with Lua runs it.
                     builtin::compare_del(&abandoned.keys.lock, abandoned.token.as_str()).invoke(c)
                 });
                 let retry = match &reply {
@@ -173,7 +174,10 @@ impl Worker {
 fn renew<C: redis::ConnectionLike + Send>(conn: &Conn<C>, lease: &LeaseState, ttl: Duration) {
     let sent = Instant::now();
     let reply = conn.with(Some(lease.settings.response_timeout), |c| {
-        builtin::renew(&lease.keys.lock, lease.token.as_str(), millis(ttl)).invoke(c)
+        lease
+            .settings
+            .renew_call(&lease.keys, lease.token.as_str(), ttl)
+            .invoke(c)
     });
     lease.renewal_done(reply.map(|r| (r == 1).then_some(sent)), ttl, Instant::now());
 }

@@ -1,0 +1,324 @@
+//! Redis Functions delivery (`Delivery::Functions`): the binary's scripts as one library,
+//! called with FCALL / FCALL_RO, loaded when the server lacks it; the library as a
+//! reviewer reads it; a promoted replica that already has it; and the typed errors of
+//! servers that cannot run Lua or Functions. Against real servers.
+
+use std::time::{Duration, Instant};
+
+use lockscript::{Delivery, LockError, Locks, builtin, functions_library};
+use lockscript_test::TestRedis;
+use lockscript_test::cluster::RedisCluster;
+use lockscript_test::fixtures::{fail, peek};
+use lockscript_test::server::RedisServer;
+use lockscript_test::{command_calls, reset_stats};
+
+/// A liveness bound for the cluster's failover; never a speed assertion.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Whether the server has Redis Functions (7.0+); Redis 6.2 does not.
+fn has_functions(conn: &mut redis::Connection) -> bool {
+    redis::cmd("FUNCTION")
+        .arg("STATS")
+        .query::<redis::Value>(conn)
+        .is_ok()
+}
+
+/// The code of library `name` on the server, if it has it.
+fn library_code(conn: &mut redis::Connection, name: &str) -> Option<String> {
+    let reply: redis::Value = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .arg("LIBRARYNAME")
+        .arg(name)
+        .arg("WITHCODE")
+        .query(conn)
+        .unwrap();
+    let libraries: Vec<std::collections::HashMap<String, redis::Value>> =
+        redis::from_redis_value(reply).unwrap();
+    libraries
+        .into_iter()
+        .find(|lib| {
+            lib.get("library_name")
+                .is_some_and(|n| redis::from_redis_value_ref::<String>(n).unwrap() == name)
+        })
+        .map(|lib| redis::from_redis_value(lib["library_code"].clone()).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_run_their_scripts_as_functions_loading_the_library_once() {
+    let redis = TestRedis::start();
+    let mut conn = redis.connection();
+    if !has_functions(&mut conn) {
+        eprintln!("skipped: the server has no Redis Functions (before 7.0)");
+        return;
+    }
+    let locks = Locks::connect(&redis.client())
+        .await
+        .unwrap()
+        .watchdog(false)
+        .delivery(Delivery::Functions);
+    redis.reset_stats();
+    for _ in 0..3 {
+        let guard = locks.lock("fn-cycle").await.unwrap();
+        guard.release().await.unwrap();
+    }
+    // The first call missed the function and loaded the library (with its FCALL in the
+    // same round trip); every other call was one FCALL. No script went by EVALSHA.
+    assert_eq!(redis.command_calls("function|load"), 1);
+    assert_eq!(redis.command_calls("fcall"), 1 + 6);
+    assert_eq!(redis.command_calls("evalsha"), 0);
+    assert_eq!(redis.command_calls("eval"), 0);
+
+    // A server that lost its functions (FUNCTION FLUSH) gets the library again.
+    let () = redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query(&mut conn)
+        .unwrap();
+    redis.reset_stats();
+    let guard = locks.lock("fn-cycle").await.unwrap();
+    assert!(guard.fencing_token() > 0);
+    guard.release().await.unwrap();
+    assert_eq!(redis.command_calls("function|load"), 1);
+    assert_eq!(redis.command_calls("fcall"), 3);
+}
+
+#[test]
+fn the_servers_library_is_the_files_byte_for_byte() {
+    let redis = TestRedis::start();
+    let mut conn = redis.connection();
+    if !has_functions(&mut conn) {
+        eprintln!("skipped: the server has no Redis Functions (before 7.0)");
+        return;
+    }
+    let name = lockscript::load_functions(&mut conn).unwrap();
+    let library = functions_library();
+    assert_eq!(name, library.name);
+    // Loading again is not an error: the library's name is its content's digest.
+    assert_eq!(lockscript::load_functions(&mut conn).unwrap(), name);
+    let code = library_code(&mut conn, name).expect("the library is on the server");
+    assert_eq!(code, library.code);
+    let found = lockscript_audit::functions::split(&code);
+    assert_eq!(found.len(), library.functions.len());
+    for function in &found {
+        let sha1 = lockscript_audit::sha1_hex(function.source.as_bytes());
+        assert!(function.function.ends_with(&sha1), "{}", function.function);
+        assert!(
+            lockscript::scripts().any(|s| s.sha1() == sha1 && s.source() == function.source),
+            "function {} is not a registered script",
+            function.function
+        );
+    }
+    assert_eq!(
+        found.len(),
+        lockscript::scripts()
+            .map(lockscript::Script::sha1)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    );
+}
+
+#[test]
+fn sync_calls_use_fcall_and_fcall_ro_and_keep_their_typed_errors() {
+    let redis = TestRedis::start();
+    let mut conn = redis.connection();
+    if !has_functions(&mut conn) {
+        eprintln!("skipped: the server has no Redis Functions (before 7.0)");
+        return;
+    }
+    let () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query(&mut conn)
+        .unwrap();
+    redis.reset_stats();
+    let got = peek("k")
+        .delivery(Delivery::Functions)
+        .invoke(&mut conn)
+        .unwrap();
+    assert_eq!(got.as_deref(), Some("v"));
+    // No function yet: FCALL_RO missed, the library was loaded, FCALL_RO ran it.
+    assert_eq!(redis.command_calls("fcall_ro"), 2);
+    assert_eq!(redis.command_calls("function|load"), 1);
+    assert_eq!(redis.command_calls("evalsha_ro"), 0);
+
+    let err = fail("k2", "reply")
+        .delivery(Delivery::Functions)
+        .invoke(&mut conn)
+        .unwrap_err();
+    assert!(
+        matches!(&err, LockError::Script { script: "fail", message, .. } if message.contains("boom")),
+        "{err:?}"
+    );
+    let renewed = builtin::renew("lock:{none}", "t", 1_000)
+        .delivery(Delivery::Functions)
+        .invoke(&mut conn)
+        .unwrap();
+    assert_eq!(renewed, 0);
+    assert_eq!(redis.command_calls("fcall"), 2);
+    assert_eq!(redis.command_calls("function|load"), 1);
+}
+
+#[test]
+fn the_blocking_face_delivers_by_functions_too() {
+    let redis = TestRedis::start();
+    let mut conn = redis.connection();
+    if !has_functions(&mut conn) {
+        eprintln!("skipped: the server has no Redis Functions (before 7.0)");
+        return;
+    }
+    let locks = lockscript::blocking::Locks::connect(&redis.client())
+        .unwrap()
+        .watchdog(false)
+        .delivery(Delivery::Functions);
+    redis.reset_stats();
+    let guard = locks.lock("fn-blocking").unwrap();
+    guard.extend(Duration::from_secs(5)).unwrap();
+    guard.release().unwrap();
+    assert_eq!(redis.command_calls("function|load"), 1);
+    // acquire (missed, then run), renew, release.
+    assert_eq!(redis.command_calls("fcall"), 4);
+    assert_eq!(redis.command_calls("evalsha"), 0);
+}
+
+/// A Valkey 9 whose Lua engine (a module since 9.0) was unloaded: every face says at
+/// connect that the server cannot run scripts, and a call says the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_lua_is_refused_at_connect_with_a_typed_error() {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut RedisServer::start().connection())
+        .unwrap();
+    if !info.contains("valkey_version:9") {
+        eprintln!("skipped: Lua is an unloadable module only in Valkey 9+");
+        return;
+    }
+    let server = RedisServer::builder()
+        .arg("--enable-module-command")
+        .arg("yes")
+        .start();
+    let mut conn = server.connection();
+    if redis::cmd("MODULE")
+        .arg("UNLOAD")
+        .arg("lua")
+        .query::<()>(&mut conn)
+        .is_err()
+    {
+        panic!("Valkey 9 refused to unload its Lua module");
+    }
+    let is_no_lua = |e: &LockError| matches!(e, LockError::Unsupported { what, .. } if *what == "run Lua scripts");
+
+    let err = Locks::connect(&server.client()).await.unwrap_err();
+    assert!(is_no_lua(&err), "{err:?}");
+    assert!(err.to_string().contains("lua"), "{err}");
+    let err = lockscript::blocking::Locks::connect(&server.client()).unwrap_err();
+    assert!(is_no_lua(&err), "{err:?}");
+    let err = builtin::renew("lock:{a}", "t", 1_000)
+        .invoke(&mut conn)
+        .unwrap_err();
+    assert!(is_no_lua(&err), "{err:?}");
+    let err = builtin::renew("lock:{a}", "t", 1_000)
+        .delivery(Delivery::Functions)
+        .invoke(&mut conn)
+        .unwrap_err();
+    assert!(is_no_lua(&err), "{err:?}");
+    // A handle made from a connection learns it at its first call.
+    let locks = Locks::new(server.multiplexed().await);
+    let err = locks.try_lock("a").await.unwrap_err();
+    assert!(is_no_lua(&err), "{err:?}");
+}
+
+/// Redis 6.2 has scripts but no Functions: choosing them is a typed error, not a hang
+/// or a retry loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn functions_on_a_server_without_them_are_a_typed_error() {
+    let server = RedisServer::start();
+    let mut conn = server.connection();
+    if has_functions(&mut conn) {
+        eprintln!("skipped: the server has Redis Functions (7.0+)");
+        return;
+    }
+    let locks = Locks::connect(&server.client())
+        .await
+        .unwrap()
+        .delivery(Delivery::Functions);
+    let started = Instant::now();
+    let err = locks.try_lock("a").await.unwrap_err();
+    assert!(
+        matches!(&err, LockError::Unsupported { what, .. } if *what == "run Redis Functions"),
+        "{err:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(1));
+    let err = lockscript::load_functions(&mut conn).unwrap_err();
+    assert!(matches!(&err, LockError::Unsupported { .. }), "{err:?}");
+}
+
+/// The point of Functions: they are replicated with the data, so the replica promoted
+/// after its master died serves lock calls without loading anything, where the script
+/// cache of the same replica starts cold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promoted_replica_already_has_the_functions() {
+    let mut cluster = RedisCluster::start(3, 1);
+    if !has_functions(&mut cluster.node(0).connection()) {
+        eprintln!("skipped: the server has no Redis Functions (before 7.0)");
+        return;
+    }
+    let urls = cluster.urls();
+    let by_functions = Locks::connect_cluster(urls.iter().map(String::as_str))
+        .await
+        .unwrap()
+        .watchdog(false)
+        .wait_timeout(PATIENCE)
+        .delivery(Delivery::Functions);
+    let by_scripts = Locks::connect_cluster(urls.iter().map(String::as_str))
+        .await
+        .unwrap()
+        .watchdog(false)
+        .wait_timeout(PATIENCE);
+    // One name, taken in turn through each handle: one master serves both.
+    let (a, b) = ("fo", "fo");
+    by_functions.lock(a).await.unwrap().release().await.unwrap();
+    by_scripts.lock(b).await.unwrap().release().await.unwrap();
+    let old = cluster.master_for_key("lock:{fo}");
+    let library = &functions_library().name;
+    let replica = cluster
+        .replicas()
+        .into_iter()
+        .find(|&r| {
+            let role: Vec<redis::Value> = redis::cmd("ROLE")
+                .query(&mut cluster.node(r).connection())
+                .unwrap();
+            let master_port: u16 = redis::from_redis_value_ref(&role[2]).unwrap();
+            master_port == cluster.node(old).port()
+        })
+        .expect("the master has a replica");
+    // The library reached the replica (replication is asynchronous).
+    let deadline = Instant::now() + PATIENCE;
+    while library_code(&mut cluster.node(replica).connection(), library).is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the library never reached the replica"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    cluster.node_mut(old).stop();
+    cluster.wait_until_ok(PATIENCE);
+    let new = cluster.master_for_key("lock:{fo}");
+    assert_eq!(new, replica);
+    let mut heir = cluster.node(new).connection();
+    reset_stats(&mut heir);
+
+    by_functions.lock(a).await.unwrap().release().await.unwrap();
+    assert_eq!(
+        command_calls(&mut heir, "function|load"),
+        0,
+        "nothing loaded"
+    );
+    assert!(command_calls(&mut heir, "fcall") >= 2);
+    assert_eq!(command_calls(&mut heir, "evalsha"), 0);
+
+    by_scripts.lock(b).await.unwrap().release().await.unwrap();
+    assert!(
+        command_calls(&mut heir, "script|load") >= 1,
+        "the script cache of a promoted replica starts cold"
+    );
+}
