@@ -73,6 +73,14 @@ out="$work/table.rs"
 cargo run --quiet -p lockscript-test --bin gen-commands -- --out "$out" "${addresses[@]}"
 
 if $check; then
+  # The table names the exact versions it was read from; other versions (a distribution's
+  # point release) would differ in those names alone or in more: say so, not a failure.
+  if [ "$(sed -n 3p "$table")" != "$(sed -n 3p "$out")" ]; then
+    echo "$table was read from$(sed -n 3p "$table" | cut -c4-)" >&2
+    echo "  but these servers are$(sed -n 3p "$out" | cut -c4-): not compared;" \
+         "run ./run commands to regenerate it from them" >&2
+    exit 0
+  fi
   if diff -u "$table" "$out"; then
     echo "$table is what the servers report"
   else

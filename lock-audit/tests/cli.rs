@@ -238,3 +238,118 @@ fn audit_warns_about_commands_some_servers_lack_and_still_passes() {
         "{warnings:?}"
     );
 }
+
+/// Whether the server has Redis Functions (7.0+).
+fn has_functions(server: &RedisServer) -> bool {
+    redis::cmd("FUNCTION")
+        .arg("STATS")
+        .query::<redis::Value>(&mut server.connection())
+        .is_ok()
+}
+
+/// `functions` prints the files' library; `verify --functions` finds each file in a
+/// server's lockscript library, `--load` deploys the printed library, and a function
+/// whose body was changed on the server no longer passes.
+#[test]
+fn verify_functions_checks_the_servers_library_against_the_files() {
+    let server = RedisServer::start();
+    if !has_functions(&server) {
+        eprintln!("skipped: the server has no Redis Functions (before 7.0)");
+        return;
+    }
+    let url = server.url();
+    let printed = lockscript(&["functions", "scripts"]);
+    assert_eq!(printed.status.code(), Some(0));
+    let code = stdout(&printed);
+    assert!(code.starts_with("#!lua name=lockscript_"), "{code}");
+
+    let out = lockscript(&["verify", "--url", &url, "--functions", "scripts"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert_eq!(
+        stdout(&out).matches("MISSING").count(),
+        6,
+        "{}",
+        stdout(&out)
+    );
+
+    let out = lockscript(&[
+        "verify",
+        "--url",
+        &url,
+        "--functions",
+        "--load",
+        "--json",
+        "scripts",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let v = json(&out);
+    let scripts = v["scripts"].as_array().unwrap();
+    assert_eq!(scripts.len(), 6);
+    assert!(scripts.iter().all(|s| s["status"] == "loaded"), "{v}");
+
+    // The server holds exactly the printed library.
+    let mut conn = server.connection();
+    let listed: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .arg("WITHCODE")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    let on_server: String = redis::from_redis_value_ref(&listed[0]["library_code"]).unwrap();
+    assert_eq!(on_server, code);
+    let out = lockscript(&["verify", "--url", &url, "--functions", "scripts"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(
+        stdout(&out).matches("  in lockscript_").count(),
+        6,
+        "{}",
+        stdout(&out)
+    );
+
+    // Someone replaces the library with one whose renew.lua body differs.
+    let renew = std::fs::read_to_string(workspace().join("scripts/renew.lua")).unwrap();
+    assert!(code.contains(&renew));
+    let tampered = code.replace(&renew, &renew.replace("PEXPIRE", "pexpire"));
+    assert_ne!(tampered, code);
+    let () = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(&tampered)
+        .query(&mut conn)
+        .unwrap();
+    let out = lockscript(&["verify", "--url", &url, "--functions", "scripts"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("does not hash to its name's digest"),
+        "{text}"
+    );
+    assert_eq!(text.matches("MISSING").count(), 1, "only renew.lua: {text}");
+}
+
+/// A server that cannot run Lua (Valkey 9 without its `lua` module) is refused before
+/// anything is checked, with a message that says so.
+#[test]
+fn verify_refuses_a_server_without_lua() {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut RedisServer::start().connection())
+        .unwrap();
+    if !info.contains("valkey_version:9") {
+        eprintln!("skipped: Lua is an unloadable module only in Valkey 9+");
+        return;
+    }
+    let server = RedisServer::builder()
+        .arg("--enable-module-command")
+        .arg("yes")
+        .start();
+    let () = redis::cmd("MODULE")
+        .arg("UNLOAD")
+        .arg("lua")
+        .query(&mut server.connection())
+        .unwrap();
+    let out = lockscript(&["verify", "--url", &server.url(), "scripts"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot run Lua scripts"), "{err}");
+}

@@ -2,14 +2,23 @@
 //!
 //! ```text
 //! lockscript audit [--json] [--guarded] [DIR...]
-//! lockscript verify --url redis://host:port/ [--load] [--json] [DIR...]
+//! lockscript verify --url redis://host:port/ [--functions] [--load] [--json] [DIR...]
 //! lockscript wrap FILE
+//! lockscript functions [--guarded] [DIR...]
 //! ```
 //!
 //! `audit` runs the checks `#[lock_script]` runs at compile time on every `.lua` file
 //! of each directory (default `scripts`) and checks the directory's `SHA1SUMS`.
 //! `verify` asks a server (`SCRIPT EXISTS`) which of those digests it holds, and with
 //! `--load` loads the missing ones, refusing any digest the server reports differently.
+//! With `--functions` it reads the server's lockscript function libraries instead
+//! (`FUNCTION LIST WITHCODE`): each file must be the body of a function named with its
+//! digest, and every function's body must still hash to the digest in its name.
+//! `verify` first checks that the server can run Lua at all (`FUNCTION STATS` lists its
+//! engines; a Valkey 9 without its `lua` module has none).
+//! `functions` prints the Redis Functions library of the files, exactly what a binary
+//! with the same scripts loads with `Delivery::Functions` (`redis-cli -x FUNCTION LOAD <`
+//! deploys it by hand).
 //! `wrap` prints the owner-guarded form of a script, exactly what
 //! `#[lock_script("...", guarded)]` sends; `audit --guarded` adds its digest to the table.
 //!
@@ -58,12 +67,26 @@ enum Command {
         /// The script file.
         file: PathBuf,
     },
-    /// Report which scripts a server has cached (SCRIPT EXISTS); --load adds the missing.
+    /// Print the scripts as one Redis Functions library: what FUNCTION LOAD takes.
+    Functions {
+        /// Add each script's guarded form (what `#[lock_script(..., guarded)]` sends).
+        #[arg(long)]
+        guarded: bool,
+        /// Directories of scripts.
+        #[arg(default_value = "scripts")]
+        dirs: Vec<PathBuf>,
+    },
+    /// Report which scripts a server has cached (SCRIPT EXISTS), or with --functions which
+    /// are in its function libraries; --load adds the missing.
     Verify {
         /// The server, e.g. redis://127.0.0.1:6379/
         #[arg(long)]
         url: String,
-        /// SCRIPT LOAD the scripts the server does not have.
+        /// Check the server's lockscript function libraries instead of its script cache.
+        #[arg(long)]
+        functions: bool,
+        /// SCRIPT LOAD the scripts the server does not have (FUNCTION LOAD the files'
+        /// library with --functions).
         #[arg(long)]
         load: bool,
         /// Print JSON instead of a table.
@@ -87,12 +110,21 @@ fn main() -> ExitCode {
             dirs,
         } => audit(&dirs, json, guarded),
         Command::Wrap { file } => wrap(&file),
+        Command::Functions { guarded, dirs } => functions(&dirs, guarded),
         Command::Verify {
             url,
+            functions: false,
             load,
             json,
             dirs,
         } => verify(&url, load, &dirs, json),
+        Command::Verify {
+            url,
+            functions: true,
+            load,
+            json,
+            dirs,
+        } => verify_functions(&url, load, &dirs, json),
     };
     match outcome {
         Ok(0) => ExitCode::SUCCESS,
@@ -287,12 +319,200 @@ enum Cached {
     Refused(String),
 }
 
-fn verify(url: &str, load: bool, dirs: &[PathBuf], as_json: bool) -> Result<usize, Fatal> {
+/// The files of `dirs` (with their guarded forms when asked) as one library.
+fn files_library(
+    reports: &[DirReport],
+    guarded: bool,
+) -> Result<lockscript_audit::functions::Library, Fatal> {
+    let mut texts = Vec::new();
+    for script in reports.iter().flat_map(|r| &r.scripts) {
+        let text = std::fs::read_to_string(&script.path)
+            .map_err(|e| Fatal(format!("cannot read {}: {e}", script.path.display())))?;
+        if guarded {
+            texts.push((
+                format!("{}+guarded", script.name),
+                lockscript_audit::guarded::wrap(&text),
+            ));
+        }
+        texts.push((script.name.clone(), text));
+    }
+    let sources: Vec<lockscript_audit::functions::Source<'_>> = texts
+        .iter()
+        .map(|(name, source)| lockscript_audit::functions::Source { name, source })
+        .collect();
+    Ok(lockscript_audit::functions::library(&sources))
+}
+
+fn functions(dirs: &[PathBuf], guarded: bool) -> Result<usize, Fatal> {
     let reports = reports(dirs)?;
+    print!("{}", files_library(&reports, guarded)?.code);
+    Ok(0)
+}
+
+/// Connects, and checks that the server can run Lua: `FUNCTION STATS` lists its script
+/// engines (a Valkey 9 without its `lua` module lists none); a server without `FUNCTION`
+/// (before 7.0) has Lua built in.
+fn connect(url: &str) -> Result<redis::Connection, Fatal> {
     let client = redis::Client::open(url).map_err(|e| Fatal(format!("bad --url {url}: {e}")))?;
     let mut conn = client
         .get_connection_with_timeout(std::time::Duration::from_secs(5))
         .map_err(|e| Fatal(format!("cannot connect to {url}: {e}")))?;
+    let stats: redis::RedisResult<redis::Value> =
+        redis::cmd("FUNCTION").arg("STATS").query(&mut conn);
+    if let Ok(stats) = stats {
+        let text = format!("{stats:?}").to_ascii_uppercase();
+        if !text.contains("LUA") {
+            return Err(Fatal(format!(
+                "{url} cannot run Lua scripts: FUNCTION STATS lists no Lua engine (on Valkey 9, \
+                 load its `lua` module); no script of a lock can run there"
+            )));
+        }
+    }
+    Ok(conn)
+}
+
+/// What the server's libraries hold for one file.
+enum InLibrary {
+    Yes(String),
+    Missing,
+    Loaded(String),
+    Refused(String),
+}
+
+fn verify_functions(
+    url: &str,
+    load: bool,
+    dirs: &[PathBuf],
+    as_json: bool,
+) -> Result<usize, Fatal> {
+    use lockscript_audit::functions::{PREFIX, split};
+    let reports = reports(dirs)?;
+    let mut conn = connect(url)?;
+    let read = |conn: &mut redis::Connection| -> Result<Vec<(String, String)>, Fatal> {
+        let listed: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("FUNCTION")
+            .arg("LIST")
+            .arg("WITHCODE")
+            .query(conn)
+            .map_err(|e| Fatal(format!("FUNCTION LIST on {url}: {e}")))?;
+        Ok(listed
+            .into_iter()
+            .filter_map(|lib| {
+                let name: String = redis::from_redis_value_ref(lib.get("library_name")?).ok()?;
+                let code: String = redis::from_redis_value_ref(lib.get("library_code")?).ok()?;
+                name.starts_with(PREFIX).then_some((name, code))
+            })
+            .collect())
+    };
+    let mut libraries = read(&mut conn)?;
+    let mut loaded_now = None;
+    let scripts: Vec<&ScriptReport> = reports.iter().flat_map(|r| &r.scripts).collect();
+    let holds = |libraries: &[(String, String)], sha1: &str| {
+        libraries.iter().find_map(|(name, code)| {
+            split(code)
+                .iter()
+                .any(|f| {
+                    f.function.ends_with(sha1)
+                        && lockscript_audit::sha1_hex(f.source.as_bytes()) == sha1
+                })
+                .then(|| name.clone())
+        })
+    };
+    if load && scripts.iter().any(|s| holds(&libraries, &s.sha1).is_none()) {
+        let library = files_library(&reports, false)?;
+        let reply: redis::RedisResult<String> = redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg(&library.code)
+            .query(&mut conn);
+        loaded_now = Some(match reply {
+            Ok(_) => Ok(library.name),
+            Err(e) if e.is_io_error() => return Err(Fatal(format!("FUNCTION LOAD on {url}: {e}"))),
+            Err(e) if e.to_string().contains("already exists") => Ok(library.name),
+            Err(e) => Err(format!("the server refused the library: {e}")),
+        });
+        libraries = read(&mut conn)?;
+    }
+    let statuses: Vec<InLibrary> = scripts
+        .iter()
+        .map(|s| match (holds(&libraries, &s.sha1), &loaded_now) {
+            (Some(name), Some(Ok(new))) if &name == new => InLibrary::Loaded(name),
+            (Some(name), _) => InLibrary::Yes(name),
+            (None, Some(Err(why))) => InLibrary::Refused(why.clone()),
+            (None, _) => InLibrary::Missing,
+        })
+        .collect();
+    // Every function of a lockscript library must still be the file its name says.
+    let tampered: Vec<String> = libraries
+        .iter()
+        .flat_map(|(name, code)| {
+            split(code).into_iter().filter_map(move |f| {
+                let digest = lockscript_audit::sha1_hex(f.source.as_bytes());
+                (!f.function.ends_with(&digest)).then(|| {
+                    format!(
+                        "function {} of library {name} does not hash to its name's digest (its body hashes to {digest})",
+                        f.function
+                    )
+                })
+            })
+        })
+        .collect();
+    let problems = statuses
+        .iter()
+        .filter(|s| matches!(s, InLibrary::Missing | InLibrary::Refused(_)))
+        .count()
+        + tampered.len();
+    if as_json {
+        let rows: Vec<Value> = scripts
+            .iter()
+            .zip(&statuses)
+            .map(|(s, status)| {
+                let (state, library, detail) = match status {
+                    InLibrary::Yes(lib) => ("present", Some(lib.as_str()), None),
+                    InLibrary::Loaded(lib) => ("loaded", Some(lib.as_str()), None),
+                    InLibrary::Missing => ("missing", None, None),
+                    InLibrary::Refused(why) => ("refused", None, Some(why.as_str())),
+                };
+                json!({ "name": s.name, "path": s.path.display().to_string(), "sha1": s.sha1,
+                        "status": state, "library": library, "detail": detail })
+            })
+            .collect();
+        let libraries: Vec<&str> = libraries.iter().map(|(n, _)| n.as_str()).collect();
+        println!(
+            "{}",
+            json!({ "url": url, "libraries": libraries, "scripts": rows, "tampered": tampered, "problems": problems })
+        );
+        return Ok(problems);
+    }
+    println!(
+        "{url} (function libraries: {})",
+        match libraries.len() {
+            0 => "none".to_owned(),
+            _ => libraries
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    );
+    println!("  {:<22} {:<40}  STATUS", "SCRIPT", "SHA1");
+    for (s, status) in scripts.iter().zip(&statuses) {
+        let shown = match status {
+            InLibrary::Yes(lib) => format!("in {lib}"),
+            InLibrary::Loaded(lib) => format!("loaded now, in {lib}"),
+            InLibrary::Missing => "MISSING (run with --load)".to_owned(),
+            InLibrary::Refused(why) => format!("REFUSED: {why}"),
+        };
+        println!("  {:<22} {:<40}  {shown}", s.name, s.sha1);
+    }
+    for t in &tampered {
+        println!("  problem: {t}");
+    }
+    println!("{} scripts, {problems} problems", scripts.len());
+    Ok(problems)
+}
+
+fn verify(url: &str, load: bool, dirs: &[PathBuf], as_json: bool) -> Result<usize, Fatal> {
+    let reports = reports(dirs)?;
+    let mut conn = connect(url)?;
     let scripts: Vec<&ScriptReport> = reports.iter().flat_map(|r| &r.scripts).collect();
     let mut exists = redis::cmd("SCRIPT");
     exists.arg("EXISTS");
