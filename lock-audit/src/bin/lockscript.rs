@@ -460,10 +460,26 @@ fn verify_functions(
         .filter(|s| matches!(s, InLibrary::Missing | InLibrary::Refused(_)))
         .count()
         + tampered.len();
+    report_functions(
+        url, &libraries, &scripts, &statuses, &tampered, problems, as_json,
+    );
+    Ok(problems)
+}
+
+/// Prints what [`verify_functions`] found, as JSON or as a table.
+fn report_functions(
+    url: &str,
+    libraries: &[(String, String)],
+    scripts: &[&ScriptReport],
+    statuses: &[InLibrary],
+    tampered: &[String],
+    problems: usize,
+    as_json: bool,
+) {
     if as_json {
         let rows: Vec<Value> = scripts
             .iter()
-            .zip(&statuses)
+            .zip(statuses)
             .map(|(s, status)| {
                 let (state, library, detail) = match status {
                     InLibrary::Yes(lib) => ("present", Some(lib.as_str()), None),
@@ -480,7 +496,7 @@ fn verify_functions(
             "{}",
             json!({ "url": url, "libraries": libraries, "scripts": rows, "tampered": tampered, "problems": problems })
         );
-        return Ok(problems);
+        return;
     }
     println!(
         "{url} (function libraries: {})",
@@ -494,7 +510,7 @@ fn verify_functions(
         }
     );
     println!("  {:<22} {:<40}  STATUS", "SCRIPT", "SHA1");
-    for (s, status) in scripts.iter().zip(&statuses) {
+    for (s, status) in scripts.iter().zip(statuses) {
         let shown = match status {
             InLibrary::Yes(lib) => format!("in {lib}"),
             InLibrary::Loaded(lib) => format!("loaded now, in {lib}"),
@@ -503,11 +519,10 @@ fn verify_functions(
         };
         println!("  {:<22} {:<40}  {shown}", s.name, s.sha1);
     }
-    for t in &tampered {
+    for t in tampered {
         println!("  problem: {t}");
     }
     println!("{} scripts, {problems} problems", scripts.len());
-    Ok(problems)
 }
 
 fn verify(url: &str, load: bool, dirs: &[PathBuf], as_json: bool) -> Result<usize, Fatal> {
