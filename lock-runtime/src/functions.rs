@@ -195,6 +195,21 @@ pub(crate) fn unsupported(err: &RedisError) -> Option<LockError> {
     None
 }
 
+/// A script with a `#!lua` shebang on a server before Redis 7.0, which reads the shebang
+/// as Lua and fails to compile it.
+pub(crate) fn shebang_refused(script: &Script, err: &RedisError) -> Option<LockError> {
+    let detail = err.detail().unwrap_or_default();
+    (script.source().starts_with("#!")
+        && detail.contains("Error compiling script")
+        && detail.contains("near '#'"))
+    .then(|| LockError::Unsupported {
+        what: "run a script with a `#!lua` shebang",
+        message: format!("script `{}`: {detail}", script.name()),
+        advice: "the shebang needs Redis 7.0+ or Valkey 7.2+; on an older server remove the \
+                 `#!lua` line (the script loses its flags)",
+    })
+}
+
 /// What `connect` sends to learn whether the server runs Lua at all: `SCRIPT LOAD` of
 /// compare-del.lua, which also keeps the release script cached for good.
 #[cfg(any(feature = "tokio", feature = "blocking"))]

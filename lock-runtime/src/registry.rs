@@ -29,7 +29,8 @@ pub fn scripts() -> impl ExactSizeIterator<Item = &'static Script> {
 /// `SCRIPT LOAD`s every registered script and returns how many were loaded.
 ///
 /// Fails with [`LockError::DigestMismatch`] when the server answers a digest other than
-/// the compiled one. Since Redis 7.4 (and in Valkey 8+) the server evicts scripts cached
+/// the compiled one, and with [`LockError::Unsupported`] on a server that cannot run
+/// Lua, or that cannot parse a `#!lua` shebang (before Redis 7.0). Since Redis 7.4 (and in Valkey 8+) the server evicts scripts cached
 /// by `EVAL` once more than 500 are cached, but keeps scripts loaded this way; call it at
 /// start-up, before any `EVAL` caches them (Redis 8.2 still evicts a script first cached
 /// by `EVAL` and loaded later; Valkey 9.1 does not). The cache is lost on restart,
@@ -48,9 +49,11 @@ pub fn scripts() -> impl ExactSizeIterator<Item = &'static Script> {
 pub fn load_scripts<C: redis::ConnectionLike + ?Sized>(con: &mut C) -> Result<usize, LockError> {
     let mut loaded = 0;
     for script in scripts() {
-        let reply = con.req_command(&script.load_cmd())?.extract_error()?;
-        let digest: String = redis::from_redis_value(reply).map_err(redis::RedisError::from)?;
-        script.check_loaded(digest)?;
+        let reply = con
+            .req_command(&script.load_cmd())
+            .and_then(redis::Value::extract_error)
+            .map_err(|e| refused(script, e))?;
+        script.check_loaded_reply(reply)?;
         loaded += 1;
     }
     Ok(loaded)
@@ -72,9 +75,20 @@ pub async fn load_scripts_async<C: redis::aio::ConnectionLike>(
 ) -> Result<usize, LockError> {
     let mut loaded = 0;
     for script in scripts() {
-        let digest: String = script.load_cmd().query_async(con).await?;
-        script.check_loaded(digest)?;
+        let reply = con
+            .req_packed_command(&script.load_cmd())
+            .await
+            .and_then(redis::Value::extract_error)
+            .map_err(|e| refused(script, e))?;
+        script.check_loaded_reply(reply)?;
         loaded += 1;
     }
     Ok(loaded)
+}
+
+/// A refused `SCRIPT LOAD`: a server without Lua, a shebang before Redis 7.0, or as is.
+fn refused(script: &Script, err: redis::RedisError) -> LockError {
+    crate::functions::unsupported(&err)
+        .or_else(|| crate::functions::shebang_refused(script, &err))
+        .unwrap_or(LockError::Redis(err))
 }

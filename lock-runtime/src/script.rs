@@ -630,7 +630,9 @@ impl<R: FromRedisValue> Invocation<R> {
                 })
             }
             Err(err) if matches!(err.kind(), ErrorKind::Server(_) | ErrorKind::Extension) => {
-                if let Some(unsupported) = crate::functions::unsupported(&err) {
+                if let Some(unsupported) = crate::functions::unsupported(&err)
+                    .or_else(|| crate::functions::shebang_refused(self.script, &err))
+                {
                     return Err(unsupported);
                 }
                 let message = server_message(&err);

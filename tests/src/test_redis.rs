@@ -194,7 +194,7 @@ impl TestRedis {
                 .exec(&mut conn)
                 .unwrap_or_else(|e| panic!("FLUSHDB on {}: {e}", self.url)),
         }
-        load_scripts(&mut conn, &self.url);
+        crate::load_scripts(&mut conn);
     }
 
     /// The connection URL (it selects the test's database on a [`URL_ENV`] server).
@@ -370,23 +370,6 @@ impl TestRedis {
     /// If the server cannot be reached.
     pub fn reset_stats(&self) {
         crate::reset_stats(&mut self.connection());
-    }
-}
-
-/// Loads the binary's scripts, as `lockscript::load_scripts` does, except that a server
-/// before 7.0 (which cannot parse a `#!lua` shebang) skips the scripts that have one: the
-/// tests of those scripts fail there, each for itself, and the others run.
-fn load_scripts(conn: &mut redis::Connection, url: &str) {
-    for script in lockscript::scripts() {
-        let loaded: redis::RedisResult<String> = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(script.source())
-            .query(conn);
-        match loaded {
-            Ok(digest) => assert_eq!(digest, script.sha1(), "{} on {url}", script.name()),
-            Err(e) if script.source().starts_with("#!") && e.to_string().contains("near '#'") => {}
-            Err(e) => panic!("cannot load script {} on {url}: {e}", script.name()),
-        }
     }
 }
 

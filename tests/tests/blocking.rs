@@ -231,7 +231,7 @@ fn dropping_a_guard_releases_it_and_stops_the_watchdog() {
 /// that talks to the server through the proxy.
 fn behind_a_proxy() -> (RedisServer, Proxy, Locks) {
     let server = RedisServer::start();
-    lockscript::load_scripts(&mut server.connection()).unwrap();
+    lockscript_test::load_scripts(&mut server.connection());
     let proxy = Proxy::start(server.port());
     let locks = Locks::connect(&redis::Client::open(proxy.url()).unwrap())
         .unwrap()

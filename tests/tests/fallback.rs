@@ -142,7 +142,7 @@ fn script_error_is_returned_with_script_name_and_never_resent() {
     let server = RedisServer::start();
     let mut conn = server.connection();
     let mut stats = server.connection();
-    lockscript::load_scripts(&mut conn).unwrap();
+    lockscript_test::load_scripts(&mut conn);
     lockscript_test::reset_stats(&mut stats);
 
     let err = fail("k", "reply").invoke(&mut conn).unwrap_err();

@@ -185,7 +185,7 @@ async fn a_paused_server_times_out_calls_and_grants_no_second_holder_early() {
 async fn a_background_release_of_a_lost_grant_never_deletes_the_next_grant() {
     let server = RedisServer::start();
     // Cached, so the scripts go as EVALSHA and the proxy can tell them by their digest.
-    lockscript::load_scripts(&mut server.connection()).unwrap();
+    lockscript_test::load_scripts(&mut server.connection());
     let proxy = Proxy::start(server.port());
     let client = redis::Client::open(proxy.url()).unwrap();
     let locks = Locks::connect(&client)

@@ -322,3 +322,29 @@ async fn a_promoted_replica_already_has_the_functions() {
         "the script cache of a promoted replica starts cold"
     );
 }
+
+/// Redis 6.2 reads a `#!lua flags=...` first line as Lua and cannot compile it: a script
+/// with a shebang is a typed error there that says what to do, from a call and from
+/// `load_scripts`.
+#[test]
+fn a_shebang_before_redis_7_is_a_typed_error() {
+    let server = RedisServer::start();
+    let mut conn = server.connection();
+    if has_functions(&mut conn) {
+        eprintln!("skipped: the server parses shebangs (7.0+)");
+        return;
+    }
+    let is_shebang = |e: &LockError| matches!(e, LockError::Unsupported { what, .. } if what.contains("shebang"));
+    let err = peek("k").invoke(&mut conn).unwrap_err();
+    assert!(is_shebang(&err), "{err:?}");
+    assert!(err.to_string().contains("peek"), "{err}");
+    let err = lockscript::load_scripts(&mut conn).unwrap_err();
+    assert!(is_shebang(&err), "{err:?}");
+    // Scripts without a shebang run as usual.
+    assert_eq!(
+        builtin::renew("lock:{a}", "t", 1_000)
+            .invoke(&mut conn)
+            .unwrap(),
+        0
+    );
+}

@@ -352,7 +352,7 @@ async fn bad_input_is_a_typed_error_and_sends_nothing() {
     let locks = locks(&server).await;
     let mut stats = server.connection();
     // Warm, so each call below is one EVALSHA.
-    lockscript::load_scripts(&mut stats).unwrap();
+    lockscript_test::load_scripts(&mut stats);
     lockscript_test::reset_stats(&mut stats);
 
     let zero = locks.clone().ttl(Duration::ZERO);
@@ -561,7 +561,7 @@ async fn a_release_wakes_one_local_waiter_not_all() {
     tokio::time::sleep(Duration::from_millis(300)).await; // all subscribed and asleep
     let mut stats = server.connection();
     // Warm (compare-del has not run yet): the counts below are the calls themselves.
-    lockscript::load_scripts(&mut stats).unwrap();
+    lockscript_test::load_scripts(&mut stats);
     lockscript_test::reset_stats(&mut stats);
 
     holder.release().await.unwrap();
@@ -596,7 +596,7 @@ async fn a_release_hands_the_lock_to_a_local_waiter_in_one_call() {
     tokio::time::sleep(Duration::from_millis(300)).await; // tried once, now waiting
     let mut stats = server.connection();
     // Warm (handover.lua has not run yet): the counts below are the calls themselves.
-    lockscript::load_scripts(&mut stats).unwrap();
+    lockscript_test::load_scripts(&mut stats);
     lockscript_test::reset_stats(&mut stats);
 
     let fence = holder.fencing_token();

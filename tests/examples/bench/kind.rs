@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use lockscript::builtin::{acquire, compare_del};
-use lockscript::{Locks, blocking};
+use lockscript::{Delivery, Locks, blocking};
 use redis::aio::MultiplexedConnection;
 use tokio::runtime::Runtime;
 
@@ -33,6 +33,16 @@ const FLOOR_TOKEN: &str = "0123456789abcdef0123456789abcdef";
 /// `Invocation` per cycle just to learn them.
 static ACQUIRE_SHA: LazyLock<&str> = LazyLock::new(|| acquire("k", "f", "t", 1, 1).script().sha1());
 static COMPARE_DEL_SHA: LazyLock<&str> = LazyLock::new(|| compare_del("k", "t").script().sha1());
+/// Their functions in the binary's library (`Delivery::Functions`).
+static ACQUIRE_FN: LazyLock<&str> = LazyLock::new(|| function_of(*ACQUIRE_SHA));
+static COMPARE_DEL_FN: LazyLock<&str> = LazyLock::new(|| function_of(*COMPARE_DEL_SHA));
+
+fn function_of(sha1: &str) -> &'static str {
+    &lockscript::functions_library()
+        .function(sha1)
+        .expect("every registered script has a function")
+        .function
+}
 
 /// How a raw floor cycle takes its lock; it frees it with `EVALSHA` compare-del.lua.
 #[derive(Clone, Copy)]
@@ -42,16 +52,22 @@ pub enum Take {
     /// `EVALSHA` acquire-with-retry.lua, the script the face runs (`SET NX PX` and the
     /// fencing `INCR` in one atomic call): the face's server work, without its client.
     Script,
+    /// The same scripts as Redis Functions: `FCALL` of their functions.
+    Fcall,
 }
 
 impl Take {
+    /// The throughput's floors.
     pub const BOTH: [Take; 2] = [Take::Set, Take::Script];
+    /// The cycle's floors.
+    pub const ALL: [Take; 3] = [Take::Set, Take::Script, Take::Fcall];
 
     /// The figures' stem after the kind: `floor_set`, `floor_script`.
     pub fn stem(self) -> &'static str {
         match self {
             Take::Set => "floor_set",
             Take::Script => "floor_script",
+            Take::Fcall => "floor_fcall",
         }
     }
 
@@ -67,15 +83,22 @@ impl Take {
                     .arg(30_000);
                 cmd
             }
-            Take::Script => {
-                let mut cmd = redis::cmd("EVALSHA");
-                cmd.arg(*ACQUIRE_SHA)
-                    .arg(2)
-                    .arg(key)
-                    .arg(fence)
-                    .arg(FLOOR_TOKEN)
-                    .arg(30_000)
-                    .arg(3_630_000);
+            Take::Script | Take::Fcall => {
+                let mut cmd = match self {
+                    Take::Fcall => redis::cmd("FCALL"),
+                    _ => redis::cmd("EVALSHA"),
+                };
+                cmd.arg(if matches!(self, Take::Fcall) {
+                    *ACQUIRE_FN
+                } else {
+                    *ACQUIRE_SHA
+                })
+                .arg(2)
+                .arg(key)
+                .arg(fence)
+                .arg(FLOOR_TOKEN)
+                .arg(30_000)
+                .arg(3_630_000);
                 cmd
             }
         }
@@ -85,7 +108,7 @@ impl Take {
     fn granted(self, reply: &redis::Value) -> bool {
         match (self, reply) {
             (Take::Set, redis::Value::Okay) => true,
-            (Take::Script, redis::Value::Array(items)) => {
+            (Take::Script | Take::Fcall, redis::Value::Array(items)) => {
                 items.first() == Some(&redis::Value::Int(1))
             }
             _ => false,
@@ -93,10 +116,18 @@ impl Take {
     }
 }
 
-/// `EVALSHA` compare-del.lua for the floor's token on `key`.
-fn free_cmd(key: &str) -> redis::Cmd {
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(*COMPARE_DEL_SHA).arg(1).arg(key).arg(FLOOR_TOKEN);
+/// compare-del.lua for the floor's token on `key`: `FCALL` of its function after a
+/// [`Take::Fcall`], else `EVALSHA`.
+fn free_cmd(key: &str, take: Take) -> redis::Cmd {
+    let mut cmd;
+    if matches!(take, Take::Fcall) {
+        cmd = redis::cmd("FCALL");
+        cmd.arg(*COMPARE_DEL_FN);
+    } else {
+        cmd = redis::cmd("EVALSHA");
+        cmd.arg(*COMPARE_DEL_SHA);
+    }
+    cmd.arg(1).arg(key).arg(FLOOR_TOKEN);
     cmd
 }
 
@@ -112,7 +143,7 @@ pub async fn floor_cycle(
     if !take.granted(&reply) {
         return Err(format!("the floor's key was not free: {reply:?}").into());
     }
-    let deleted: i64 = free_cmd(key).query_async(conn).await?;
+    let deleted: i64 = free_cmd(key, take).query_async(conn).await?;
     if deleted != 1 {
         return Err("the floor's compare-del found another token".into());
     }
@@ -125,7 +156,7 @@ fn sync_floor_cycle(conn: &mut redis::Connection, take: Take) -> Result<(), BoxE
     if !take.granted(&reply) {
         return Err(format!("the floor's key was not free: {reply:?}").into());
     }
-    let deleted: i64 = free_cmd(FLOOR_KEY).query(conn)?;
+    let deleted: i64 = free_cmd(FLOOR_KEY, take).query(conn)?;
     if deleted != 1 {
         return Err("the floor's compare-del found another token".into());
     }
@@ -142,6 +173,8 @@ pub struct SyncKind {
     /// `blocking::Locks::connect(client)`: the same with socket read and write timeouts
     /// (set once) and re-opened when it breaks.
     connected: blocking::Locks,
+    /// `face` with `Delivery::Functions`.
+    functions: blocking::Locks,
 }
 
 impl SyncKind {
@@ -150,6 +183,7 @@ impl SyncKind {
             conn: client.get_connection()?,
             face: blocking::Locks::new(client.get_connection()?),
             connected: blocking::Locks::connect(client)?,
+            functions: blocking::Locks::new(client.get_connection()?).delivery(Delivery::Functions),
         })
     }
 
@@ -164,12 +198,16 @@ impl SyncKind {
         }
         rtts.sort_by(f64::total_cmp);
         samples.push("sync_rtt_p50_us", percentile(&rtts, 0.5));
-        for take in Take::BOTH {
+        for take in Take::ALL {
             let conn = &mut self.conn;
             PerCycle::measure(n, || (0..n).try_for_each(|_| sync_floor_cycle(conn, take)))?
                 .push(samples, &format!("sync_{}", take.stem()));
         }
-        for (stem, locks) in [("sync", &self.face), ("sync_connect", &self.connected)] {
+        for (stem, locks) in [
+            ("sync", &self.face),
+            ("sync_connect", &self.connected),
+            ("sync_functions", &self.functions),
+        ] {
             PerCycle::measure(n, || {
                 for _ in 0..n {
                     let guard = locks
@@ -196,6 +234,8 @@ pub struct AsyncKind<'rt> {
     on_worker: bool,
     pub conn: MultiplexedConnection,
     pub face: Locks<MultiplexedConnection>,
+    /// `face` with `Delivery::Functions`.
+    functions: Locks<MultiplexedConnection>,
 }
 
 impl<'rt> AsyncKind<'rt> {
@@ -212,6 +252,7 @@ impl<'rt> AsyncKind<'rt> {
             runtime,
             on_worker,
             face: Locks::new(conn.clone()),
+            functions: Locks::new(conn.clone()).delivery(Delivery::Functions),
             conn,
         })
     }
@@ -257,7 +298,7 @@ impl<'rt> AsyncKind<'rt> {
             format!("{name}_rtt_p50_us"),
             self.rtt_p50_us(n, Duration::ZERO)?,
         );
-        for take in Take::BOTH {
+        for take in Take::ALL {
             let mut conn = self.conn.clone();
             PerCycle::measure(n, || {
                 self.run(async move {
@@ -269,20 +310,24 @@ impl<'rt> AsyncKind<'rt> {
             })?
             .push(samples, &format!("{name}_{}", take.stem()));
         }
-        let locks = self.face.clone();
-        PerCycle::measure(n, || {
-            self.run(async move {
-                for _ in 0..n {
-                    let guard = locks
-                        .try_lock(FACE_LOCK)
-                        .await?
-                        .ok_or("the face's lock was free")?;
-                    guard.release().await?;
-                }
-                Ok(())
-            })
-        })?
-        .push(samples, name);
+        for (stem, locks) in [
+            (name.to_owned(), self.face.clone()),
+            (format!("{name}_functions"), self.functions.clone()),
+        ] {
+            PerCycle::measure(n, || {
+                self.run(async move {
+                    for _ in 0..n {
+                        let guard = locks
+                            .try_lock(FACE_LOCK)
+                            .await?
+                            .ok_or("the face's lock was free")?;
+                        guard.release().await?;
+                    }
+                    Ok(())
+                })
+            })?
+            .push(samples, &stem);
+        }
         Ok(())
     }
 }

@@ -9,7 +9,9 @@
 //! The cycle (`try_lock` + `release`, watchdog on) is measured on each kind of
 //! connection against two floors on the same kind of connection, with the plain redis
 //! crate: `SET NX PX` + `EVALSHA` compare-del.lua, and `EVALSHA` acquire-with-retry.lua
-//! + `EVALSHA` compare-del.lua (the very scripts the face sends). The kinds:
+//! and `EVALSHA` compare-del.lua (the very scripts the face sends); and, for Redis
+//! Functions, the same scripts by `FCALL` against the face with `Delivery::Functions`.
+//! The kinds:
 //!
 //! - `sync_`: a plain `redis::Connection` on the main thread, outside any runtime; the
 //!   face is `blocking::Locks::new` (and, as `sync_connect_`, `blocking::Locks::connect`);
@@ -94,6 +96,7 @@ fn main() -> Result<(), BoxError> {
     let server = RedisServer::start();
     let client = server.client();
     lockscript::load_scripts(&mut client.get_connection()?)?;
+    lockscript::load_functions(&mut client.get_connection()?)?;
     let current_thread = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

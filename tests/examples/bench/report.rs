@@ -96,6 +96,11 @@ fn kinds(get: &impl Fn(&str) -> f64) {
                 format!("{kind}_floor_script"),
             ),
             ("face: try_lock + release", kind.to_owned()),
+            (
+                "floor: FCALL acquire + compare-del",
+                format!("{kind}_floor_fcall"),
+            ),
+            ("face by Functions (FCALL)", format!("{kind}_functions")),
         ];
         if kind == "sync" {
             rows.push(("face made with connect", "sync_connect".to_owned()));
@@ -160,6 +165,16 @@ fn explaining(get: &impl Fn(&str) -> f64) {
         ratios.push((
             format!("{kind}_floor_script_cycle_us"),
             format!("{kind}_floor_set_cycle_us"),
+        ));
+    }
+    for (kind, _) in KINDS {
+        ratios.push((
+            format!("{kind}_floor_fcall_cycle_us"),
+            format!("{kind}_floor_script_cycle_us"),
+        ));
+        ratios.push((
+            format!("{kind}_functions_cycle_us"),
+            format!("{kind}_cycle_us"),
         ));
     }
     for (num, den) in [
