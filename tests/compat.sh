@@ -29,7 +29,7 @@ for name in "${names[@]}"; do
   log="$dir/$name.log"
   echo "== $name ($version): cargo test ${test_args[*]}" >&2
   start=$(date +%s)
-  REDIS_SERVER_BIN="$bin" cargo test "${test_args[@]}" --no-fail-fast >"$log" 2>&1 || status=1
+  REDIS_SERVER_BIN="$bin" cargo test --no-fail-fast "${test_args[@]}" >"$log" 2>&1 || status=1
   seconds=$(( $(date +%s) - start ))
   count() { awk -v what="$1;" '/^test result:/ { for (i = 1; i < NF; i++) if ($(i + 1) == what) n += $i }
                                END { print n + 0 }' "$log"; }
