@@ -239,21 +239,13 @@ fn audit_warns_about_commands_some_servers_lack_and_still_passes() {
     );
 }
 
-/// Whether the server has Redis Functions (7.0+).
-fn has_functions(server: &RedisServer) -> bool {
-    redis::cmd("FUNCTION")
-        .arg("STATS")
-        .query::<redis::Value>(&mut server.connection())
-        .is_ok()
-}
-
 /// `functions` prints the files' library; `verify --functions` finds each file in a
 /// server's lockscript library, `--load` deploys the printed library, and a function
 /// whose body was changed on the server no longer passes.
 #[test]
 fn verify_functions_checks_the_servers_library_against_the_files() {
     let server = RedisServer::start();
-    if !has_functions(&server) {
+    if !server.has_functions() {
         eprintln!("skipped: the server has no Redis Functions (before 7.0)");
         return;
     }
@@ -331,23 +323,10 @@ fn verify_functions_checks_the_servers_library_against_the_files() {
 /// anything is checked, with a message that says so.
 #[test]
 fn verify_refuses_a_server_without_lua() {
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query(&mut RedisServer::start().connection())
-        .unwrap();
-    if !info.contains("valkey_version:9") {
+    let Some(server) = RedisServer::without_lua() else {
         eprintln!("skipped: Lua is an unloadable module only in Valkey 9+");
         return;
-    }
-    let server = RedisServer::builder()
-        .arg("--enable-module-command")
-        .arg("yes")
-        .start();
-    let () = redis::cmd("MODULE")
-        .arg("UNLOAD")
-        .arg("lua")
-        .query(&mut server.connection())
-        .unwrap();
+    };
     let out = lockscript(&["verify", "--url", &server.url(), "scripts"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);

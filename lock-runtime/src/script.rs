@@ -511,23 +511,11 @@ impl<R: FromRedisValue> Invocation<R> {
         con: &mut C,
         fcall: &Cmd,
     ) -> Result<Result<Value, RedisError>, LockError> {
-        let mut pipe = redis::pipe();
-        pipe.add_command(crate::functions::load_cmd())
-            .add_command(fcall.clone());
-        let replies = match con.req_packed_commands(&pipe, 0, 2).await {
+        let (loaded, reply) = match load_then_call(con, crate::functions::load_cmd(), fcall).await {
             Ok(replies) => replies,
-            // The FCALL may have run: never sent again.
             Err(err) => return Ok(Err(err)),
         };
-        let mut replies = replies.into_iter();
-        let (Some(loaded), Some(reply)) = (replies.next(), replies.next()) else {
-            return Ok(Err(RedisError::from((
-                ErrorKind::Client,
-                "a pipeline of two commands answered fewer replies",
-            ))));
-        };
-        let reply = reply.extract_error();
-        match loaded.extract_error() {
+        match loaded {
             Err(err)
                 if !crate::functions::already_loaded(&err)
                     && reply
@@ -572,23 +560,11 @@ impl<R: FromRedisValue> Invocation<R> {
         &self,
         con: &mut C,
     ) -> Result<Result<Value, RedisError>, LockError> {
-        let mut pipe = redis::pipe();
-        pipe.add_command(self.script.load_cmd())
-            .add_command(self.cmd.clone());
-        let replies = match con.req_packed_commands(&pipe, 0, 2).await {
+        let (loaded, reply) = match load_then_call(con, self.script.load_cmd(), &self.cmd).await {
             Ok(replies) => replies,
-            // The EVALSHA may have run: never sent again.
             Err(err) => return Ok(Err(err)),
         };
-        let mut replies = replies.into_iter();
-        let (Some(loaded), Some(reply)) = (replies.next(), replies.next()) else {
-            return Ok(Err(RedisError::from((
-                ErrorKind::Client,
-                "a pipeline of two commands answered fewer replies",
-            ))));
-        };
-        let reply = reply.extract_error();
-        match loaded.extract_error() {
+        match loaded {
             Ok(digest) => {
                 self.script.check_loaded_reply(digest)?;
                 match reply {
@@ -651,6 +627,27 @@ impl<R: FromRedisValue> Invocation<R> {
             }
             Err(err) => Err(LockError::Redis(err)),
         }
+    }
+}
+
+/// `load` (`SCRIPT LOAD` or `FUNCTION LOAD`) and `call` in one round trip (a pipeline,
+/// which a cluster connection routes by the call's key): each one's reply. `Err` when the
+/// round trip itself failed: the call may have run, so it is never sent again.
+#[cfg(feature = "tokio")]
+async fn load_then_call<C: redis::aio::ConnectionLike>(
+    con: &mut C,
+    load: Cmd,
+    call: &Cmd,
+) -> Result<(Result<Value, RedisError>, Result<Value, RedisError>), RedisError> {
+    let mut pipe = redis::pipe();
+    pipe.add_command(load).add_command(call.clone());
+    let mut replies = con.req_packed_commands(&pipe, 0, 2).await?.into_iter();
+    match (replies.next(), replies.next()) {
+        (Some(loaded), Some(reply)) => Ok((loaded.extract_error(), reply.extract_error())),
+        _ => Err(RedisError::from((
+            ErrorKind::Client,
+            "a pipeline of two commands answered fewer replies",
+        ))),
     }
 }
 

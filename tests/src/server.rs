@@ -175,6 +175,43 @@ impl RedisServer {
         Self::builder().start()
     }
 
+    /// A server that cannot run Lua scripts: a Valkey 9+ (where Lua is a module) with its
+    /// `lua` module unloaded. `None` when the binary is another server, where Lua cannot
+    /// be taken away.
+    ///
+    /// # Panics
+    ///
+    /// See [`ServerBuilder::start`]; and if Valkey 9 refuses to unload its Lua module.
+    #[must_use]
+    pub fn without_lua() -> Option<RedisServer> {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query(&mut Self::start().connection())
+            .expect("INFO server");
+        if !info.contains("valkey_version:9") {
+            return None;
+        }
+        let server = Self::builder()
+            .arg("--enable-module-command")
+            .arg("yes")
+            .start();
+        redis::cmd("MODULE")
+            .arg("UNLOAD")
+            .arg("lua")
+            .exec(&mut server.connection())
+            .expect("Valkey 9 unloads its Lua module");
+        Some(server)
+    }
+
+    /// Whether the server has Redis Functions (7.0+; Redis 6.2 has not).
+    #[must_use]
+    pub fn has_functions(&self) -> bool {
+        redis::cmd("FUNCTION")
+            .arg("STATS")
+            .query::<redis::Value>(&mut self.connection())
+            .is_ok()
+    }
+
     /// A builder to add `redis-server` arguments before starting.
     #[must_use]
     pub fn builder() -> ServerBuilder {

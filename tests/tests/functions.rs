@@ -183,27 +183,11 @@ fn the_blocking_face_delivers_by_functions_too() {
 /// connect that the server cannot run scripts, and a call says the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_without_lua_is_refused_at_connect_with_a_typed_error() {
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query(&mut RedisServer::start().connection())
-        .unwrap();
-    if !info.contains("valkey_version:9") {
+    let Some(server) = RedisServer::without_lua() else {
         eprintln!("skipped: Lua is an unloadable module only in Valkey 9+");
         return;
-    }
-    let server = RedisServer::builder()
-        .arg("--enable-module-command")
-        .arg("yes")
-        .start();
+    };
     let mut conn = server.connection();
-    if redis::cmd("MODULE")
-        .arg("UNLOAD")
-        .arg("lua")
-        .query::<()>(&mut conn)
-        .is_err()
-    {
-        panic!("Valkey 9 refused to unload its Lua module");
-    }
     let is_no_lua = |e: &LockError| matches!(e, LockError::Unsupported { what, .. } if *what == "run Lua scripts");
 
     let err = Locks::connect(&server.client()).await.unwrap_err();
