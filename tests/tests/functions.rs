@@ -257,12 +257,24 @@ async fn a_promoted_replica_already_has_the_functions() {
         .unwrap()
         .watchdog(false)
         .wait_timeout(PATIENCE);
+    // Loaded up front through a cluster connection: on every primary.
+    let mut conn = cluster.async_connection().await;
+    let library = &functions_library().name;
+    assert_eq!(
+        lockscript::load_functions_async(&mut conn).await.unwrap(),
+        library
+    );
+    for master in cluster.masters() {
+        assert!(
+            library_code(&mut cluster.node(master).connection(), library).is_some(),
+            "primary {master} lacks the library"
+        );
+    }
     // One name, taken in turn through each handle: one master serves both.
     let (a, b) = ("fo", "fo");
     by_functions.lock(a).await.unwrap().release().await.unwrap();
     by_scripts.lock(b).await.unwrap().release().await.unwrap();
     let old = cluster.master_for_key("lock:{fo}");
-    let library = &functions_library().name;
     let replica = cluster
         .replicas()
         .into_iter()
