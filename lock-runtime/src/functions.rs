@@ -196,12 +196,15 @@ pub(crate) fn unsupported(err: &RedisError) -> Option<LockError> {
 }
 
 /// A script with a `#!lua` shebang on a server before Redis 7.0, which reads the shebang
-/// as Lua and fails to compile it.
+/// as Lua and fails to compile it, and has no `EVALSHA_RO` / `EVAL_RO` for the
+/// `no-writes` ones.
 pub(crate) fn shebang_refused(script: &Script, err: &RedisError) -> Option<LockError> {
     let detail = err.detail().unwrap_or_default();
+    let no_ro = ["`EVALSHA_RO`", "`EVAL_RO`", "'EVALSHA_RO'", "'EVAL_RO'"]
+        .iter()
+        .any(|name| detail.starts_with(&format!("unknown command {name}")));
     (script.source().starts_with("#!")
-        && detail.contains("Error compiling script")
-        && detail.contains("near '#'"))
+        && (no_ro || detail.contains("Error compiling script") && detail.contains("near '#'")))
     .then(|| LockError::Unsupported {
         what: "run a script with a `#!lua` shebang",
         message: format!("script `{}`: {detail}", script.name()),
