@@ -433,20 +433,21 @@ impl<R: FromRedisValue> Invocation<R> {
             // first command, and `SCRIPT LOAD` has no key (alone, it goes to every node).
             // The load never runs the script, so after any failure of it EVAL is safe.
             Err(err) if is_noscript(&err) => {
-                match con
+                let loaded = match con
                     .req_command(&self.script.load_cmd())
                     .and_then(Value::extract_error)
                 {
                     Ok(digest) => {
                         self.script.check_loaded_reply(digest)?;
-                        match con.req_command(&self.cmd).and_then(Value::extract_error) {
-                            Err(err) if is_noscript(&err) => con
-                                .req_command(&self.eval_cmd())
-                                .and_then(Value::extract_error),
-                            other => other,
-                        }
+                        true
                     }
-                    Err(_) => con
+                    Err(_) => false,
+                };
+                match loaded.then(|| con.req_command(&self.cmd).and_then(Value::extract_error)) {
+                    // Run, or failed for a reason of its own.
+                    Some(reply) if !reply.as_ref().is_err_and(is_noscript) => reply,
+                    // The load was refused, or the cache flushed in between: EVAL.
+                    _ => con
                         .req_command(&self.eval_cmd())
                         .and_then(Value::extract_error),
                 }
