@@ -257,7 +257,26 @@ async fn a_promoted_replica_already_has_the_functions() {
         .unwrap()
         .watchdog(false)
         .wait_timeout(PATIENCE);
-    // Loaded up front through a cluster connection: on every primary.
+    // A first call on a cluster that has no library loads it on the node of its key
+    // (FUNCTION LOAD and FCALL in one pipeline, routed by the key).
+    let lazy = "lazy";
+    by_functions
+        .lock(lazy)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let lazy_master = cluster.master_for_key("lock:{lazy}");
+    assert!(
+        library_code(
+            &mut cluster.node(lazy_master).connection(),
+            &functions_library().name
+        )
+        .is_some()
+    );
+    // Loaded up front through a cluster connection: on every primary (one of which
+    // already has it, which is no error).
     let mut conn = cluster.async_connection().await;
     let library = &functions_library().name;
     assert_eq!(
