@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use lockscript::{Lease, LockError, Locks, Redlock, blocking, lock_script};
+use lockscript::{Delivery, Lease, LockError, Locks, Redlock, blocking, lock_script};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -133,6 +133,17 @@ impl Ctx {
         Duration::from_millis(self.cfg.ttl_ms)
     }
 
+    /// How this worker's scripts reach the servers: odd workers by Redis Functions, so
+    /// both deliveries meet the same faults (a restart without persistence loses the
+    /// library as it loses the script cache).
+    fn delivery(&self) -> Delivery {
+        if self.cfg.worker % 2 == 1 {
+            Delivery::Functions
+        } else {
+            Delivery::Scripts
+        }
+    }
+
     /// The lease's validity from its start: ttl minus 1% + 2 ms.
     fn validity(&self) -> Duration {
         let ttl = self.ttl();
@@ -212,11 +223,13 @@ impl Ctx {
                 tokio::time::timeout(WRITE_TIMEOUT, call.invoke_async(&mut conn.clone())).await
             }
             Data::Node(conn) => {
-                let call = guarded_append(lease, &value, &log, token, writer);
+                let call = guarded_append(lease, &value, &log, token, writer)
+                    .delivery(self.delivery());
                 tokio::time::timeout(WRITE_TIMEOUT, call.invoke_async(&mut conn.clone())).await
             }
             Data::Cluster(conn) => {
-                let call = guarded_append(lease, &value, &log, token, writer);
+                let call = guarded_append(lease, &value, &log, token, writer)
+                    .delivery(self.delivery());
                 tokio::time::timeout(WRITE_TIMEOUT, call.invoke_async(&mut conn.clone())).await
             }
         };
@@ -562,6 +575,8 @@ where
 struct SyncData {
     client: redis::Client,
     conn: Option<redis::Connection>,
+    /// The worker's [`Ctx::delivery`].
+    delivery: Delivery,
 }
 
 impl SyncData {
@@ -581,7 +596,9 @@ impl SyncData {
             conn
         };
         let written =
-            guarded_append(guard, &value, &log, guard.fencing_token(), writer).invoke(&mut conn);
+            guarded_append(guard, &value, &log, guard.fencing_token(), writer)
+                .delivery(self.delivery)
+                .invoke(&mut conn);
         if !matches!(written, Err(LockError::Redis(_))) {
             self.conn = Some(conn);
         }
@@ -595,8 +612,13 @@ fn blocking_actor(ctx: &Arc<Ctx>, url: &str) -> Option<std::thread::JoinHandle<(
     let locks = blocking::Locks::connect(&client)
         .ok()?
         .ttl(ctx.ttl())
-        .wait_timeout(Duration::from_millis(ctx.cfg.wait_ms));
-    let mut data = SyncData { client, conn: None };
+        .wait_timeout(Duration::from_millis(ctx.cfg.wait_ms))
+        .delivery(ctx.delivery());
+    let mut data = SyncData {
+        client,
+        conn: None,
+        delivery: ctx.delivery(),
+    };
     let ctx = Arc::clone(ctx);
     Some(std::thread::spawn(move || {
         let mut rng = StdRng::seed_from_u64(ctx.cfg.seed ^ 0x63);
@@ -714,6 +736,7 @@ pub fn run(cfg: WorkerConfig) {
         });
         let ttl = ctx.ttl();
         let wait = Duration::from_millis(ctx.cfg.wait_ms);
+        let delivery = ctx.delivery();
         let urls = ctx.cfg.urls.clone();
         let mut threads = Vec::new();
         let tasks = match ctx.cfg.topology {
@@ -726,6 +749,7 @@ pub fn run(cfg: WorkerConfig) {
                         .expect("connect")
                         .ttl(ttl)
                         .wait_timeout(wait)
+                        .delivery(delivery)
                 })
                 .await
             }
@@ -736,6 +760,7 @@ pub fn run(cfg: WorkerConfig) {
                         .expect("connect_cluster")
                         .ttl(ttl)
                         .wait_timeout(wait)
+                        .delivery(delivery)
                 })
                 .await
             }
@@ -750,6 +775,7 @@ pub fn run(cfg: WorkerConfig) {
                         .expect("connect")
                         .ttl(ttl)
                         .wait_timeout(wait)
+                        .delivery(delivery)
                 })
                 .await
             }
