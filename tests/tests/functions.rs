@@ -177,6 +177,21 @@ fn the_blocking_face_delivers_by_functions_too() {
     // acquire (missed, then run), renew, release.
     assert_eq!(redis.command_calls("fcall"), 4);
     assert_eq!(redis.command_calls("evalsha"), 0);
+
+    // A guard dropped without release is released by the background thread, by
+    // Functions too.
+    drop(locks.lock("fn-dropped").unwrap());
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while redis::cmd("EXISTS")
+        .arg("lock:{fn-dropped}")
+        .query::<bool>(&mut conn)
+        .unwrap()
+    {
+        assert!(Instant::now() < deadline, "the dropped guard was not released");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(redis.command_calls("fcall"), 6);
+    assert_eq!(redis.command_calls("evalsha"), 0);
 }
 
 /// A Valkey 9 whose Lua engine (a module since 9.0) was unloaded: every face says at

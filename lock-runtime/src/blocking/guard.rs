@@ -171,11 +171,14 @@ where
             worker.forget(lease);
         }
         tracing::debug!(lock = %lease.keys.name, "guard dropped without release; releasing in the background");
-        self.shared.release_in_background(Abandoned {
-            keys: lease.keys.clone(),
-            token: lease.token.clone(),
-            until: lease.expires(),
-        });
+        self.shared.release_in_background(
+            Abandoned {
+                keys: lease.keys.clone(),
+                token: lease.token.clone(),
+                until: lease.expires(),
+            },
+            &lease.settings,
+        );
     }
 }
 

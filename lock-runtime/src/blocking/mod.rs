@@ -206,10 +206,11 @@ impl<C: redis::ConnectionLike + Send + 'static> Shared<C> {
             .as_ref()
     }
 
-    /// Releases a grant nobody owns in the background; its TTL frees it if that fails.
-    pub(crate) fn release_in_background(&self, abandoned: Abandoned) {
+    /// Releases a grant nobody owns in the background, as `settings` say (their
+    /// delivery); its TTL frees it if that fails.
+    pub(crate) fn release_in_background(&self, abandoned: Abandoned, settings: &Arc<Settings>) {
         if let Some(worker) = self.worker() {
-            worker.release(abandoned);
+            worker.release(abandoned, Arc::clone(settings));
         } else {
             tracing::debug!("no background thread; the ttl frees the lock");
         }
@@ -541,7 +542,7 @@ where
         let sent = Instant::now();
         let outcome = {
             let mut pending = Pending::new(keys, &token, sent, settings.ttl, |a| {
-                self.shared.release_in_background(a);
+                self.shared.release_in_background(a, settings);
             });
             let reply = self.shared.conn.with(Some(limit), |c| {
                 settings.acquire_call(keys, token.as_str()).invoke(c)

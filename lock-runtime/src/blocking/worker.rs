@@ -11,17 +11,18 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::Conn;
-use crate::builtin;
 use crate::grant::Abandoned;
 use crate::lease::LeaseState;
 use crate::schedule::Schedule;
+use crate::settings::Settings;
 
 /// Something the thread does at a given time.
 enum Job {
     /// Renew the lease if due; watch its validity end.
     Lease(Arc<LeaseState>),
-    /// Release a grant nobody owns, after `failures` failed tries.
-    Release(Abandoned, u32),
+    /// Release a grant nobody owns, with its handle's settings (their delivery), after
+    /// `failures` failed tries.
+    Release(Abandoned, Arc<Settings>, u32),
 }
 
 /// Release jobs take ids from here; leases use their own (below 2^63).
@@ -96,10 +97,10 @@ impl Worker {
     }
 
     /// Releases `abandoned` as soon as possible, retrying until its TTL ends.
-    pub(crate) fn release(&self, abandoned: Abandoned) {
+    pub(crate) fn release(&self, abandoned: Abandoned, settings: Arc<Settings>) {
         self.state().releases += 1;
         let id = RELEASE_IDS.fetch_add(1, Ordering::Relaxed);
-        self.queue(id, Instant::now(), Job::Release(abandoned, 0));
+        self.queue(id, Instant::now(), Job::Release(abandoned, settings, 0));
     }
 
     /// The handle is gone: the thread ends once no release is left to do.
@@ -147,11 +148,11 @@ impl Worker {
                 }
                 self.watch(&lease);
             }
-            Job::Release(abandoned, failures) => {
+            Job::Release(abandoned, settings, failures) => {
                 let reply = conn.with(None, |c| {
-                    // Always by EVALSHA: the worker does not know the handle's delivery,
-                    // and every server with Lua runs it.
-                    builtin::compare_del(&abandoned.keys.lock, abandoned.token.as_str()).invoke(c)
+                    settings
+                        .release_call(&abandoned.keys, abandoned.token.as_str())
+                        .invoke(c)
                 });
                 let retry = match &reply {
                     Err(e) if e.is_transient() => abandoned.next_try(failures, Instant::now()),
@@ -161,7 +162,7 @@ impl Worker {
                 match retry {
                     Some(at) => {
                         let id = RELEASE_IDS.fetch_add(1, Ordering::Relaxed);
-                        self.queue(id, at, Job::Release(abandoned, failures + 1));
+                        self.queue(id, at, Job::Release(abandoned, settings, failures + 1));
                     }
                     None => self.state().releases -= 1,
                 }
