@@ -217,30 +217,19 @@ impl Ctx {
     async fn write(&self, lease: &Lease, lock: &str, writer: &str) -> Result<i64, LockError> {
         let [value, seen, log] = store_keys(lock);
         let token = lease.fencing_token();
-        let written = match &self.data {
+        let guarded =
+            || guarded_append(lease, &value, &log, token, writer).delivery(self.delivery());
+        match &self.data {
             Data::Store(conn) => {
-                let call = fenced_append(&value, &seen, &log, token, writer);
-                tokio::time::timeout(WRITE_TIMEOUT, call.invoke_async(&mut conn.clone())).await
+                within(
+                    fenced_append(&value, &seen, &log, token, writer),
+                    conn.clone(),
+                )
+                .await
             }
-            Data::Node(conn) => {
-                let call = guarded_append(lease, &value, &log, token, writer)
-                    .delivery(self.delivery());
-                tokio::time::timeout(WRITE_TIMEOUT, call.invoke_async(&mut conn.clone())).await
-            }
-            Data::Cluster(conn) => {
-                let call = guarded_append(lease, &value, &log, token, writer)
-                    .delivery(self.delivery());
-                tokio::time::timeout(WRITE_TIMEOUT, call.invoke_async(&mut conn.clone())).await
-            }
-        };
-        written.unwrap_or_else(|_| {
-            Err(LockError::Redis(redis::RedisError::from(
-                std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "no reply within the write timeout",
-                ),
-            )))
-        })
+            Data::Node(conn) => within(guarded(), conn.clone()).await,
+            Data::Cluster(conn) => within(guarded(), conn.clone()).await,
+        }
     }
 
     /// Records a fenced write sent at `t_sent` and what the store answered.
@@ -273,6 +262,24 @@ impl Ctx {
             t_end: self.now(),
         });
     }
+}
+
+/// Runs a store write on `conn`, bounded by [`WRITE_TIMEOUT`] (a timeout is an I/O error:
+/// the write may have happened).
+async fn within<C: redis::aio::ConnectionLike>(
+    call: lockscript::Invocation<i64>,
+    mut conn: C,
+) -> Result<i64, LockError> {
+    tokio::time::timeout(WRITE_TIMEOUT, call.invoke_async(&mut conn))
+        .await
+        .unwrap_or_else(|_| {
+            Err(LockError::Redis(redis::RedisError::from(
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no reply within the write timeout",
+                ),
+            )))
+        })
 }
 
 fn outcome_of(result: &Result<(), LockError>) -> &'static str {
@@ -595,10 +602,9 @@ impl SyncData {
             conn.set_write_timeout(Some(WRITE_TIMEOUT))?;
             conn
         };
-        let written =
-            guarded_append(guard, &value, &log, guard.fencing_token(), writer)
-                .delivery(self.delivery)
-                .invoke(&mut conn);
+        let written = guarded_append(guard, &value, &log, guard.fencing_token(), writer)
+            .delivery(self.delivery)
+            .invoke(&mut conn);
         if !matches!(written, Err(LockError::Redis(_))) {
             self.conn = Some(conn);
         }
