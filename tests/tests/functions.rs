@@ -187,7 +187,10 @@ fn the_blocking_face_delivers_by_functions_too() {
         .query::<bool>(&mut conn)
         .unwrap()
     {
-        assert!(Instant::now() < deadline, "the dropped guard was not released");
+        assert!(
+            Instant::now() < deadline,
+            "the dropped guard was not released"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     assert_eq!(redis.command_calls("fcall"), 6);
