@@ -144,10 +144,7 @@ pub(crate) fn load_refused(err: RedisError) -> LockError {
     {
         return unsupported;
     }
-    let message = match (err.code(), err.detail()) {
-        (Some(code), Some(detail)) => format!("{code} {detail}"),
-        _ => err.to_string(),
-    };
+    let message = crate::script::server_message(&err);
     if err.kind() == ErrorKind::Server(ServerErrorKind::NoPerm) {
         return LockError::Permission {
             script: "FUNCTION LOAD",
@@ -168,10 +165,7 @@ pub(crate) fn load_refused(err: RedisError) -> LockError {
 /// A server without Lua, or without Redis Functions, as [`LockError::Unsupported`].
 pub(crate) fn unsupported(err: &RedisError) -> Option<LockError> {
     let detail = err.detail().unwrap_or_default();
-    let message = match err.code() {
-        Some(code) => format!("{code} {detail}"),
-        None => detail.to_owned(),
-    };
+    let message = crate::script::server_message(err);
     if no_lua(detail) {
         return Some(LockError::Unsupported {
             what: "run Lua scripts",
@@ -193,6 +187,12 @@ pub(crate) fn unsupported(err: &RedisError) -> Option<LockError> {
         });
     }
     None
+}
+
+/// What the server cannot do for `script`, when that is why it refused it: no Lua, no
+/// Functions ([`unsupported`]), or a shebang it cannot parse ([`shebang_refused`]).
+pub(crate) fn refusal(script: &Script, err: &RedisError) -> Option<LockError> {
+    unsupported(err).or_else(|| shebang_refused(script, err))
 }
 
 /// A script with a `#!lua` shebang on a server before Redis 7.0, which reads the shebang

@@ -30,10 +30,11 @@ pub fn scripts() -> impl ExactSizeIterator<Item = &'static Script> {
 ///
 /// Fails with [`LockError::DigestMismatch`] when the server answers a digest other than
 /// the compiled one, and with [`LockError::Unsupported`] on a server that cannot run
-/// Lua, or that cannot parse a `#!lua` shebang (before Redis 7.0). Since Redis 7.4 (and in Valkey 8+) the server evicts scripts cached
-/// by `EVAL` once more than 500 are cached, but keeps scripts loaded this way; call it at
-/// start-up, before any `EVAL` caches them (Redis 8.2 still evicts a script first cached
-/// by `EVAL` and loaded later; Valkey 9.1 does not). The cache is lost on restart,
+/// Lua, or that cannot parse a `#!lua` shebang (before Redis 7.0). Since Redis 7.4 (and
+/// in Valkey 8+) the server evicts scripts cached by `EVAL` once more than 500 are cached,
+/// but keeps scripts loaded this way; call it at start-up, before any `EVAL` caches them
+/// (Redis 8.2 still evicts a script first cached by `EVAL` and loaded later; Valkey 9.1
+/// does not). The cache is lost on restart,
 /// failover and `SCRIPT FLUSH` in any case; invocations load them again then (`SCRIPT
 /// LOAD` after `NOSCRIPT`).
 ///
@@ -88,7 +89,5 @@ pub async fn load_scripts_async<C: redis::aio::ConnectionLike>(
 
 /// A refused `SCRIPT LOAD`: a server without Lua, a shebang before Redis 7.0, or as is.
 fn refused(script: &Script, err: redis::RedisError) -> LockError {
-    crate::functions::unsupported(&err)
-        .or_else(|| crate::functions::shebang_refused(script, &err))
-        .unwrap_or(LockError::Redis(err))
+    crate::functions::refusal(script, &err).unwrap_or(LockError::Redis(err))
 }

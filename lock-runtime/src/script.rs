@@ -607,9 +607,7 @@ impl<R: FromRedisValue> Invocation<R> {
                 })
             }
             Err(err) if matches!(err.kind(), ErrorKind::Server(_) | ErrorKind::Extension) => {
-                if let Some(unsupported) = crate::functions::unsupported(&err)
-                    .or_else(|| crate::functions::shebang_refused(self.script, &err))
-                {
+                if let Some(unsupported) = crate::functions::refusal(self.script, &err) {
                     return Err(unsupported);
                 }
                 let message = server_message(&err);
@@ -653,7 +651,7 @@ async fn load_then_call<C: redis::aio::ConnectionLike>(
 }
 
 /// The error line as the server sent it: `ERR something`, `boom: details`.
-fn server_message(err: &RedisError) -> String {
+pub(crate) fn server_message(err: &RedisError) -> String {
     match (err.code(), err.detail()) {
         (Some(code), Some(detail)) => format!("{code} {detail}"),
         (Some(code), None) => code.to_owned(),

@@ -139,6 +139,14 @@ pub fn load_scripts(conn: &mut redis::Connection) {
     }
 }
 
+/// Whether the server behind `conn` has Redis Functions (7.0+; Redis 6.2 has not).
+pub fn has_functions(conn: &mut redis::Connection) -> bool {
+    redis::cmd("FUNCTION")
+        .arg("STATS")
+        .query::<redis::Value>(conn)
+        .is_ok()
+}
+
 /// Zeroes the server's `INFO commandstats` (and other counters): `CONFIG RESETSTAT`.
 pub fn reset_stats(conn: &mut redis::Connection) {
     let _: () = redis::cmd("CONFIG")

@@ -206,10 +206,7 @@ impl RedisServer {
     /// Whether the server has Redis Functions (7.0+; Redis 6.2 has not).
     #[must_use]
     pub fn has_functions(&self) -> bool {
-        redis::cmd("FUNCTION")
-            .arg("STATS")
-            .query::<redis::Value>(&mut self.connection())
-            .is_ok()
+        crate::has_functions(&mut self.connection())
     }
 
     /// A builder to add `redis-server` arguments before starting.

@@ -10,17 +10,22 @@ use lockscript_test::TestRedis;
 use lockscript_test::cluster::RedisCluster;
 use lockscript_test::fixtures::{fail, peek};
 use lockscript_test::server::RedisServer;
-use lockscript_test::{command_calls, reset_stats};
+use lockscript_test::{command_calls, has_functions, reset_stats};
 
 /// A liveness bound for the cluster's failover; never a speed assertion.
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// Whether the server has Redis Functions (7.0+); Redis 6.2 does not.
-fn has_functions(conn: &mut redis::Connection) -> bool {
-    redis::cmd("FUNCTION")
-        .arg("STATS")
-        .query::<redis::Value>(conn)
-        .is_ok()
+/// A clean server with Redis Functions and a connection to it; `None` (the test is
+/// skipped, and says so) on a server before 7.0.
+fn functions_redis() -> Option<(TestRedis, redis::Connection)> {
+    let redis = TestRedis::start();
+    let mut conn = redis.connection();
+    if has_functions(&mut conn) {
+        Some((redis, conn))
+    } else {
+        eprintln!("skipped: the server has no Redis Functions (before 7.0)");
+        None
+    }
 }
 
 /// The code of library `name` on the server, if it has it.
@@ -45,12 +50,9 @@ fn library_code(conn: &mut redis::Connection, name: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_run_their_scripts_as_functions_loading_the_library_once() {
-    let redis = TestRedis::start();
-    let mut conn = redis.connection();
-    if !has_functions(&mut conn) {
-        eprintln!("skipped: the server has no Redis Functions (before 7.0)");
+    let Some((redis, mut conn)) = functions_redis() else {
         return;
-    }
+    };
     let locks = Locks::connect(&redis.client())
         .await
         .unwrap()
@@ -83,12 +85,9 @@ async fn locks_run_their_scripts_as_functions_loading_the_library_once() {
 
 #[test]
 fn the_servers_library_is_the_files_byte_for_byte() {
-    let redis = TestRedis::start();
-    let mut conn = redis.connection();
-    if !has_functions(&mut conn) {
-        eprintln!("skipped: the server has no Redis Functions (before 7.0)");
+    let Some((_redis, mut conn)) = functions_redis() else {
         return;
-    }
+    };
     let name = lockscript::load_functions(&mut conn).unwrap();
     let library = functions_library();
     assert_eq!(name, library.name);
@@ -118,12 +117,9 @@ fn the_servers_library_is_the_files_byte_for_byte() {
 
 #[test]
 fn sync_calls_use_fcall_and_fcall_ro_and_keep_their_typed_errors() {
-    let redis = TestRedis::start();
-    let mut conn = redis.connection();
-    if !has_functions(&mut conn) {
-        eprintln!("skipped: the server has no Redis Functions (before 7.0)");
+    let Some((redis, mut conn)) = functions_redis() else {
         return;
-    }
+    };
     let () = redis::cmd("SET")
         .arg("k")
         .arg("v")
@@ -159,12 +155,9 @@ fn sync_calls_use_fcall_and_fcall_ro_and_keep_their_typed_errors() {
 
 #[test]
 fn the_blocking_face_delivers_by_functions_too() {
-    let redis = TestRedis::start();
-    let mut conn = redis.connection();
-    if !has_functions(&mut conn) {
-        eprintln!("skipped: the server has no Redis Functions (before 7.0)");
+    let Some((redis, mut conn)) = functions_redis() else {
         return;
-    }
+    };
     let locks = lockscript::blocking::Locks::connect(&redis.client())
         .unwrap()
         .watchdog(false)

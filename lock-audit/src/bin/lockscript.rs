@@ -357,11 +357,14 @@ fn connect(url: &str) -> Result<redis::Connection, Fatal> {
     let mut conn = client
         .get_connection_with_timeout(std::time::Duration::from_secs(5))
         .map_err(|e| Fatal(format!("cannot connect to {url}: {e}")))?;
-    let stats: redis::RedisResult<redis::Value> =
+    let stats: redis::RedisResult<std::collections::HashMap<String, redis::Value>> =
         redis::cmd("FUNCTION").arg("STATS").query(&mut conn);
     if let Ok(stats) = stats {
-        let text = format!("{stats:?}").to_ascii_uppercase();
-        if !text.contains("LUA") {
+        let engines: std::collections::HashMap<String, redis::Value> = stats
+            .get("engines")
+            .and_then(|e| redis::from_redis_value_ref(e).ok())
+            .unwrap_or_default();
+        if !engines.keys().any(|name| name.eq_ignore_ascii_case("lua")) {
             return Err(Fatal(format!(
                 "{url} cannot run Lua scripts: FUNCTION STATS lists no Lua engine (on Valkey 9, \
                  load its `lua` module); no script of a lock can run there"
