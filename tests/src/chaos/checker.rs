@@ -402,6 +402,7 @@ fn check_loss(
             grant,
             outcome,
             t_start,
+            valid_until,
             ..
         } = e
         {
@@ -421,12 +422,14 @@ fn check_loss(
                             .collect(),
                     );
                 }
-                // A holder that stopped before even its first validity end was not
-                // holding on after it: the loss was found by its release.
+                // A holder that stopped before its validity end (the first, or the one
+                // the watchdog's renewals had moved it to) was not holding on after it:
+                // the loss was found by its release, and `lost()` never fires after a
+                // release began.
                 ("not_held" | "lost", None)
-                    if by_id
-                        .get(&(*worker, *grant))
-                        .is_some_and(|&i| first_end(grants[i].event) > *t_start) => {}
+                    if by_id.get(&(*worker, *grant)).is_some_and(|&i| {
+                        first_end(grants[i].event).max(*valid_until) > *t_start
+                    }) => {}
                 ("not_held" | "lost", None) => {
                     report.violate(
                         "timely loss",
@@ -602,6 +605,7 @@ mod tests {
                 outcome: "released".into(),
                 t_start: 160 * MS,
                 t_end: 161 * MS,
+                valid_until: 0,
             },
             grant(2, 1, 2, 162 * MS),
             check_at(2, 1, 170 * MS),
@@ -770,6 +774,7 @@ mod tests {
                 outcome: "not_held".into(),
                 t_start: 390 * MS,
                 t_end: 800 * MS,
+                valid_until: 0,
             },
             Event::Lost {
                 worker: 1,
@@ -791,6 +796,7 @@ mod tests {
             outcome: outcome.into(),
             t_start: 500 * MS,
             t_end: 501 * MS,
+            valid_until: 0,
         };
         let report = check(&[grant(1, 1, 1, 100 * MS), end("not_held")], &bounds());
         assert_eq!(kinds(&report), ["timely loss"]);
@@ -802,9 +808,25 @@ mod tests {
             outcome: "not_held".into(),
             t_start: 150 * MS,
             t_end: 700 * MS,
+            valid_until: 0,
         };
         let report = check(&[grant(1, 1, 1, 100 * MS), early], &bounds());
         assert!(report.violations.is_empty(), "{:?}", report.violations);
+        // Past the first validity end, but renewed: the release began before the end the
+        // renewals had moved it to, so the holder had stopped in time...
+        let renewed = |valid_until: u64| Event::Release {
+            worker: 1,
+            grant: 1,
+            outcome: "not_held".into(),
+            t_start: 500 * MS,
+            t_end: 501 * MS,
+            valid_until,
+        };
+        let report = check(&[grant(1, 1, 1, 100 * MS), renewed(600 * MS)], &bounds());
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        // ...but not with the renewals over before the release began.
+        let report = check(&[grant(1, 1, 1, 100 * MS), renewed(450 * MS)], &bounds());
+        assert_eq!(kinds(&report), ["timely loss"]);
         let signalled = Event::Lost {
             worker: 1,
             grant: 1,

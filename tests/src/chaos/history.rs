@@ -148,13 +148,17 @@ pub enum Event {
         valid_until: u64,
     },
     /// The grant ended: `released`, `not_held`, `error` (release failed), `dropped`
-    /// (without release), `lost` (with_lock reported the loss).
+    /// (without release), `lost` (with_lock reported the loss). `valid_until` is the
+    /// lease's validity end as its holder knew it when the release began (after the
+    /// watchdog's renewals; 0 in histories recorded before it was kept).
     Release {
         worker: u32,
         grant: u64,
         outcome: String,
         t_start: u64,
         t_end: u64,
+        #[serde(default)]
+        valid_until: u64,
     },
     /// A call that may wait or fail (`lock`, `try_lock`, `with_lock`, `extend`,
     /// `release`, `cancelled_lock`), for the duration bounds.

@@ -253,13 +253,16 @@ impl Ctx {
         Duration::from_millis(rng.random_range(0..=self.cfg.ttl_ms * 2 / 3))
     }
 
-    fn ended(&self, grant: u64, outcome: &str, started: Instant) {
+    /// Records the end of a grant whose release (or drop) began at `started`, when the
+    /// lease was valid until `valid_until` as its holder knew it.
+    fn ended(&self, grant: u64, outcome: &str, started: Instant, valid_until: Instant) {
         self.record(&Event::Release {
             worker: self.cfg.worker,
             grant,
             outcome: outcome.to_owned(),
             t_start: self.rec.ns(started),
             t_end: self.now(),
+            valid_until: self.rec.ns(valid_until),
         });
     }
 }
@@ -451,17 +454,18 @@ async fn take_and_hold<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng, st
     let done = watch(ctx, grant, lease.clone());
     section(ctx, grant, &name, &lease, rng.random()).await;
     let ending = Instant::now();
+    let valid_until = lease.valid_until();
     if style == Style::Drop {
         let extended = guard.extend(ctx.ttl()).await;
         let outcome = if extended.is_ok() { "ok" } else { "error" };
         ctx.call("extend", &name, ending, outcome, String::new());
         drop(guard);
-        ctx.ended(grant, "dropped", ending);
+        ctx.ended(grant, "dropped", ending, valid_until);
     } else {
         let released = guard.release().await;
         let outcome = outcome_of(&released);
         ctx.call("release", &name, ending, outcome, String::new());
-        ctx.ended(grant, outcome, ending);
+        ctx.ended(grant, outcome, ending, valid_until);
     }
     let _ = done.send(());
 }
@@ -473,15 +477,12 @@ enum Style {
     Drop,
 }
 
-/// A grant, and the sender that ends its watcher.
-type Watched = (u64, tokio::sync::oneshot::Sender<()>);
-
 /// `with_lock`: the section runs inside it.
 async fn with_lock_once<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng) {
     let name = pick_name(rng);
     let started = Instant::now();
     let seed: u64 = rng.random();
-    let record: Arc<std::sync::Mutex<Option<Watched>>> = Arc::default();
+    let record: Arc<std::sync::Mutex<Option<WithLock>>> = Arc::default();
     let result = {
         let (ctx, name, record) = (Arc::clone(ctx), name.clone(), Arc::clone(&record));
         locks
@@ -493,20 +494,41 @@ async fn with_lock_once<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng) {
                     lease.valid_until(),
                 );
                 let done = watch(&ctx, grant, lease.clone());
-                *record.lock().unwrap() = Some((grant, done));
+                *record.lock().unwrap() = Some(WithLock {
+                    grant,
+                    done,
+                    lease: lease.clone(),
+                    section_end: None,
+                });
                 section(&ctx, grant, &name, &lease, seed).await;
+                if let Some(r) = record.lock().unwrap().as_mut() {
+                    r.section_end = Some((Instant::now(), lease.valid_until()));
+                }
             })
             .await
     };
     let ended = record.lock().unwrap().take();
-    if let Some((grant, done)) = ended {
-        ctx.ended(grant, outcome_of(&result), started);
-        let _ = done.send(());
+    if let Some(r) = ended {
+        // The release began when the section ended (or, cut short by the loss, now).
+        let (ending, valid_until) = r
+            .section_end
+            .unwrap_or_else(|| (Instant::now(), r.lease.valid_until()));
+        ctx.ended(r.grant, outcome_of(&result), ending, valid_until);
+        let _ = r.done.send(());
     } else {
         // No grant: with_lock's own lock() failed.
         ctx.locked(&name, started, result);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// What `with_lock`'s work leaves for the record: its grant, the sender that ends its
+/// watcher, its lease, and when the section ended with the validity end it then had.
+struct WithLock {
+    grant: u64,
+    done: tokio::sync::oneshot::Sender<()>,
+    lease: Lease,
+    section_end: Option<(Instant, Instant)>,
 }
 
 /// A `lock()` cancelled after a few milliseconds, or granted and released at once.
@@ -517,9 +539,9 @@ async fn cancelled_lock<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng) {
     if let Ok(Ok(guard)) = tokio::time::timeout(cutoff, locks.lock(&name)).await {
         let lease = guard.lease();
         let grant = ctx.granted(&name, lease.fencing_token(), "lock", lease.valid_until());
-        let ending = Instant::now();
+        let (ending, valid_until) = (Instant::now(), lease.valid_until());
         let released = guard.release().await;
-        ctx.ended(grant, outcome_of(&released), ending);
+        ctx.ended(grant, outcome_of(&released), ending, valid_until);
     } else {
         ctx.call("cancelled_lock", &name, started, "cancelled", String::new());
         tokio::time::sleep(Duration::from_millis(rng.random_range(1..30))).await;
@@ -673,10 +695,11 @@ fn blocking_actor(ctx: &Arc<Ctx>, url: &str) -> Option<std::thread::JoinHandle<(
                 ctx.wrote(grant, t_sent, &written);
             }
             let ending = Instant::now();
+            let valid_until = lease.valid_until();
             let released = guard.release();
             let outcome = outcome_of(&released);
             ctx.call("release", &name, ending, outcome, String::new());
-            ctx.ended(grant, outcome, ending);
+            ctx.ended(grant, outcome, ending, valid_until);
             watching.store(false, Ordering::Relaxed);
             let _ = watcher.join();
         }
