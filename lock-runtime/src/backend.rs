@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use crate::LockError;
-use crate::grant::Outcome;
+use crate::fair::Ticket;
+use crate::grant::{Abandoned, Outcome};
 use crate::settings::{Keys, Settings};
 use crate::token::Token;
 
@@ -57,6 +58,35 @@ pub(crate) trait Backend: Clone + Send + Sync + 'static {
         keys: &Keys,
         token: &Token,
     ) -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    /// Releases a grant nobody owns (see [`crate::grant::Abandoned`]); whether it did.
+    fn release_abandoned(
+        &self,
+        settings: &Settings,
+        abandoned: &Abandoned,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send {
+        self.release(settings, &abandoned.keys, &abandoned.token)
+    }
+
+    /// Whether the lock's waiter queue lives on the server (fair mode, fair-queue.lua):
+    /// one server or one Cluster slot, not a quorum.
+    const FAIR: bool = false;
+
+    /// fair-queue.lua's `acquire` for `ticket`: take the lock, or queue (or renew) the
+    /// ticket. Only called when [`FAIR`](Self::FAIR) is true.
+    fn fair_acquire(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        ticket: &Ticket,
+    ) -> impl Future<Output = Result<(i64, i64, i64, i64), LockError>> + Send {
+        let _ = (settings, keys, ticket);
+        async {
+            Err(LockError::InvalidSettings(
+                "fair mode needs one server or one Redis Cluster".to_owned(),
+            ))
+        }
+    }
 
     /// Whether `token` holds the lock.
     fn holds(

@@ -15,9 +15,11 @@ use tracing::Instrument;
 
 use crate::LockError;
 use crate::backend::Backend;
+use crate::fair::{self, Letter, Place, Ticket, Turn};
 use crate::grant::{Abandoned, Attempted, Grant, Outcome, Pending};
 use crate::guard::Guard;
 use crate::lease::{Lease, LeaseState};
+use crate::node::bounded;
 use crate::notify::{Notifications, Subscription};
 use crate::queue::{Handed, LocalQueue, Standing};
 use crate::settings::{Keys, Settings, validity};
@@ -64,6 +66,7 @@ impl HandedGrant {
         let grant = Grant {
             fence: self.handed.fence,
             sent: self.handed.sent,
+            lease: None,
             attempts,
             handovers: self.handed.streak,
         };
@@ -84,7 +87,7 @@ impl<B: Backend> Engine<B> {
 
     /// One attempt: a guard, or `None` when another owner holds the lock.
     pub(crate) async fn try_lock(&self, name: &str) -> Result<Option<Guard<B>>, LockError> {
-        self.settings.validate()?;
+        self.validate()?;
         let keys = self.settings.keys(name)?;
         let started = Instant::now();
         match self.attempt(&keys, self.settings.response_timeout).await? {
@@ -99,6 +102,7 @@ impl<B: Backend> Engine<B> {
     /// Waits for the lock until `wait_timeout`; `watchdog` says whether the lease is
     /// renewed.
     pub(crate) async fn lock(&self, name: &str, watchdog: bool) -> Result<Guard<B>, LockError> {
+        self.validate()?;
         self.settings.validate_wait()?;
         let keys = self.settings.keys(name)?;
         let span = tracing::debug_span!("lock.acquire", lock = %keys.name);
@@ -106,6 +110,9 @@ impl<B: Backend> Engine<B> {
     }
 
     async fn wait_for(&self, keys: Keys, watchdog: bool) -> Result<Guard<B>, LockError> {
+        if self.settings.fair {
+            return self.wait_fair(keys, watchdog).await;
+        }
         let started = Instant::now();
         let settings = &self.settings;
         let mut wait = Wait::new(&keys.name, started, settings, self.notifications.is_some());
@@ -185,6 +192,150 @@ impl<B: Backend> Engine<B> {
         };
         turn.granted();
         Ok(self.guard(keys, token, grant, started, watchdog))
+    }
+
+    /// The settings, and whether this backend can do what they ask.
+    fn validate(&self) -> Result<(), LockError> {
+        self.settings.validate()?;
+        if self.settings.fair && !B::FAIR {
+            return Err(LockError::InvalidSettings(
+                "fair mode needs one server or one Redis Cluster, where the lock's queue \
+                 lives: a Redlock quorum has no single queue; turn fair off for Redlock"
+                    .to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `lock()` in fair mode (see [`crate::fair`]): a ticket in the lock's queue on the
+    /// server, renewed while it waits, until the lock is handed to it (or found free with
+    /// it first in line). A wait that ends without the grant (timeout, error, or this
+    /// future dropped) takes its ticket out in the background, and passes on a grant
+    /// made to it meanwhile.
+    async fn wait_fair(&self, keys: Keys, watchdog: bool) -> Result<Guard<B>, LockError> {
+        let started = Instant::now();
+        let settings = &self.settings;
+        let mut place = self.enter(&keys, fair::claim(settings.ttl, watchdog))?;
+        // The handle's channel is subscribed on its first fair wait and stays so: that
+        // first wait lets it go live before queueing (a handoff published before would
+        // be missed until the next renewal), within one response timeout.
+        if let Some(mailbox) = place.mailbox.as_ref().filter(|m| !m.is_live()) {
+            let within = settings.response_timeout.min(settings.wait_timeout);
+            mailbox.live_within(within).await;
+        }
+        let subscribe = place.mailbox.as_ref().is_some_and(|m| !m.is_live());
+        let mut wait =
+            Wait::new(&keys.name, started, settings, subscribe).queued(place.mailbox.is_some());
+        let mut step = wait.attempt();
+        let grant = loop {
+            step = match step {
+                Step::Attempt => match self.fair_attempt(&mut place, &mut wait).await? {
+                    Progress::Granted(_, grant) => break grant,
+                    Progress::Next(step) => step,
+                },
+                Step::Subscribe { within } => {
+                    if let Some(mailbox) = &place.mailbox {
+                        mailbox.live_within(within).await;
+                    }
+                    wait.attempt()
+                }
+                Step::Sleep { nap } => {
+                    let letter = async {
+                        match place.mailbox.as_mut() {
+                            Some(mailbox) => mailbox.letter().await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    let letter = tokio::select! {
+                        letter = letter => Some(letter),
+                        () = tokio::time::sleep(nap) => None,
+                    };
+                    if let Some(grant) = letter.and_then(|l| self.handed(&mut place, &l, &wait)) {
+                        break grant;
+                    }
+                    wait.attempt()
+                }
+                Step::GiveUp(e) => {
+                    tracing::debug!(attempts = wait.attempts(), "fair lock wait ended: {e}");
+                    return Err(e);
+                }
+            };
+        };
+        let token = place.claimed();
+        Ok(self.guard(keys, token, grant, started, watchdog))
+    }
+
+    /// One call of a fair waiter: it takes the lock, finds it handed over already, or
+    /// queues (renews) the ticket.
+    async fn fair_attempt(
+        &self,
+        place: &mut Place,
+        wait: &mut Wait,
+    ) -> Result<Progress, LockError> {
+        let sent = Instant::now();
+        let Some(limit) = wait.budget(sent) else {
+            return Ok(Progress::Next(Step::GiveUp(wait.give_up(sent))));
+        };
+        let call = self
+            .backend
+            .fair_acquire(&self.settings, &place.keys, &place.ticket);
+        let result = match bounded(limit, call).await {
+            Ok(reply) => match place.called(reply, sent, wait.attempts(), Instant::now()) {
+                Turn::Granted(grant) => {
+                    return Ok(Progress::Granted(place.ticket.token.clone(), grant));
+                }
+                Turn::Late => {
+                    tracing::debug!(lock = %place.keys.name, "fair grant arrived after its validity; passed on");
+                    self.reenter(place)?;
+                    return Ok(Progress::Next(wait.attempt()));
+                }
+                Turn::Queued(pttl) => Ok(Attempted::Held { remaining: pttl }),
+            },
+            Err(e) => Err(e),
+        };
+        wait.attempted(result, Instant::now())
+    }
+
+    /// The grant a handoff message makes, if it is still valid (else the grant goes on
+    /// to the next waiter, and this one queues again).
+    fn handed(&self, place: &mut Place, letter: &Letter, wait: &Wait) -> Option<Grant> {
+        if let Turn::Granted(grant) = place.handed(letter, wait.attempts(), Instant::now())? {
+            tracing::debug!(lock = %place.keys.name, fence = grant.fence, "lock handed over by the queue");
+            return Some(grant);
+        }
+        tracing::debug!(lock = %place.keys.name, "handoff arrived after its validity; passed on");
+        self.reenter(place).ok()?;
+        None
+    }
+
+    /// A fresh place at the end of the queue, the old one given up.
+    fn reenter(&self, place: &mut Place) -> Result<(), LockError> {
+        *place = self.enter(&place.keys, place.claim)?;
+        Ok(())
+    }
+
+    /// A new place in the fair queue of `keys`: a fresh ticket whose handoff gives a
+    /// `claim` lease, and its mailbox.
+    fn enter(&self, keys: &Keys, claim: Duration) -> Result<Place, LockError> {
+        let channel = self
+            .notifications
+            .as_ref()
+            .map(|n| (n, n.handoff_channel(&self.settings.prefix)));
+        let ticket = Ticket::new(
+            Token::new()?,
+            claim,
+            channel.as_ref().map_or("-", |(_, c)| c.as_str()),
+        );
+        let mailbox = channel.and_then(|(n, c)| n.mailbox(&c, ticket.token.as_str()));
+        let engine = self.clone();
+        Ok(Place::new(
+            keys.clone(),
+            ticket,
+            claim,
+            self.settings.ttl,
+            mailbox,
+            move |abandoned| engine.release_in_background(abandoned),
+        ))
     }
 
     /// Stands the offer of this waiter (with a fresh owner token for the handed grant).
@@ -323,9 +474,7 @@ impl<B: Backend> Engine<B> {
         let spawned = self.watchdog.spawn(async move {
             let mut failures = 0;
             loop {
-                let reply = backend
-                    .release(&settings, &abandoned.keys, &abandoned.token)
-                    .await;
+                let reply = backend.release_abandoned(&settings, &abandoned).await;
                 match reply {
                     Ok(released) => {
                         tracing::debug!(lock = %abandoned.keys.name, released, "released in the background");

@@ -15,7 +15,7 @@
 use std::time::{Duration, Instant};
 
 use crate::LockError;
-use crate::settings::{Keys, validity};
+use crate::settings::{Acquired, Keys, validity};
 use crate::token::Token;
 
 /// What one attempt got.
@@ -28,8 +28,8 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
-    /// Reads acquire-with-retry.lua's reply `{1, fence}` or `{0, pttl}`.
-    pub(crate) fn from_reply((acquired, value): (i64, i64), sent: Instant) -> Self {
+    /// Reads an acquire call's reply `{1, fence}` or `{0, pttl}` (see [`Acquired`]).
+    pub(crate) fn from_reply(Acquired(acquired, value): Acquired, sent: Instant) -> Self {
         if acquired == 1 {
             Outcome::Granted {
                 fence: u64::try_from(value).unwrap_or_default(),
@@ -71,6 +71,7 @@ impl Attempted {
                 let grant = Grant {
                     fence,
                     sent,
+                    lease: None,
                     attempts: 1,
                     handovers: 0,
                 };
@@ -86,8 +87,12 @@ impl Attempted {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Grant {
     pub(crate) fence: u64,
-    /// When the granting command (acquire or handover) was sent.
+    /// When the granting command (acquire or handover) was sent: the lease counts from
+    /// here (for a fair handoff, the earliest instant the release may have run).
     pub(crate) sent: Instant,
+    /// The lease granted, when not the handle's ttl (a fair handoff's claim lease, or
+    /// what was left of one).
+    pub(crate) lease: Option<Duration>,
     /// This caller's acquire attempts.
     pub(crate) attempts: u32,
     /// Handovers in a row that led to this grant (0: acquired by an attempt).
@@ -101,6 +106,8 @@ pub(crate) struct Abandoned {
     pub(crate) token: Token,
     /// After this the server has expired the grant by itself: stop trying.
     pub(crate) until: Instant,
+    /// A fair waiter's ticket, to take out of the lock's queue too.
+    pub(crate) ticket: Option<String>,
 }
 
 impl Abandoned {
@@ -184,6 +191,7 @@ impl<R: FnOnce(Abandoned)> Drop for Pending<'_, R> {
                 keys: self.keys.clone(),
                 token: self.token.clone(),
                 until: self.until,
+                ticket: None,
             });
         }
     }
@@ -201,15 +209,15 @@ mod tests {
     fn replies_read_as_grants_or_holds() {
         let sent = Instant::now();
         assert!(matches!(
-            Outcome::from_reply((1, 5), sent),
+            Outcome::from_reply(Acquired(1, 5), sent),
             Outcome::Granted { fence: 5, .. }
         ));
         assert!(matches!(
-            Outcome::from_reply((0, 250), sent),
+            Outcome::from_reply(Acquired(0, 250), sent),
             Outcome::Held { remaining: Some(d) } if d == Duration::from_millis(250)
         ));
         assert!(matches!(
-            Outcome::from_reply((0, -1), sent),
+            Outcome::from_reply(Acquired(0, -1), sent),
             Outcome::Held { remaining: None }
         ));
     }
@@ -258,6 +266,7 @@ mod tests {
             keys: Settings::default().keys("x").unwrap(),
             token: Token::new().unwrap(),
             until: now + Duration::from_millis(300),
+            ticket: None,
         };
         assert_eq!(a.next_try(0, now), Some(now + Duration::from_millis(50)));
         assert_eq!(a.next_try(2, now), Some(now + Duration::from_millis(200)));

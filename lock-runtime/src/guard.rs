@@ -140,6 +140,7 @@ impl<B: Backend> Guard<B> {
             keys: lease.keys.clone(),
             token: next,
             until: sent + offer.ttl,
+            ticket: None,
         };
         let release = move || engine.release_in_background(abandoned);
         let streak = self.handovers + 1;
@@ -170,6 +171,7 @@ impl<B: Backend> Drop for Guard<B> {
             keys: lease.keys.clone(),
             token: lease.token.clone(),
             until: lease.expires(),
+            ticket: None,
         });
     }
 }

@@ -151,6 +151,16 @@ impl LeaseState {
             renews,
         );
         lease.one_node = one_node;
+        if let Some(granted) = grant.lease {
+            // A shorter first lease (a fair handoff's claim): valid for that long, and
+            // renewed to the full ttl a third of the way through it.
+            let times = lease
+                .times
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner);
+            times.valid_until = grant.sent + validity(granted);
+            times.next_renewal = grant.sent + renew_interval(granted);
+        }
         Arc::new(lease)
     }
 

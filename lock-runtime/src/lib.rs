@@ -56,6 +56,8 @@ mod script;
 pub mod sql;
 
 #[cfg(any(feature = "tokio", feature = "blocking"))]
+mod fair;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
 mod grant;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 mod guarded;

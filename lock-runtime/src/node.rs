@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use redis::FromRedisValue;
 
 use crate::backend::Backend;
-use crate::grant::Outcome;
+use crate::fair::Ticket;
+use crate::grant::{Abandoned, Outcome};
 use crate::settings::{Keys, ReplicaWait, Settings, millis};
 use crate::token::Token;
 use crate::{Invocation, LockError, PipelineExt, builtin};
@@ -137,7 +138,30 @@ where
         token: &Token,
     ) -> Result<bool, LockError> {
         let call = settings.release_call(keys, token.as_str());
-        Ok(self.run(settings, call).await? == 1)
+        Ok(self.run(settings, call).await?.0)
+    }
+
+    async fn release_abandoned(
+        &self,
+        settings: &Settings,
+        abandoned: &Abandoned,
+    ) -> Result<bool, LockError> {
+        Ok(self
+            .run(settings, settings.abandoned_call(abandoned))
+            .await?
+            .0)
+    }
+
+    const FAIR: bool = true;
+
+    async fn fair_acquire(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        ticket: &Ticket,
+    ) -> Result<(i64, i64, i64, i64), LockError> {
+        let call = settings.fair_call(keys, "acquire", ticket.token.as_str(), &ticket.ticket);
+        self.run(settings, call).await
     }
 
     async fn holds(

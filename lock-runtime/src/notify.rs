@@ -30,6 +30,8 @@ use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+use crate::fair::Letter;
+
 /// How long a channel stays subscribed after its last waiter left.
 const LINGER: Duration = Duration::from_millis(500);
 
@@ -102,6 +104,8 @@ struct Channel {
     live: bool,
     /// When the last waiter left, while nobody waits.
     idle_since: Option<Instant>,
+    /// Kept subscribed while the handle lives (its fair handoff channel).
+    pinned: bool,
 }
 
 /// What the task and the waiters share.
@@ -111,11 +115,29 @@ struct Shared {
     kick: Notify,
     /// Wakes waiters waiting for their channel to go live.
     live_changed: Notify,
+    /// Fair waiters expecting a handoff, by owner token.
+    letters: Mutex<HashMap<String, tokio::sync::oneshot::Sender<Letter>>>,
 }
 
 impl Shared {
     fn channels(&self) -> MutexGuard<'_, HashMap<String, Channel>> {
         self.channels.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn letters(&self) -> MutexGuard<'_, HashMap<String, tokio::sync::oneshot::Sender<Letter>>> {
+        self.letters.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A message on `channel`: a handoff goes to the one waiter it names; anything else
+    /// (a release) wakes one waiter of the channel.
+    fn dispatch(&self, channel: &str, payload: &[u8]) {
+        if let Some(letter) = Letter::parse(payload) {
+            if let Some(to) = self.letters().remove(&letter.token) {
+                let _ = to.send(letter);
+            }
+        } else if let Some(channel) = self.channels().get(channel) {
+            channel.wake.notify_one();
+        }
     }
 
     /// What to subscribe and unsubscribe given what the connection has, and when the
@@ -129,7 +151,9 @@ impl Shared {
         let (mut add, mut remove, mut next) = (Vec::new(), Vec::new(), None::<Instant>);
         channels.retain(|name, channel| {
             let lingering_until = channel.idle_since.map(|idle| idle + LINGER);
-            let wanted = channel.waiters > 0 || lingering_until.is_some_and(|until| now < until);
+            let wanted = channel.pinned
+                || channel.waiters > 0
+                || lingering_until.is_some_and(|until| now < until);
             let has = subscribed.contains(name);
             if wanted && !has {
                 add.push(name.clone());
@@ -180,6 +204,8 @@ impl Drop for Started {
 pub(crate) struct Notifications {
     clients: Vec<redis::Client>,
     started: OnceLock<Started>,
+    /// Names this handle's handoff channel (fair mode).
+    id: u64,
 }
 
 impl Notifications {
@@ -193,7 +219,31 @@ impl Notifications {
         Self {
             clients,
             started: OnceLock::new(),
+            id: getrandom::u64().unwrap_or_else(|_| u64::from(std::process::id())),
         }
+    }
+
+    /// The channel this handle's fair waiters receive their handoffs on.
+    pub(crate) fn handoff_channel(&self, prefix: &str) -> String {
+        crate::fair::channel(prefix, self.id)
+    }
+
+    /// Expects the handoff of a lock to `token` on `channel` (this handle's): subscribes
+    /// it as [`subscribe`](Self::subscribe) does, for as long as the handle lives (one
+    /// channel per handle, so the next waiter finds it live), and registers the token.
+    /// `None` outside a tokio runtime.
+    pub(crate) fn mailbox(&self, channel: &str, token: &str) -> Option<Mailbox> {
+        let subscription = self.subscribe(channel)?;
+        if let Some(c) = subscription.shared.channels().get_mut(channel) {
+            c.pinned = true;
+        }
+        let (to, letter) = tokio::sync::oneshot::channel();
+        subscription.shared.letters().insert(token.to_owned(), to);
+        Some(Mailbox {
+            subscription,
+            token: token.to_owned(),
+            letter,
+        })
     }
 
     /// The task's shared state, starting the task on first use (on the current tokio
@@ -208,6 +258,7 @@ impl Notifications {
                 channels: Mutex::new(HashMap::new()),
                 kick: Notify::new(),
                 live_changed: Notify::new(),
+                letters: Mutex::new(HashMap::new()),
             });
             let nodes = Nodes::new(self.clients.clone());
             let task = handle.spawn(run(nodes, Arc::clone(&shared)));
@@ -249,6 +300,7 @@ impl Notifications {
                     wake: Arc::new(Notify::new()),
                     live: false,
                     idle_since: None,
+                    pinned: false,
                 });
             entry.waiters += 1;
             entry.idle_since = None;
@@ -329,6 +381,53 @@ impl Subscription {
     #[cfg(feature = "blocking")]
     pub(crate) fn released_within(&self, nap: Duration) -> bool {
         block_within(self.wake.notified(), nap).is_some()
+    }
+}
+
+/// A fair waiter's registration for its handoff: the handle's channel, subscribed,
+/// and the letter for its token; dropping it unregisters both.
+pub(crate) struct Mailbox {
+    subscription: Subscription,
+    token: String,
+    letter: tokio::sync::oneshot::Receiver<Letter>,
+}
+
+impl Mailbox {
+    /// Whether the channel is subscribed: a handoff published from now on arrives.
+    pub(crate) fn is_live(&self) -> bool {
+        self.subscription.is_live()
+    }
+
+    /// See [`Subscription::live_within`].
+    pub(crate) async fn live_within(&self, within: Duration) -> bool {
+        self.subscription.live_within(within).await
+    }
+
+    /// Resolves with the handoff to this waiter (never, if none comes).
+    pub(crate) async fn letter(&mut self) -> Letter {
+        match (&mut self.letter).await {
+            Ok(letter) => letter,
+            Err(_) => std::future::pending().await,
+        }
+    }
+
+    /// See [`Subscription::live_within_blocking`].
+    #[cfg(feature = "blocking")]
+    pub(crate) fn live_within_blocking(&self, within: Duration) -> bool {
+        self.subscription.live_within_blocking(within)
+    }
+
+    /// Blocks the calling thread until the handoff to this waiter arrives or `nap`
+    /// passes (timed by the OS).
+    #[cfg(feature = "blocking")]
+    pub(crate) fn letter_within(&mut self, nap: Duration) -> Option<Letter> {
+        block_within(&mut self.letter, nap).and_then(Result::ok)
+    }
+}
+
+impl Drop for Mailbox {
+    fn drop(&mut self) {
+        self.subscription.shared.letters().remove(&self.token);
     }
 }
 
@@ -456,11 +555,7 @@ async fn session(shared: &Shared, sink: &mut PubSubSink, stream: &mut PubSubStre
         };
         tokio::select! {
             msg = stream.next() => match msg {
-                Some(msg) => {
-                    if let Some(channel) = shared.channels().get(msg.get_channel_name()) {
-                        channel.wake.notify_one();
-                    }
-                }
+                Some(msg) => shared.dispatch(msg.get_channel_name(), msg.get_payload_bytes()),
                 None => return,
             },
             () = shared.kick.notified() => {}

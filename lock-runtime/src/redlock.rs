@@ -37,7 +37,7 @@ use crate::engine::Engine;
 use crate::grant::Outcome;
 use crate::guard::Guard;
 use crate::lease::Lease;
-use crate::settings::{DEFAULT_NODE_TIMEOUT, Keys, Settings, validity};
+use crate::settings::{Acquired, DEFAULT_NODE_TIMEOUT, Keys, Released, Settings, validity};
 use crate::token::Token;
 
 /// N independent masters, each through its own connection.
@@ -118,7 +118,12 @@ where
         Round { replies }
     }
 
-    async fn release_round(&self, settings: &Settings, keys: &Keys, token: &Token) -> Round<i64> {
+    async fn release_round(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        token: &Token,
+    ) -> Round<Released> {
         self.round(settings, |mut conn| async move {
             settings
                 .release_call(keys, token.as_str())
@@ -153,14 +158,14 @@ where
             })
             .await;
         let granted: Vec<usize> = (0..self.nodes.len())
-            .filter(|&i| matches!(acquired.replies[i], Some((1, _))))
+            .filter(|&i| matches!(acquired.replies[i], Some(Acquired(1, _))))
             .collect();
         let fence = acquired
             .replies
             .iter()
             .flatten()
-            .filter(|(ok, _)| *ok == 1)
-            .map(|(_, f)| u64::try_from(*f).unwrap_or_default())
+            .filter(|Acquired(ok, _)| *ok == 1)
+            .map(|Acquired(_, f)| u64::try_from(*f).unwrap_or_default())
             .max()
             .unwrap_or_default();
         let mut confirmed = 0;
@@ -238,7 +243,7 @@ where
         token: &Token,
     ) -> Result<bool, LockError> {
         let round = self.release_round(settings, keys, token).await;
-        let deleted = round.count(|d| *d == 1);
+        let deleted = round.count(|d| d.0);
         if deleted >= self.quorum() {
             Ok(true)
         } else if round.answered() == self.nodes.len() {

@@ -262,6 +262,20 @@ impl<R> Invocation<R> {
         }
     }
 
+    /// The same call, its reply read as `S` (a type that reads what this script
+    /// answers, e.g. one element of a tuple it returns).
+    pub(crate) fn reply_as<S>(self) -> Invocation<S> {
+        Invocation {
+            script: self.script,
+            cmd: self.cmd,
+            fcall: self.fcall,
+            bad_argument: self.bad_argument,
+            #[cfg(any(feature = "tokio", feature = "blocking"))]
+            guard: self.guard,
+            reply: PhantomData,
+        }
+    }
+
     /// Not public API: starts a guarded call with `numkeys` keys of the script's own,
     /// after the lock key and its fencing counter.
     #[doc(hidden)]

@@ -279,6 +279,30 @@ macro_rules! settings_builder {
             self.settings_mut().delivery = delivery;
             self
         }
+
+        /// Fair mode: waiters of every process stand in one queue per lock, kept on the
+        /// server, and are served first come, first served. A release hands the lock
+        /// straight to the first live waiter (its token, a fresh lease, the next fencing
+        /// token) and wakes that waiter alone, on its handle's own channel: no waiter
+        /// makes a second attempt, and none is overtaken. Default off (a release then
+        /// wakes waiters, and the first to ask wins).
+        ///
+        /// Every handle that locks a name should use the same mode: a handle without it
+        /// ignores the queue. A waiter that stops (cancelled, timed out) leaves the queue
+        /// at once; one whose process died is skipped within the bound the README
+        /// states. One server or one Redis Cluster only: a Redlock handle refuses it with
+        /// [`LockError::InvalidSettings`](crate::LockError::InvalidSettings).
+        ///
+        /// ```no_run
+        #[doc = concat!("# fn f(locks: ", $ty, ") -> ", $ty, " {")]
+        /// locks.fair(true)
+        /// # }
+        /// ```
+        #[must_use]
+        pub fn fair(mut self, on: bool) -> Self {
+            self.settings_mut().fair = on;
+            self
+        }
     };
 }
 pub(crate) use settings_builder;
@@ -286,14 +310,42 @@ pub(crate) use settings_builder;
 /// The lock protocol's script calls, as every face (async, blocking, Redlock) sends
 /// them: with this handle's ttl arithmetic and its [`Delivery`](crate::Delivery).
 impl Settings {
-    /// acquire-with-retry.lua: take `keys` for `token` with the handle's ttl.
-    pub(crate) fn acquire_call(&self, keys: &Keys, token: &str) -> crate::Invocation<(i64, i64)> {
+    /// acquire-with-retry.lua: take `keys` for `token` with the handle's ttl (in fair
+    /// mode fair-queue.lua's `acquire` without a ticket, which never jumps the queue).
+    pub(crate) fn acquire_call(&self, keys: &Keys, token: &str) -> crate::Invocation<Acquired> {
+        if self.fair {
+            return self.fair_call(keys, "acquire", token, "").reply_as();
+        }
         crate::builtin::acquire(
             &keys.lock,
             &keys.fence,
             token,
             millis(self.ttl),
             self.fence_lifetime(self.ttl),
+        )
+        .delivery(self.delivery)
+        .reply_as()
+    }
+
+    /// fair-queue.lua: `op` (`acquire` or `release`) for `token` with its `ticket`.
+    pub(crate) fn fair_call(
+        &self,
+        keys: &Keys,
+        op: &str,
+        token: &str,
+        ticket: &str,
+    ) -> crate::Invocation<(i64, i64, i64, i64)> {
+        crate::builtin::fair_queue(
+            &keys.lock,
+            &keys.fence,
+            &keys.queue(),
+            &keys.alive(),
+            op,
+            token,
+            ticket,
+            millis(self.ttl),
+            self.fence_lifetime(self.ttl),
+            millis(crate::fair::WAITER_LEASE),
         )
         .delivery(self.delivery)
     }
@@ -308,9 +360,30 @@ impl Settings {
         crate::builtin::renew(&keys.lock, token, millis(ttl)).delivery(self.delivery)
     }
 
-    /// compare-del.lua: release `token`'s lock.
-    pub(crate) fn release_call(&self, keys: &Keys, token: &str) -> crate::Invocation<i64> {
-        crate::builtin::compare_del(&keys.lock, token).delivery(self.delivery)
+    /// compare-del.lua: release `token`'s lock (in fair mode fair-queue.lua's
+    /// `release`, which hands it to the first live waiter).
+    pub(crate) fn release_call(&self, keys: &Keys, token: &str) -> crate::Invocation<Released> {
+        if self.fair {
+            return self.fair_call(keys, "release", token, "").reply_as();
+        }
+        crate::builtin::compare_del(&keys.lock, token)
+            .delivery(self.delivery)
+            .reply_as()
+    }
+
+    /// The release of a grant nobody owns; for a fair waiter that gave up, its ticket
+    /// leaves the queue in the same call (and a grant made to it goes to the next).
+    pub(crate) fn abandoned_call(
+        &self,
+        abandoned: &crate::grant::Abandoned,
+    ) -> crate::Invocation<Released> {
+        let token = abandoned.token.as_str();
+        match &abandoned.ticket {
+            Some(ticket) => self
+                .fair_call(&abandoned.keys, "release", token, ticket)
+                .reply_as(),
+            None => self.release_call(&abandoned.keys, token),
+        }
     }
 
     /// handover.lua: pass `token`'s lock to `next` with lease `ttl`.
@@ -357,6 +430,8 @@ pub(crate) struct Settings {
     pub(crate) fence_retention: Duration,
     /// EVALSHA or FCALL.
     pub(crate) delivery: crate::Delivery,
+    /// Fair mode: one queue per lock on the server, direct handoff.
+    pub(crate) fair: bool,
     /// Redlock: how long one master may take per round.
     #[cfg(feature = "redlock")]
     pub(crate) node_timeout: Duration,
@@ -382,6 +457,7 @@ pub(crate) struct ReplicaWait {
 /// - fence retention 1 hour: an idle lock name's counter expires, and the clock it
 ///   restarts from may step back by up to that much without repeating a token;
 /// - scripts delivered by EVALSHA (`delivery`);
+/// - not fair (`fair`): a release wakes waiters and the first to ask wins;
 /// - Redlock node timeout 50 ms.
 impl Default for Settings {
     fn default() -> Self {
@@ -396,6 +472,7 @@ impl Default for Settings {
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             fence_retention: DEFAULT_FENCE_RETENTION,
             delivery: crate::Delivery::Scripts,
+            fair: false,
             #[cfg(feature = "redlock")]
             node_timeout: DEFAULT_NODE_TIMEOUT,
         }
@@ -556,6 +633,55 @@ pub(crate) struct Keys {
     pub(crate) fence: String,
     /// `lock:{name}:released`: the release channel compare-del publishes on.
     pub(crate) channel: String,
+}
+
+impl Keys {
+    /// `lock:{name}:queue`: a fair lock's waiters by arrival (fair-queue.lua).
+    pub(crate) fn queue(&self) -> String {
+        [self.lock.as_str(), ":queue"].concat()
+    }
+
+    /// `lock:{name}:alive`: a fair lock's waiters by deadline (fair-queue.lua).
+    pub(crate) fn alive(&self) -> String {
+        [self.lock.as_str(), ":alive"].concat()
+    }
+}
+
+/// What an acquire call answered, read from acquire-with-retry.lua's `{1, fence}` /
+/// `{0, pttl}` or from fair-queue.lua's `{1, fence, lease, now}` / `{0, 0, pttl, now}`
+/// (`{2, ..}`, handed before, cannot happen to the fresh token of an attempt: read as
+/// held), as the pair `(acquired, fence or pttl)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Acquired(pub(crate) i64, pub(crate) i64);
+
+impl redis::FromRedisValue for Acquired {
+    fn from_redis_value(v: redis::Value) -> Result<Self, redis::ParsingError> {
+        let values: Vec<i64> = redis::FromRedisValue::from_redis_value(v)?;
+        match values[..] {
+            [acquired, value] => Ok(Self(acquired, value)),
+            [1, fence, _, _] => Ok(Self(1, fence)),
+            [_, _, pttl, _] => Ok(Self(0, pttl)),
+            _ => Err(format!("an acquire reply of {} values", values.len()).into()),
+        }
+    }
+}
+
+/// What a release call answered: compare-del.lua's `1`/`0` or the first value of
+/// fair-queue.lua's reply; whether the lock was released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Released(pub(crate) bool);
+
+impl redis::FromRedisValue for Released {
+    fn from_redis_value(v: redis::Value) -> Result<Self, redis::ParsingError> {
+        let status = match v {
+            redis::Value::Array(values) => match values.into_iter().next() {
+                Some(first) => i64::from_redis_value(first)?,
+                None => return Err("an empty release reply".into()),
+            },
+            other => i64::from_redis_value(other)?,
+        };
+        Ok(Self(status == 1))
+    }
 }
 
 /// The lease a holder may count on: the TTL minus an allowance for clock drift between

@@ -16,6 +16,7 @@
 use std::time::{Duration, Instant};
 
 use crate::LockError;
+use crate::fair;
 use crate::grant::{Attempted, Grant};
 use crate::settings::{RetryPolicy, Settings};
 use crate::token::Token;
@@ -56,6 +57,9 @@ pub(crate) struct Wait {
     subscribe: bool,
     /// The last attempt failed with this transient error.
     failure: Option<LockError>,
+    /// A fair waiter (its ticket in the lock's queue): `Some(letters)`, where `letters`
+    /// says whether its handoff message can arrive.
+    queued: Option<bool>,
 }
 
 impl Wait {
@@ -73,7 +77,18 @@ impl Wait {
             naps: 0,
             subscribe: notifications,
             failure: None,
+            queued: None,
         }
+    }
+
+    /// The wait of a fair waiter: refused, it sleeps until its handoff arrives (when
+    /// `letters`) or until its ticket is due for renewal (every [`fair::REFRESH`]) or
+    /// the holder's lease ends, whichever is first; without `letters` it polls with the
+    /// retry policy. A renewal is one call, which also finds a handoff whose message was
+    /// missed.
+    pub(crate) fn queued(mut self, letters: bool) -> Self {
+        self.queued = Some(letters);
+        self
     }
 
     /// When the wait ends.
@@ -148,6 +163,19 @@ impl Wait {
             self.subscribe = false;
             let within = self.nap(remaining, now);
             return Step::Subscribe { within };
+        }
+        if let Some(letters) = self.queued {
+            let left = self.deadline.saturating_duration_since(now);
+            let renewal = if letters {
+                fair::REFRESH
+            } else {
+                self.policy.nap(self.naps, None, left).min(fair::REFRESH)
+            };
+            let holder = remaining.map_or(renewal, |r| r + Duration::from_millis(1));
+            self.naps += 1;
+            return Step::Sleep {
+                nap: renewal.min(holder).min(left),
+            };
         }
         self.sleep(now, remaining)
     }

@@ -1,7 +1,21 @@
 //! The checker for lock histories (every grant recorded as fencing token, start, end),
-//! and the percentile the demo and the bench report them with.
+//! the percentile the demo and the bench report them with, and the clock every process
+//! of the machine shares.
 
 use std::fmt::Debug;
+
+/// Nanoseconds on `CLOCK_MONOTONIC`: the same clock in every process of the machine.
+///
+/// ```
+/// let a = lockscript_test::history::monotonic_ns();
+/// assert!(lockscript_test::history::monotonic_ns() >= a);
+/// ```
+pub fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(t.tv_nsec).unwrap_or(0);
+    secs * 1_000_000_000 + nanos
+}
 
 /// Fails unless the grants never overlap and their fencing tokens rise strictly in the
 /// order the grants started. Sorts `history` by start time.

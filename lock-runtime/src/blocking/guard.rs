@@ -150,7 +150,7 @@ where
                     .release_call(&lease.keys, lease.token.as_str())
                     .invoke(c)
             })
-            .map(|deleted| deleted == 1);
+            .map(|released| released.0);
         let (done, outcome) = lease.released(lost_before, deleted);
         self.released = done;
         outcome
@@ -176,6 +176,7 @@ where
                 keys: lease.keys.clone(),
                 token: lease.token.clone(),
                 until: lease.expires(),
+                ticket: None,
             },
             &lease.settings,
         );

@@ -34,6 +34,7 @@ pub use guard::LockGuard;
 
 use self::worker::Worker;
 use crate::LockError;
+use crate::fair::{self, Place, Ticket, Turn};
 use crate::grant::{Abandoned, Attempted, Grant, Outcome, Pending};
 use crate::lease::LeaseState;
 use crate::notify::{Notifications, Subscription};
@@ -460,6 +461,9 @@ where
         self.settings.validate_wait()?;
         let keys = self.settings.keys(name)?;
         let _span = tracing::debug_span!("lock.acquire", lock = %keys.name).entered();
+        if self.settings.fair {
+            return self.lock_fair(keys, watchdog);
+        }
         let started = Instant::now();
         let settings = &self.settings;
         let mut wait = Wait::new(&keys.name, started, settings, self.notifications.is_some());
@@ -498,6 +502,106 @@ where
             };
         };
         Ok(self.guard(keys, token, grant, started, watchdog))
+    }
+
+    /// `lock()` in fair mode; see the async engine's `wait_fair`.
+    fn lock_fair(&self, keys: Keys, watchdog: bool) -> Result<LockGuard<C>, LockError> {
+        let started = Instant::now();
+        let settings = &self.settings;
+        let mut place = self.enter(&keys, fair::claim(settings.ttl, watchdog))?;
+        if let Some(mailbox) = place.mailbox.as_ref().filter(|m| !m.is_live()) {
+            mailbox.live_within_blocking(settings.response_timeout.min(settings.wait_timeout));
+        }
+        let subscribe = place.mailbox.as_ref().is_some_and(|m| !m.is_live());
+        let mut wait =
+            Wait::new(&keys.name, started, settings, subscribe).queued(place.mailbox.is_some());
+        let mut step = wait.attempt();
+        let grant = loop {
+            step = match step {
+                Step::Attempt => {
+                    let sent = Instant::now();
+                    let Some(limit) = wait.budget(sent) else {
+                        step = Step::GiveUp(wait.give_up(sent));
+                        continue;
+                    };
+                    let reply = self.shared.conn.with(Some(limit), |c| {
+                        settings
+                            .fair_call(
+                                &keys,
+                                "acquire",
+                                place.ticket.token.as_str(),
+                                &place.ticket.ticket,
+                            )
+                            .invoke(c)
+                    });
+                    let result = match reply {
+                        Ok(reply) => {
+                            match place.called(reply, sent, wait.attempts(), Instant::now()) {
+                                Turn::Granted(grant) => break grant,
+                                Turn::Late => {
+                                    place = self.enter(&keys, place.claim)?;
+                                    step = wait.attempt();
+                                    continue;
+                                }
+                                Turn::Queued(pttl) => Ok(Attempted::Held { remaining: pttl }),
+                            }
+                        }
+                        Err(e) => Err(e),
+                    };
+                    match wait.attempted(result, Instant::now())? {
+                        Progress::Next(step) => step,
+                        Progress::Granted(..) => unreachable!("a refusal is not a grant"),
+                    }
+                }
+                Step::Subscribe { within } => {
+                    if let Some(mailbox) = &place.mailbox {
+                        mailbox.live_within_blocking(within);
+                    }
+                    wait.attempt()
+                }
+                Step::Sleep { nap } => {
+                    // Timed by the OS either way: the runtime only delivers the letter.
+                    let letter = if let Some(mailbox) = place.mailbox.as_mut() {
+                        mailbox.letter_within(nap)
+                    } else {
+                        std::thread::sleep(nap);
+                        None
+                    };
+                    let now = Instant::now();
+                    match letter.and_then(|l| place.handed(&l, wait.attempts(), now)) {
+                        Some(Turn::Granted(grant)) => break grant,
+                        Some(_) => place = self.enter(&keys, place.claim)?,
+                        None => {}
+                    }
+                    wait.attempt()
+                }
+                Step::GiveUp(e) => return Err(e),
+            };
+        };
+        let token = place.claimed();
+        Ok(self.guard(keys, token, grant, started, watchdog))
+    }
+
+    /// A new place in the fair queue of `keys` (see the async engine's `enter`).
+    fn enter(&self, keys: &Keys, claim: Duration) -> Result<Place, LockError> {
+        let notifications = self.notifications.as_ref().and_then(|n| n.started());
+        let channel = notifications.map(|(_, n)| n.handoff_channel(&self.settings.prefix));
+        let ticket = Ticket::new(Token::new()?, claim, channel.as_deref().unwrap_or("-"));
+        let mailbox = notifications
+            .zip(channel)
+            .and_then(|((runtime, n), channel)| {
+                let _entered = runtime.enter();
+                n.mailbox(&channel, ticket.token.as_str())
+            });
+        let (shared, settings) = (Arc::clone(&self.shared), Arc::clone(&self.settings));
+        Ok(Place::new(
+            keys.clone(),
+            ticket,
+            claim,
+            self.settings.ttl,
+            mailbox,
+            move |abandoned| shared.release_in_background(abandoned, &settings),
+        ))
     }
 
     /// Runs `work` while holding the lock, with the watchdog on, then releases it.

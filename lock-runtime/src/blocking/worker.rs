@@ -149,11 +149,7 @@ impl Worker {
                 self.watch(&lease);
             }
             Job::Release(abandoned, settings, failures) => {
-                let reply = conn.with(None, |c| {
-                    settings
-                        .release_call(&abandoned.keys, abandoned.token.as_str())
-                        .invoke(c)
-                });
+                let reply = conn.with(None, |c| settings.abandoned_call(&abandoned).invoke(c));
                 let retry = match &reply {
                     Err(e) if e.is_transient() => abandoned.next_try(failures, Instant::now()),
                     _ => None,

@@ -39,6 +39,7 @@ mod kind;
 mod measure;
 mod report;
 mod throughput;
+mod xproc;
 
 use std::time::{Duration, Instant};
 
@@ -91,6 +92,10 @@ async fn rslock_cycles(rl: rslock::LockManager, n: usize) -> Result<(), BoxError
 }
 
 fn main() -> Result<(), BoxError> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(xproc::CHILD) {
+        return xproc::child(&args[2..]);
+    }
     let quick = std::env::args().any(|a| a == "--quick");
     let plan = Plan::new(quick);
     let server = RedisServer::start();
@@ -139,9 +144,12 @@ fn main() -> Result<(), BoxError> {
         &mtw.face,
         plan.handoff_for,
     ))?;
+    eprintln!("across processes...");
+    let xproc = xproc::CrossProcess::measure(&server.url(), plan.handoff_for)?;
     let ranges = report::round_ranges(&samples);
     let mut figures = samples.medians();
     handoffs.figures(&mut figures);
+    figures.extend(xproc.figures.clone());
     // Were the machine CPU bound, the best throughput ratio ours could reach with a
     // client as cheap as the floor's: the floor's CPU per cycle over ours with its client.
     let fig = |k: &str| figures.get(k).copied().unwrap_or(f64::NAN);
@@ -180,6 +188,8 @@ fn main() -> Result<(), BoxError> {
             ),
             ("raw pub/sub floor", "#2ca02c", &handoffs.floor),
             ("10 ms polling", "#d62728", &handoffs.polling),
+            ("4 processes, fair (queue)", "#ff7f0e", &xproc.fair4),
+            ("4 processes, herd (default)", "#8c564b", &xproc.herd4),
         ]),
     )?;
     println!(

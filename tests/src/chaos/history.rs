@@ -10,13 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-/// Nanoseconds on `CLOCK_MONOTONIC`: the same clock in every process of the machine.
-pub fn now_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    let secs = u64::try_from(t.tv_sec).unwrap_or(0);
-    let nanos = u64::try_from(t.tv_nsec).unwrap_or(0);
-    secs * 1_000_000_000 + nanos
-}
+pub use crate::history::monotonic_ns as now_ns;
 
 /// Converts this process's `Instant`s (also `CLOCK_MONOTONIC` on Linux) to the shared
 /// timeline.
