@@ -261,7 +261,13 @@ async fn an_attempt_cancelled_at_any_point_leaves_no_grant_behind() {
         // The rounds take 15 ms each; cut anywhere in the first 45 ms.
         let cutoff = Duration::from_micros(getrandom::u64().unwrap() % 45_000);
         match tokio::time::timeout(cutoff, redlock.try_lock("cut")).await {
-            Ok(granted) => granted.unwrap().unwrap().release().await.unwrap(),
+            // Refused is possible too: on a loaded machine a master's reply can miss
+            // the node timeout. What this test checks is what is left behind.
+            Ok(granted) => {
+                if let Some(guard) = granted.unwrap() {
+                    guard.release().await.unwrap();
+                }
+            }
             Err(_) => cancelled += 1,
         }
         let started = Instant::now();

@@ -27,6 +27,10 @@
 //! `PING` after an idle millisecond as an `mt_` and an `mtw_` one; throughput (`mtw_`)
 //! and the handoffs as tasks on the workers of the multi-thread runtime.
 //!
+//! Across processes (`xproc*` figures): 4 and 16 copies of this program contend for one
+//! lock in fair mode and in the default mode (the pub/sub herd), and 8 copies with 4
+//! tasks each hammer one hot lock; see `xproc.rs`.
+//!
 //! Every figure comes from the same run: rounds alternate the contenders (A B C ... A B
 //! C ...) and the medians of the rounds are reported, so a noisy neighbour shifts all of
 //! them alike. The table goes to stdout; all figures to `target/bench/summary.json`, and
@@ -169,9 +173,22 @@ fn main() -> Result<(), BoxError> {
             handoffs.polling.len(),
         ],
     );
+    write(&figures, &handoffs, &xproc)?;
+    drop((sync, ct, mt, mtw));
+    drop(server);
+    Ok(())
+}
+
+/// Writes every figure to `target/bench/summary.json` and the handoff distributions to
+/// `target/bench/handoff.svg`.
+fn write(
+    figures: &std::collections::BTreeMap<String, f64>,
+    handoffs: &Handoffs,
+    xproc: &xproc::CrossProcess,
+) -> Result<(), BoxError> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
     std::fs::create_dir_all(&dir)?;
-    let json = serde_json::to_string_pretty(&figures)?;
+    let json = serde_json::to_string_pretty(figures)?;
     std::fs::write(dir.join("summary.json"), json + "\n")?;
     std::fs::write(
         dir.join("handoff.svg"),
@@ -196,7 +213,5 @@ fn main() -> Result<(), BoxError> {
         "\nwrote {} and handoff.svg",
         dir.join("summary.json").display()
     );
-    drop((sync, ct, mt, mtw));
-    drop(server);
     Ok(())
 }

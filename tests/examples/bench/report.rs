@@ -147,6 +147,37 @@ fn targets(get: &impl Fn(&str) -> f64, ranges: &BTreeMap<&str, (f64, f64)>) {
         2.0,
         String::new(),
     ));
+    // Fair mode across processes: handoff at the raw pub/sub floor, one call per
+    // acquire, and a p99 that does not grow from 4 to 16 waiting processes.
+    for (what, ratio, bound) in [
+        (
+            "xproc_handoff_p50_us <= 1.2 x floor_handoff_p50_us",
+            get("xproc_handoff_p50_us") / get("floor_handoff_p50_us"),
+            1.2,
+        ),
+        (
+            "xproc16_handoff_p50_us <= 1.2 x floor_handoff_p50_us",
+            get("xproc16_handoff_p50_us") / get("floor_handoff_p50_us"),
+            1.2,
+        ),
+        (
+            "xproc_attempts_per_acquire <= 1.1",
+            get("xproc_attempts_per_acquire"),
+            1.1,
+        ),
+        (
+            "xproc16_attempts_per_acquire <= 1.1",
+            get("xproc16_attempts_per_acquire"),
+            1.1,
+        ),
+        (
+            "xproc16_handoff_p99_us <= 1.25 x xproc_handoff_p99_us",
+            get("xproc16_handoff_p99_us") / get("xproc_handoff_p99_us"),
+            1.25,
+        ),
+    ] {
+        checks.push((what.to_owned(), ratio, bound, String::new()));
+    }
     for (what, ratio, bound, range) in checks {
         let status = if ratio <= bound { "holds" } else { "MISSED" };
         let line = format!("  {what:<56} {ratio:>6.2}  {status:<6}{range}");
@@ -200,6 +231,10 @@ fn explaining(get: &impl Fn(&str) -> f64) {
         ("handoff_p50_us", "mtw_rtt_after_idle_p50_us"),
         ("handoff_separate_p50_us", "floor_handoff_p50_us"),
         ("handoff_separate_p50_us", "mt_rtt_p50_us"),
+        ("xproc_herd_handoff_p50_us", "floor_handoff_p50_us"),
+        ("xproc16_herd_handoff_p50_us", "floor_handoff_p50_us"),
+        ("xproc16_handoff_p99_us", "xproc16_herd_handoff_p99_us"),
+        ("xproc8_grants_per_s", "xproc8_herd_grants_per_s"),
     ] {
         ratios.push((num.to_owned(), den.to_owned()));
     }
