@@ -1,81 +1,112 @@
--- fair-queue.lua: the waiter queue of a fair lock, with direct handoff.
+-- fair-queue.lua: the waiter queue of a lock, a read/write lock or a semaphore,
+-- with direct handoff.
 --
--- Waiters in any process stand in one queue per lock, kept next to the lock in
+-- Waiters in any process stand in one queue per name, kept next to the lock in
 -- the same hash slot. A release does not free the lock for whoever comes first:
 -- in the same atomic step it gives the lock to the first live waiter (its owner
 -- token, a fresh lease, the next fencing token) and publishes that on the
--- waiter's own channel, so exactly one waiter wakes, already holding the lock.
+-- waiter's own channel, so exactly the waiters served wake, already holding it.
 --
--- Tickets. A waiter's ticket is the string '<token> <claim_ms> <channel>': its
--- owner token (128 random bits, hex), the lease it gets when the lock is handed
--- to it, and the pub/sub channel its process listens on. The queue
--- (lock:{name}:queue) orders tickets by arrival, on the server's clock in
--- microseconds; a second sorted set (lock:{name}:alive) holds each ticket's
--- deadline in milliseconds. A waiter renews its deadline by calling 'acquire'
--- again; a ticket whose deadline passed (its process died) is dropped by the
--- next call, before anyone is served. Every clock reading here is the server's
--- (TIME); no client clock is trusted. Both sets expire ARGV[6] after the last
--- renewal of any ticket, so the queue of a lock nobody waits for disappears.
+-- Kinds. Every grant is of one kind:
+--   'x'  exclusive: a lock, or the write side of a read/write lock. The holder's
+--        token is the value of the lock key (as with acquire-with-retry.lua), so
+--        renew.lua and guarded scripts work on it. Granted when no 'x' holds and
+--        no 'r' or 'p' holder is live.
+--   'r'  shared: the read side. Holders are members of lock:{name}:holders,
+--        scored by the end of their lease. Granted when no 'x' holds.
+--   'p'  a permit of a semaphore: a holder in lock:{name}:holders like 'r'.
+--        Granted while fewer than ARGV[8] permits are live.
+-- The queue is served in order: its first waiter is granted as soon as its kind
+-- can be, then the next, and so on until one cannot; nobody overtakes. So a
+-- waiting writer stops the readers that came after it (writer preference), and
+-- readers that queued together are let in together.
+--
+-- Tickets. A waiter's ticket is the string '<token> <claim_ms> <kind> <channel>':
+-- its owner token (128 random bits, hex), the lease it gets when the lock is
+-- handed to it, its kind, and the pub/sub channel its process listens on. The
+-- queue (lock:{name}:queue) orders tickets by arrival, on the server's clock in
+-- microseconds; lock:{name}:alive holds each ticket's deadline in milliseconds.
+-- A waiter renews its deadline by calling 'acquire' again; a ticket whose
+-- deadline passed (its process died) is dropped by the next call, before anyone
+-- is served. Every clock reading here is the server's (TIME); no client clock is
+-- trusted. The queue, its deadlines and the holders expire when nobody renews
+-- them, so a name nobody uses costs nothing.
 --
 -- Dead waiters. A waiter that died after its last renewal can still be handed
 -- the lock; it then holds it only for its claim lease (short: a live waiter
--- extends it at once), and when that runs out the next call of any waiter hands
--- the lock on. A waiter that gives up (cancelled, timed out) calls 'release'
--- with its ticket: the ticket goes, and if the lock was handed to it meanwhile,
--- it goes straight on to the next waiter.
+-- extends it at once), and when that runs out the next call of any waiter serves
+-- the queue on. A waiter that gives up (cancelled, timed out) calls 'release'
+-- with its ticket: the ticket goes, and if it was served meanwhile, what it got
+-- goes straight on to the next.
 --
--- Operations (ARGV[1]):
---   'acquire'  take the lock if it is free and the caller is first in line (or
---              nobody waits); otherwise queue the caller's ticket (ARGV[3]), or
---              renew its deadline if it is queued already. With an empty ticket
---              the call only tries and never queues (try_lock). A free lock with
---              someone else first in line is handed to that waiter now.
---   'release'  drop the caller's ticket (ARGV[3], may be empty); then, if the
---              caller holds the lock, give it to the first live waiter, or delete
---              it and publish on lock:{name}:released when nobody waits.
+-- Operations (ARGV[1]), for the caller's token (ARGV[2]) and kind (ARGV[4]):
+--   'acquire'    take it if the kind can be granted and nobody waits ahead;
+--                otherwise queue the ticket (ARGV[3]), or renew its deadline if
+--                it is queued already. With an empty ticket the call only tries
+--                and never queues (try_lock). Serves the queue first.
+--   'release'    drop the ticket (ARGV[3], may be empty); give up what the token
+--                holds, and serve the queue. A free lock nobody waits for is
+--                deleted and lock:{name}:released published (for waiters not in
+--                fair mode).
+--   'renew'      set the token's lease to ARGV[5] ms from now, if it holds one
+--                ('r' and 'p'; an 'x' holder uses renew.lua).
+--   'holds'      whether the token holds a live grant of the kind.
+--   'downgrade'  an 'x' holder becomes an 'r' holder with a lease of ARGV[5] ms,
+--                and the readers first in line come in with it.
 --
--- Fences, as in acquire-with-retry.lua: every grant gets the counter's next
--- value; a missing counter restarts from the server's clock in microseconds.
+-- Fences, as in acquire-with-retry.lua: every grant of any kind gets the
+-- counter's next value, so a writer's token is higher than every earlier
+-- reader's and writer's; a missing counter restarts from the server's clock in
+-- microseconds.
 --
--- All or nothing for the lock: dropping dead tickets comes first (harmless in
--- any case); then every value is computed and the waiter's message published
--- before the lock and the counter are written, so a refused PUBLISH (an ACL
--- without the channel) stops the script with the lock unchanged. Those writes
--- set keys that exist or are new and do not fail.
+-- All or nothing for the holders: dropping expired tickets and holders comes
+-- first (harmless in any case); then, for every waiter served, its message is
+-- published before its grant is written, so a refused PUBLISH (an ACL without
+-- the channel) stops the script with that waiter not granted. Those writes set
+-- keys that exist or are new and do not fail.
 --
--- KEYS[1]  the lock key, lock:{name}; its value is the holder's owner token
+-- KEYS[1]  the lock key, lock:{name}: the 'x' holder's owner token
 -- KEYS[2]  the fencing counter, lock:{name}:fence
 -- KEYS[3]  the queue, lock:{name}:queue (sorted set: ticket -> arrival, us)
 -- KEYS[4]  the deadlines, lock:{name}:alive (sorted set: ticket -> deadline, ms)
--- ARGV[1]  'acquire' or 'release'
+-- KEYS[5]  the shared holders, lock:{name}:holders (sorted set: token -> end of
+--          lease, ms)
+-- ARGV[1]  the operation
 -- ARGV[2]  the caller's owner token
--- ARGV[3]  the caller's ticket, '<token> <claim_ms> <channel>', or ''
--- ARGV[4]  the lease in milliseconds for a grant to the caller, a positive
---          integer
--- ARGV[5]  how long the counter outlives a grant, in milliseconds, at least
+-- ARGV[3]  the caller's ticket, '<token> <claim_ms> <kind> <channel>', or ''
+-- ARGV[4]  the caller's kind, 'x', 'r' or 'p'
+-- ARGV[5]  the lease in milliseconds for a grant to (or renewal of) the caller, a
+--          positive integer
+-- ARGV[6]  how long the counter outlives a grant, in milliseconds, at least
 --          any lease
--- ARGV[6]  how long the caller's ticket stays alive without a renewal, in
+-- ARGV[7]  how long the caller's ticket stays alive without a renewal, in
 --          milliseconds
+-- ARGV[8]  the number of permits ('p'; ignored otherwise)
 --
 -- Returns {status, fence, ms, now}; now is the server's clock in microseconds
---   acquire: {1, fence, lease, now}  acquired by this call, lease ARGV[4]
---            {2, fence, pttl, now}   handed to the caller before this call;
---                                    pttl is what is left of its lease
---            {0, 0, pttl, now}       queued (or, without a ticket, refused);
---                                    pttl is the holder's remaining lease
---   release: {1, 0, 0, now}          released (and handed on if anyone waits)
---            {0, 0, 0, now}          the caller did not hold the lock
+--   acquire:   {1, fence, lease, now}  acquired by this call, lease ARGV[5]
+--              {2, fence, left, now}   granted to the caller before this call;
+--                                      left is what remains of its lease, ms
+--              {0, 0, pttl, now}       queued (or, without a ticket, refused);
+--                                      pttl: the 'x' holder's lease left, or -2
+--   release:   {1, 0, 0, now} released;  {0, 0, 0, now} the caller held nothing
+--   renew, holds, downgrade:
+--              {1, 0, 0, now} done;      {0, 0, 0, now} the caller held nothing
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local now_ms = math.floor(now / 1000)
+local op, token, ticket, kind = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local limit = tonumber(ARGV[8])
 
--- Drop the tickets whose deadline has passed.
+-- Drop the tickets whose deadline has passed, and the shared holders whose
+-- lease has.
 local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now_ms, 'LIMIT', 0, 100)
 if #dead > 0 then
   redis.call('ZREM', KEYS[3], unpack(dead))
   redis.call('ZREM', KEYS[4], unpack(dead))
 end
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now_ms)
 
 local function next_fence()
   local counter = redis.call('GET', KEYS[2])
@@ -85,81 +116,163 @@ local function next_fence()
   return now
 end
 
-local function grant(token, fence, lease)
-  redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', ARGV[5])
-  redis.call('SET', KEYS[1], token, 'PX', lease)
+-- Whether a grant of kind `k` can be made now.
+local function admits(k)
+  if redis.call('EXISTS', KEYS[1]) == 1 then
+    return false
+  end
+  if k == 'x' then
+    return redis.call('ZCARD', KEYS[5]) == 0
+  elseif k == 'p' then
+    return redis.call('ZCARD', KEYS[5]) < limit
+  end
+  return true
 end
 
--- The first live ticket, read: {ticket, token, claim, channel}, or nil.
+-- Makes `who` a holder of kind `k` with a lease of `ms` from now.
+local function hold(who, k, ms)
+  if k == 'x' then
+    redis.call('SET', KEYS[1], who, 'PX', ms)
+  else
+    redis.call('ZADD', KEYS[5], now_ms + tonumber(ms), who)
+    if redis.call('PTTL', KEYS[5]) < tonumber(ms) then
+      redis.call('PEXPIRE', KEYS[5], ms)
+    end
+  end
+end
+
+-- Writes a grant of kind `k` to `who` with lease `ms` and fence `fence`.
+local function grant(who, k, ms, fence)
+  redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', ARGV[6])
+  hold(who, k, ms)
+end
+
+-- The lease left of `who`'s grant of kind `k`, in ms; nil if it holds none.
+local function held(who, k)
+  if k == 'x' then
+    if redis.call('GET', KEYS[1]) == who then
+      return redis.call('PTTL', KEYS[1])
+    end
+    return nil
+  end
+  local ends = redis.call('ZSCORE', KEYS[5], who)
+  if ends then
+    return tonumber(ends) - now_ms
+  end
+  return nil
+end
+
+local function leave(t)
+  redis.call('ZREM', KEYS[3], t)
+  redis.call('ZREM', KEYS[4], t)
+end
+
+-- The first ticket, read: {ticket, token, claim, kind, channel}, or nil.
 local function first()
   while true do
-    local ticket = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-    if not ticket then
+    local t = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    if not t then
       return nil
     end
-    local token, claim, channel = string.match(ticket, '^(%x+) (%d+) (.+)$')
-    if token then
-      return {ticket, token, claim, channel}
+    local w, claim, k, channel = string.match(t, '^(%x+) (%d+) ([xrp]) (.+)$')
+    if w then
+      return {t, w, claim, k, channel}
     end
     -- Not a ticket this script wrote: dropped.
-    redis.call('ZREM', KEYS[3], ticket)
-    redis.call('ZREM', KEYS[4], ticket)
+    leave(t)
   end
 end
 
--- Gives the (free, or the caller's) lock to the waiter `w` and tells it so.
-local function hand_to(w)
-  local fence = next_fence()
-  redis.call('PUBLISH', w[4], string.format('grant %s %d %d %s', w[2], fence, now, w[3]))
-  redis.call('ZREM', KEYS[3], w[1])
-  redis.call('ZREM', KEYS[4], w[1])
-  grant(w[2], fence, w[3])
-end
-
-local token, ticket = ARGV[2], ARGV[3]
-local holder = redis.call('GET', KEYS[1])
-
-if ARGV[1] == 'release' then
-  if ticket ~= '' then
-    redis.call('ZREM', KEYS[3], ticket)
-    redis.call('ZREM', KEYS[4], ticket)
-  end
-  if holder ~= token then
-    return {0, 0, 0, now}
-  end
-  local w = first()
-  if w then
-    hand_to(w)
-  else
-    redis.call('PUBLISH', KEYS[1] .. ':released', 'released')
-    redis.call('DEL', KEYS[1])
-  end
-  return {1, 0, 0, now}
-end
-
-if holder == token then
-  return {2, tonumber(redis.call('GET', KEYS[2])) or 0, redis.call('PTTL', KEYS[1]), now}
-end
-if not holder then
-  local w = first()
-  if not w or w[1] == ticket then
-    local fence = next_fence()
-    if w then
-      redis.call('ZREM', KEYS[3], ticket)
-      redis.call('ZREM', KEYS[4], ticket)
+-- Serves the queue in order while its first waiter can be granted; the caller's
+-- own ticket, when reached, is granted without a message. Returns the caller's
+-- fence if it was granted, and whether anyone was.
+local function serve()
+  local served = false
+  while true do
+    local w = first()
+    if not w or not admits(w[4]) then
+      return nil, served
     end
-    grant(token, fence, ARGV[4])
-    return {1, fence, tonumber(ARGV[4]), now}
+    local fence = next_fence()
+    served = true
+    if w[1] == ticket then
+      leave(w[1])
+      grant(w[2], w[4], ARGV[5], fence)
+      return fence, served
+    end
+    redis.call('PUBLISH', w[5], string.format('grant %s %d %d %s', w[2], fence, now, w[3]))
+    leave(w[1])
+    grant(w[2], w[4], w[3], fence)
   end
-  hand_to(w)
+end
+
+local function reply(status)
+  return {status, 0, 0, now}
+end
+
+if op == 'holds' then
+  local left = held(token, kind)
+  return reply((left and left > 0) and 1 or 0)
+end
+
+if op == 'renew' then
+  if kind == 'x' or not held(token, kind) then
+    return reply(0)
+  end
+  hold(token, kind, ARGV[5])
+  return reply(1)
+end
+
+if op == 'downgrade' then
+  if held(token, 'x') == nil then
+    return reply(0)
+  end
+  redis.call('DEL', KEYS[1])
+  hold(token, 'r', ARGV[5])
+  serve()
+  return reply(1)
+end
+
+if op == 'release' then
+  if ticket ~= '' then
+    leave(ticket)
+  end
+  if held(token, kind) == nil then
+    return reply(0)
+  end
+  if kind == 'x' then
+    redis.call('DEL', KEYS[1])
+  else
+    redis.call('ZREM', KEYS[5], token)
+  end
+  local _, served = serve()
+  if not served and kind == 'x' then
+    redis.call('PUBLISH', KEYS[1] .. ':released', 'released')
+  end
+  return reply(1)
+end
+
+-- acquire
+local left = held(token, kind)
+if left then
+  return {2, tonumber(redis.call('GET', KEYS[2])) or 0, left, now}
+end
+local fence = serve()
+if fence then
+  return {1, fence, tonumber(ARGV[5]), now}
+end
+if not first() and admits(kind) then
+  fence = next_fence()
+  grant(token, kind, ARGV[5], fence)
+  return {1, fence, tonumber(ARGV[5]), now}
 end
 if ticket ~= '' then
   if not redis.call('ZSCORE', KEYS[3], ticket) then
     redis.call('ZADD', KEYS[3], now, ticket)
   end
-  redis.call('ZADD', KEYS[4], now_ms + tonumber(ARGV[6]), ticket)
-  -- Both sets go when the last waiter stops renewing: an idle lock costs nothing.
-  redis.call('PEXPIRE', KEYS[3], ARGV[6])
-  redis.call('PEXPIRE', KEYS[4], ARGV[6])
+  redis.call('ZADD', KEYS[4], now_ms + tonumber(ARGV[7]), ticket)
+  -- Both sets go when the last waiter stops renewing.
+  redis.call('PEXPIRE', KEYS[3], ARGV[7])
+  redis.call('PEXPIRE', KEYS[4], ARGV[7])
 end
 return {0, 0, redis.call('PTTL', KEYS[1]), now}

@@ -4,10 +4,11 @@
 
 use std::time::{Duration, Instant};
 
+use crate::Invocation;
 use crate::LockError;
 use crate::fair::Ticket;
 use crate::grant::{Abandoned, Outcome};
-use crate::settings::{Keys, Settings};
+use crate::settings::{Confirmed, Keys, Settings};
 use crate::token::Token;
 
 /// The server side of the lock protocol, for the async engine.
@@ -84,6 +85,21 @@ pub(crate) trait Backend: Clone + Send + Sync + 'static {
         async {
             Err(LockError::InvalidSettings(
                 "fair mode needs one server or one Redis Cluster".to_owned(),
+            ))
+        }
+    }
+
+    /// Runs a script call answered by `1` (done) or `0` on the lock's server (a
+    /// read/write lock's downgrade). Only called when [`FAIR`](Self::FAIR) is true.
+    fn check(
+        &self,
+        settings: &Settings,
+        call: Invocation<Confirmed>,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send {
+        let _ = (settings, call);
+        async {
+            Err(LockError::InvalidSettings(
+                "read/write locks need one server or one Redis Cluster".to_owned(),
             ))
         }
     }

@@ -110,15 +110,15 @@ pub fn renew(#[key] lock: &str, token: &str, ttl_ms: u64) -> i64;
 #[lock_script("scripts/raise-fence.lua")]
 pub fn raise_fence(#[key] fence: &str, floor: u64, fence_ms: u64) -> i64;
 
-/// The waiter queue of a fair lock, with direct handoff (see the file's header):
-/// `op` is `"acquire"` (take the lock if free and first in line, else queue or renew
-/// `ticket`, `"<token> <claim_ms> <channel>"`; with an empty ticket only try) or
-/// `"release"` (drop `ticket`; if `token` holds the lock, hand it to the first live
-/// waiter, or delete it when nobody waits).
+/// The waiter queue of a lock, a read/write lock or a semaphore, with direct handoff
+/// (see the file's header). `op` is one of `"acquire"`, `"release"`, `"renew"`,
+/// `"holds"`, `"downgrade"`; `kind` is `"x"` (a lock, a writer), `"r"` (a reader) or
+/// `"p"` (a permit, `permits` of them); `ticket` is `"<token> <claim_ms> <kind>
+/// <channel>"`, or empty for a call that must not queue.
 ///
 /// Returns `(status, fence, ms, now_us)`: for acquire `(1, fence, lease_ms, now)`
-/// acquired, `(2, fence, pttl, now)` handed to the caller before, `(0, 0, pttl, now)`
-/// queued; for release `(1, ..)` released, `(0, ..)` not held. `now` is the server's
+/// acquired, `(2, fence, left_ms, now)` granted before, `(0, 0, pttl, now)` queued; for
+/// the others `(1, ..)` done, `(0, ..)` the token held nothing. `now` is the server's
 /// clock in microseconds.
 ///
 /// ```no_run
@@ -126,10 +126,10 @@ pub fn raise_fence(#[key] fence: &str, floor: u64, fence_ms: u64) -> i64;
 /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
 /// let mut conn = client.get_connection()?;
 /// let token = "0123456789abcdef0123456789abcdef";
-/// let ticket = format!("{token} 2000 lock:handoff:demo");
+/// let ticket = format!("{token} 2000 x lock:handoff:demo");
 /// let (status, fence, _ms, _now) = lockscript::builtin::fair_queue(
 ///     "lock:{orders}", "lock:{orders}:fence", "lock:{orders}:queue", "lock:{orders}:alive",
-///     "acquire", token, &ticket, 30_000, 3_630_000, 2_000,
+///     "lock:{orders}:holders", "acquire", token, &ticket, "x", 30_000, 3_630_000, 2_000, 0,
 /// ).invoke(&mut conn)?;
 /// if status == 1 { println!("acquired, fence {fence}") } else { println!("queued") }
 /// # Ok(())
@@ -142,12 +142,15 @@ pub fn fair_queue(
     #[key] fence: &str,
     #[key] queue: &str,
     #[key] alive: &str,
+    #[key] holders: &str,
     op: &str,
     token: &str,
     ticket: &str,
+    kind: &str,
     lease_ms: u64,
     fence_ms: u64,
     waiter_ms: u64,
+    permits: u64,
 ) -> (i64, i64, i64, i64);
 
 /// An example of a fenced write: sets `value` only if `token` is not lower than the

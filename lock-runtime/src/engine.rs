@@ -22,7 +22,7 @@ use crate::lease::{Lease, LeaseState};
 use crate::node::bounded;
 use crate::notify::{Notifications, Subscription};
 use crate::queue::{Handed, LocalQueue, Standing};
-use crate::settings::{Keys, Settings, validity};
+use crate::settings::{Keys, Kind, Settings, validity};
 use crate::token::Token;
 use crate::wait::{Progress, Step, Wait};
 use crate::watchdog::Watchdog;
@@ -87,8 +87,18 @@ impl<B: Backend> Engine<B> {
 
     /// One attempt: a guard, or `None` when another owner holds the lock.
     pub(crate) async fn try_lock(&self, name: &str) -> Result<Option<Guard<B>>, LockError> {
-        self.validate()?;
-        let keys = self.settings.keys(name)?;
+        self.try_grant(name, Kind::Lock).await
+    }
+
+    /// One attempt at a grant of `kind`: a guard, or `None` when it cannot be granted
+    /// now (held, or others wait first).
+    pub(crate) async fn try_grant(
+        &self,
+        name: &str,
+        kind: Kind,
+    ) -> Result<Option<Guard<B>>, LockError> {
+        self.validate(kind)?;
+        let keys = self.settings.keys_of(name, kind)?;
         let started = Instant::now();
         match self.attempt(&keys, self.settings.response_timeout).await? {
             Attempted::Granted { token, grant } => {
@@ -102,15 +112,26 @@ impl<B: Backend> Engine<B> {
     /// Waits for the lock until `wait_timeout`; `watchdog` says whether the lease is
     /// renewed.
     pub(crate) async fn lock(&self, name: &str, watchdog: bool) -> Result<Guard<B>, LockError> {
-        self.validate()?;
+        self.grant(name, Kind::Lock, watchdog).await
+    }
+
+    /// Waits for a grant of `kind` until `wait_timeout`; `watchdog` says whether the
+    /// lease is renewed.
+    pub(crate) async fn grant(
+        &self,
+        name: &str,
+        kind: Kind,
+        watchdog: bool,
+    ) -> Result<Guard<B>, LockError> {
+        self.validate(kind)?;
         self.settings.validate_wait()?;
-        let keys = self.settings.keys(name)?;
+        let keys = self.settings.keys_of(name, kind)?;
         let span = tracing::debug_span!("lock.acquire", lock = %keys.name);
         self.wait_for(keys, watchdog).instrument(span).await
     }
 
     async fn wait_for(&self, keys: Keys, watchdog: bool) -> Result<Guard<B>, LockError> {
-        if self.settings.fair {
+        if self.settings.queued(&keys) {
             return self.wait_fair(keys, watchdog).await;
         }
         let started = Instant::now();
@@ -194,9 +215,9 @@ impl<B: Backend> Engine<B> {
         Ok(self.guard(keys, token, grant, started, watchdog))
     }
 
-    /// The settings, and whether this backend can do what they ask.
-    fn validate(&self) -> Result<(), LockError> {
-        self.settings.validate()?;
+    /// The settings, and whether this backend can do what they ask for grants of `kind`.
+    fn validate(&self, kind: Kind) -> Result<(), LockError> {
+        self.settings.validate_kind(kind)?;
         if self.settings.fair && !B::FAIR {
             return Err(LockError::InvalidSettings(
                 "fair mode needs one server or one Redis Cluster, where the lock's queue \
@@ -324,6 +345,7 @@ impl<B: Backend> Engine<B> {
         let ticket = Ticket::new(
             Token::new()?,
             claim,
+            keys.kind,
             channel.as_ref().map_or("-", |(_, c)| c.as_str()),
         );
         let mailbox = channel.and_then(|(n, c)| n.mailbox(&c, ticket.token.as_str()));
@@ -500,7 +522,7 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    fn guard(
+    pub(crate) fn guard(
         &self,
         keys: Keys,
         token: Token,
@@ -508,8 +530,8 @@ impl<B: Backend> Engine<B> {
         started: Instant,
         watchdog: bool,
     ) -> Guard<B> {
-        let lease =
-            LeaseState::of_grant(keys, token, &grant, &self.settings, watchdog, B::ONE_NODE);
+        let one_node = B::ONE_NODE && !keys.kind.shared();
+        let lease = LeaseState::of_grant(keys, token, &grant, &self.settings, watchdog, one_node);
         self.watchdog.watch(&lease);
         Guard::new(self.clone(), lease, grant, started)
     }

@@ -190,6 +190,19 @@ pub enum LockError {
         wanted: usize,
     },
 
+    /// The write side of a read/write lock was asked for by the task (or thread) that
+    /// holds its read side through the same handle: it would wait for itself forever.
+    /// Nothing was sent. Release the read guard first, or take the write lock first and
+    /// [downgrade](crate::WriteGuard::downgrade) it.
+    #[error(
+        "read/write lock `{name}`: this task holds it for reading, so a write lock would wait \
+         for itself; release the read guard first, or take the write lock first and downgrade it"
+    )]
+    Upgrade {
+        /// The lock's name.
+        name: String,
+    },
+
     /// A lease outside the accepted range. Nothing was sent.
     #[error(
         "ttl {ttl:?} is outside {min:?}..={max:?}; use a lease in that range (with the watchdog on, 30 s is plenty)"

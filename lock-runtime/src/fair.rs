@@ -4,7 +4,7 @@
 //!
 //! - **One queue per lock, on the server** (`lock:{name}:queue`, by arrival on the
 //!   server's clock). Each waiter of every process stands in it with its own ticket
-//!   (`<token> <claim_ms> <channel>`) and renews its deadline every
+//!   (`<token> <claim_ms> <kind> <channel>`) and renews its deadline every
 //!   [`REFRESH`] while it waits; a ticket not renewed for [`WAITER_LEASE`] is dropped.
 //! - **Direct handoff.** A release gives the lock to the first live ticket and
 //!   publishes `grant <token> <fence> <server_us> <claim_ms>` on that waiter's channel
@@ -22,8 +22,9 @@
 use std::time::{Duration, Instant};
 
 use crate::grant::{Abandoned, Grant};
+use crate::lease::LeaseState;
 use crate::notify::Mailbox;
-use crate::settings::{Keys, validity};
+use crate::settings::{Keys, Kind, validity};
 use crate::token::Token;
 
 /// How long a waiter's ticket stays in the queue without a renewal: a waiter whose
@@ -50,16 +51,17 @@ pub(crate) fn channel(prefix: &str, handle: u64) -> String {
 pub(crate) struct Ticket {
     /// The owner token a grant to this waiter carries.
     pub(crate) token: Token,
-    /// `<token> <claim_ms> <channel>`, as fair-queue.lua stores it.
+    /// `<token> <claim_ms> <kind> <channel>`, as fair-queue.lua stores it.
     pub(crate) ticket: String,
 }
 
 impl Ticket {
-    pub(crate) fn new(token: Token, claim: Duration, channel: &str) -> Self {
+    pub(crate) fn new(token: Token, claim: Duration, kind: Kind, channel: &str) -> Self {
         let ticket = format!(
-            "{} {} {channel}",
+            "{} {} {} {channel}",
             token.as_str(),
-            crate::settings::millis(claim)
+            crate::settings::millis(claim),
+            kind.code()
         );
         Self { token, ticket }
     }
@@ -150,6 +152,21 @@ impl Letter {
             handovers: 0,
         }
     }
+}
+
+/// The read grant a write lease becomes by a downgrade sent at `sent`: the same token
+/// and fencing token, the kind `Read`, a lease of the handle's ttl counted from `sent`.
+pub(crate) fn downgraded(lease: &LeaseState, sent: Instant, attempts: u32) -> (Keys, Grant) {
+    let mut keys = lease.keys.clone();
+    keys.kind = Kind::Read;
+    let grant = Grant {
+        fence: lease.fence,
+        sent,
+        lease: None,
+        attempts,
+        handovers: 0,
+    };
+    (keys, grant)
 }
 
 /// What a fair waiter's call or handoff means for it.

@@ -149,6 +149,33 @@ impl<B: Backend> Guard<B> {
         Ok(())
     }
 
+    /// The writer becomes a reader (fair-queue.lua's `downgrade`): the same owner token
+    /// and fencing token, a fresh lease counted from the call, renewed as before; the
+    /// readers first in line come in with it. [`LockError::NotHeld`] if the write lease
+    /// was lost. After a transport error the write grant is released in the background
+    /// (a read grant the call may have made runs out with its lease).
+    pub(crate) async fn downgrade(mut self) -> Result<Guard<B>, LockError> {
+        let lease = Arc::clone(&self.held.lease);
+        if lease.is_lost() {
+            return Err(self.not_held());
+        }
+        let settings = &lease.settings;
+        let sent = Instant::now();
+        let call = settings.downgrade_call(&lease.keys, lease.token.as_str(), settings.ttl);
+        let done = self.engine.backend.check(settings, call).await?;
+        lease.stop();
+        self.engine.watchdog.forget(&lease);
+        self.released = true;
+        if !done {
+            return Err(self.lost_on_release());
+        }
+        let (keys, grant) = crate::fair::downgraded(&lease, sent, self.held.attempts);
+        tracing::debug!(lock = %keys.name, fence = lease.fence, "write lock downgraded to read");
+        Ok(self
+            .engine
+            .guard(keys, lease.token.clone(), grant, sent, lease.renews()))
+    }
+
     fn not_held(&self) -> LockError {
         self.lease().not_held()
     }

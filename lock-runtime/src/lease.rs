@@ -227,6 +227,11 @@ impl LeaseState {
         lost
     }
 
+    /// Whether the watchdog renews this lease.
+    pub(crate) fn renews(&self) -> bool {
+        self.renews
+    }
+
     /// Whether the guard has released or dropped the lease.
     pub(crate) fn is_stopped(&self) -> bool {
         self.times().stopped

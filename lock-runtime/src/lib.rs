@@ -68,6 +68,8 @@ mod mutants;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 mod notify;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
+mod readers;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
 mod schedule;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 mod settings;
@@ -88,6 +90,8 @@ mod locks;
 mod node;
 #[cfg(feature = "tokio")]
 mod queue;
+#[cfg(feature = "tokio")]
+mod rw;
 #[cfg(feature = "tokio")]
 mod watchdog;
 
@@ -113,6 +117,8 @@ pub use redlock::{Redlock, RedlockGuard};
 #[cfg(feature = "tokio")]
 pub use registry::load_scripts_async;
 pub use registry::{load_scripts, scripts};
+#[cfg(feature = "tokio")]
+pub use rw::{Permit, ReadGuard, RwLocks, Semaphores, WriteGuard};
 pub use script::{Arity, Invocation, Script};
 #[cfg(feature = "redlock")]
 pub use settings::DEFAULT_NODE_TIMEOUT;

@@ -225,6 +225,10 @@ where
         Arc::make_mut(&mut self.engine.settings)
     }
 
+    pub(crate) fn engine(&self) -> &Engine<Node<C>> {
+        &self.engine
+    }
+
     crate::settings::settings_builder!("lockscript::Locks");
 
     /// After each grant, waits until at least `replicas` replicas of the master that

@@ -13,9 +13,9 @@ use redis::FromRedisValue;
 use crate::backend::Backend;
 use crate::fair::Ticket;
 use crate::grant::{Abandoned, Outcome};
-use crate::settings::{Keys, ReplicaWait, Settings, millis};
+use crate::settings::{Confirmed, Keys, ReplicaWait, Settings, millis};
 use crate::token::Token;
-use crate::{Invocation, LockError, PipelineExt, builtin};
+use crate::{Invocation, LockError, PipelineExt};
 
 /// How long to wait before re-sending a script the server refused with a "try again"
 /// reply (a Cluster in the middle of a failover or a slot migration).
@@ -95,22 +95,19 @@ where
             return Ok(());
         };
         let mut pipe = redis::pipe();
-        pipe.invoke(&builtin::renew(
-            &keys.lock,
-            token.as_str(),
-            millis(settings.ttl),
-        ))?;
+        pipe.invoke(&settings.renew_call(keys, token.as_str(), settings.ttl))?;
         pipe.cmd("WAIT").arg(replicas).arg(millis(timeout));
         let mut conn = self.conn.clone();
-        let (ours, acked): (i64, usize) = bounded(settings.response_timeout + timeout, async {
-            Ok(pipe.query_async(&mut conn).await?)
-        })
-        .await?;
-        if ours == 1 && acked >= replicas {
+        let (Confirmed(ours), acked): (Confirmed, usize) =
+            bounded(settings.response_timeout + timeout, async {
+                Ok(pipe.query_async(&mut conn).await?)
+            })
+            .await?;
+        if ours && acked >= replicas {
             tracing::debug!(lock = %keys.name, acked, "grant acknowledged by replicas");
             return Ok(());
         }
-        let acked = if ours == 1 { acked } else { 0 };
+        let acked = if ours { acked } else { 0 };
         tracing::warn!(lock = %keys.name, acked, wanted = replicas, "grant not replicated; releasing it");
         Err(LockError::NotReplicated {
             name: keys.name.clone(),
@@ -128,7 +125,7 @@ where
     ) -> Result<Option<Instant>, LockError> {
         let sent = Instant::now();
         let call = settings.renew_call(keys, token.as_str(), ttl);
-        Ok((self.run(settings, call).await? == 1).then_some(sent))
+        Ok(self.run(settings, call).await?.0.then_some(sent))
     }
 
     async fn release(
@@ -154,13 +151,27 @@ where
 
     const FAIR: bool = true;
 
+    async fn check(
+        &self,
+        settings: &Settings,
+        call: Invocation<Confirmed>,
+    ) -> Result<bool, LockError> {
+        Ok(self.run(settings, call).await?.0)
+    }
+
     async fn fair_acquire(
         &self,
         settings: &Settings,
         keys: &Keys,
         ticket: &Ticket,
     ) -> Result<(i64, i64, i64, i64), LockError> {
-        let call = settings.fair_call(keys, "acquire", ticket.token.as_str(), &ticket.ticket);
+        let call = settings.fair_call(
+            keys,
+            "acquire",
+            ticket.token.as_str(),
+            &ticket.ticket,
+            settings.ttl,
+        );
         self.run(settings, call).await
     }
 
@@ -170,6 +181,9 @@ where
         keys: &Keys,
         token: &Token,
     ) -> Result<bool, LockError> {
+        if let Some(call) = settings.holds_call(keys, token.as_str()) {
+            return Ok(self.run(settings, call).await?.0);
+        }
         let mut conn = self.conn.clone();
         let value: Option<String> = bounded(settings.response_timeout, async {
             Ok(redis::cmd("GET")

@@ -37,7 +37,7 @@ use crate::engine::Engine;
 use crate::grant::Outcome;
 use crate::guard::Guard;
 use crate::lease::Lease;
-use crate::settings::{Acquired, DEFAULT_NODE_TIMEOUT, Keys, Released, Settings, validity};
+use crate::settings::{Acquired, Confirmed, DEFAULT_NODE_TIMEOUT, Keys, Settings, validity};
 use crate::token::Token;
 
 /// N independent masters, each through its own connection.
@@ -123,7 +123,7 @@ where
         settings: &Settings,
         keys: &Keys,
         token: &Token,
-    ) -> Round<Released> {
+    ) -> Round<Confirmed> {
         self.round(settings, |mut conn| async move {
             settings
                 .release_call(keys, token.as_str())
@@ -224,8 +224,8 @@ where
                     .await
             })
             .await;
-        let renewed = round.count(|r| *r == 1);
-        let refused = round.count(|r| *r != 1);
+        let renewed = round.count(|r| r.0);
+        let refused = round.count(|r| !r.0);
         if renewed >= self.quorum() && Instant::now() < start + validity(ttl) {
             Ok(Some(start))
         } else if refused > self.nodes.len() - self.quorum() {

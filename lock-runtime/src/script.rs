@@ -264,6 +264,7 @@ impl<R> Invocation<R> {
 
     /// The same call, its reply read as `S` (a type that reads what this script
     /// answers, e.g. one element of a tuple it returns).
+    #[cfg(any(feature = "tokio", feature = "blocking"))]
     pub(crate) fn reply_as<S>(self) -> Invocation<S> {
         Invocation {
             script: self.script,
@@ -378,9 +379,10 @@ impl<R> Invocation<R> {
             && !guard.0.one_node
         {
             return Err(LockError::InvalidSettings(format!(
-                "script `{}` cannot be guarded by a Redlock lease (lock `{}`): its grant \
-                 lives on several masters, and a script runs on one; guard data with a lock \
-                 of Locks or blocking::Locks",
+                "script `{}` cannot be guarded by this lease (lock `{}`): a Redlock grant \
+                 lives on several masters, and a script runs on one; a reader or a permit \
+                 shares its name with other holders; guard data with a lock or a write \
+                 lock of Locks or blocking::Locks",
                 self.script.name, guard.0.keys.name
             )));
         }

@@ -313,8 +313,10 @@ impl Settings {
     /// acquire-with-retry.lua: take `keys` for `token` with the handle's ttl (in fair
     /// mode fair-queue.lua's `acquire` without a ticket, which never jumps the queue).
     pub(crate) fn acquire_call(&self, keys: &Keys, token: &str) -> crate::Invocation<Acquired> {
-        if self.fair {
-            return self.fair_call(keys, "acquire", token, "").reply_as();
+        if self.queued(keys) {
+            return self
+                .fair_call(keys, "acquire", token, "", self.ttl)
+                .reply_as();
         }
         crate::builtin::acquire(
             &keys.lock,
@@ -327,27 +329,64 @@ impl Settings {
         .reply_as()
     }
 
-    /// fair-queue.lua: `op` (`acquire` or `release`) for `token` with its `ticket`.
+    /// Whether grants of `keys` go through the waiter queue (fair-queue.lua): in fair
+    /// mode, and always for read/write locks and semaphores.
+    pub(crate) fn queued(&self, keys: &Keys) -> bool {
+        self.fair || keys.kind != Kind::Lock
+    }
+
+    /// fair-queue.lua: `op` for `token` (with its `ticket`, or `""`) and a lease of
+    /// `lease`, for the kind of `keys`.
     pub(crate) fn fair_call(
         &self,
         keys: &Keys,
         op: &str,
         token: &str,
         ticket: &str,
+        lease: Duration,
     ) -> crate::Invocation<(i64, i64, i64, i64)> {
         crate::builtin::fair_queue(
             &keys.lock,
             &keys.fence,
             &keys.queue(),
             &keys.alive(),
+            &keys.holders(),
             op,
             token,
             ticket,
-            millis(self.ttl),
-            self.fence_lifetime(self.ttl),
+            keys.kind.code(),
+            millis(lease),
+            self.fence_lifetime(self.ttl.max(lease)),
             millis(crate::fair::WAITER_LEASE),
+            keys.kind.permits(),
         )
         .delivery(self.delivery)
+    }
+
+    /// Whether `token` holds a grant of `keys`, as a script: for readers and permits
+    /// (`None` for a lock or a writer, whose key a plain `GET` reads).
+    pub(crate) fn holds_call(
+        &self,
+        keys: &Keys,
+        token: &str,
+    ) -> Option<crate::Invocation<Confirmed>> {
+        keys.kind.shared().then(|| {
+            self.fair_call(keys, "holds", token, "", self.ttl)
+                .reply_as()
+        })
+    }
+
+    /// fair-queue.lua's `downgrade`: the writer `token` becomes a reader with lease `ttl`.
+    pub(crate) fn downgrade_call(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+    ) -> crate::Invocation<Confirmed> {
+        let mut write = keys.clone();
+        write.kind = Kind::Write;
+        self.fair_call(&write, "downgrade", token, "", ttl)
+            .reply_as()
     }
 
     /// renew.lua: set the lease of `token`'s lock to `ttl`.
@@ -356,15 +395,22 @@ impl Settings {
         keys: &Keys,
         token: &str,
         ttl: Duration,
-    ) -> crate::Invocation<i64> {
-        crate::builtin::renew(&keys.lock, token, millis(ttl)).delivery(self.delivery)
+    ) -> crate::Invocation<Confirmed> {
+        if keys.kind.shared() {
+            return self.fair_call(keys, "renew", token, "", ttl).reply_as();
+        }
+        crate::builtin::renew(&keys.lock, token, millis(ttl))
+            .delivery(self.delivery)
+            .reply_as()
     }
 
     /// compare-del.lua: release `token`'s lock (in fair mode fair-queue.lua's
     /// `release`, which hands it to the first live waiter).
-    pub(crate) fn release_call(&self, keys: &Keys, token: &str) -> crate::Invocation<Released> {
-        if self.fair {
-            return self.fair_call(keys, "release", token, "").reply_as();
+    pub(crate) fn release_call(&self, keys: &Keys, token: &str) -> crate::Invocation<Confirmed> {
+        if self.queued(keys) {
+            return self
+                .fair_call(keys, "release", token, "", self.ttl)
+                .reply_as();
         }
         crate::builtin::compare_del(&keys.lock, token)
             .delivery(self.delivery)
@@ -376,11 +422,11 @@ impl Settings {
     pub(crate) fn abandoned_call(
         &self,
         abandoned: &crate::grant::Abandoned,
-    ) -> crate::Invocation<Released> {
+    ) -> crate::Invocation<Confirmed> {
         let token = abandoned.token.as_str();
         match &abandoned.ticket {
             Some(ticket) => self
-                .fair_call(&abandoned.keys, "release", token, ticket)
+                .fair_call(&abandoned.keys, "release", token, ticket, self.ttl)
                 .reply_as(),
             None => self.release_call(&abandoned.keys, token),
         }
@@ -539,6 +585,18 @@ impl Settings {
         Ok(())
     }
 
+    /// [`validate`](Self::validate), and what grants of `kind` need: a semaphore has at
+    /// least one permit.
+    pub(crate) fn validate_kind(&self, kind: Kind) -> Result<(), LockError> {
+        self.validate()?;
+        if kind == Kind::Permit(0) {
+            return Err(LockError::InvalidSettings(
+                "a semaphore needs at least 1 permit; Locks::semaphore(n) takes n >= 1".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks what `lock()` needs on top of [`validate`](Self::validate).
     pub(crate) fn validate_wait(&self) -> Result<(), LockError> {
         self.validate()?;
@@ -559,7 +617,13 @@ impl Settings {
     }
 
     /// The key names of lock `name`, after checking the name.
+    #[cfg(test)]
     pub(crate) fn keys(&self, name: &str) -> Result<Keys, LockError> {
+        self.keys_of(name, Kind::Lock)
+    }
+
+    /// The key names of `name` for grants of `kind`, after checking the name.
+    pub(crate) fn keys_of(&self, name: &str, kind: Kind) -> Result<Keys, LockError> {
         check_name(name)?;
         // Built by hand: this runs on every call, and three `format!`s cost about
         // 2,000 instructions per call (callgrind, 4,000 try_lock+release cycles).
@@ -569,6 +633,7 @@ impl Settings {
         lock.push_str(name);
         lock.push('}');
         Ok(Keys {
+            kind,
             fence: [lock.as_str(), ":fence"].concat(),
             channel: [lock.as_str(), ":released"].concat(),
             lock,
@@ -625,6 +690,8 @@ fn check_name(name: &str) -> Result<(), LockError> {
 /// of them live in one slot.
 #[derive(Clone, Debug)]
 pub(crate) struct Keys {
+    /// What a grant of this name is.
+    pub(crate) kind: Kind,
     /// The name the user gave.
     pub(crate) name: String,
     /// `lock:{name}`: holds the owner's token.
@@ -636,14 +703,56 @@ pub(crate) struct Keys {
 }
 
 impl Keys {
-    /// `lock:{name}:queue`: a fair lock's waiters by arrival (fair-queue.lua).
+    /// `lock:{name}:queue`: the waiters by arrival (fair-queue.lua).
     pub(crate) fn queue(&self) -> String {
         [self.lock.as_str(), ":queue"].concat()
     }
 
-    /// `lock:{name}:alive`: a fair lock's waiters by deadline (fair-queue.lua).
+    /// `lock:{name}:alive`: the waiters by deadline (fair-queue.lua).
     pub(crate) fn alive(&self) -> String {
         [self.lock.as_str(), ":alive"].concat()
+    }
+
+    /// `lock:{name}:holders`: readers or permit holders by the end of their lease
+    /// (fair-queue.lua).
+    pub(crate) fn holders(&self) -> String {
+        [self.lock.as_str(), ":holders"].concat()
+    }
+}
+
+/// What a grant of a name is: the kind fair-queue.lua serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A lock ([`crate::Locks`]): the token in the lock key.
+    Lock,
+    /// The write side of a read/write lock: the token in the lock key, like a lock.
+    Write,
+    /// The read side of a read/write lock: a member of the holders.
+    Read,
+    /// A permit of a semaphore with this many permits: a member of the holders.
+    Permit(u32),
+}
+
+impl Kind {
+    /// The kind's letter in fair-queue.lua.
+    pub(crate) fn code(self) -> &'static str {
+        match self {
+            Kind::Lock | Kind::Write => "x",
+            Kind::Read => "r",
+            Kind::Permit(_) => "p",
+        }
+    }
+
+    /// Whether its holders are members of `lock:{name}:holders` (not the lock key).
+    pub(crate) fn shared(self) -> bool {
+        matches!(self, Kind::Read | Kind::Permit(_))
+    }
+
+    fn permits(self) -> u64 {
+        match self {
+            Kind::Permit(n) => u64::from(n),
+            _ => 0,
+        }
     }
 }
 
@@ -666,17 +775,17 @@ impl redis::FromRedisValue for Acquired {
     }
 }
 
-/// What a release call answered: compare-del.lua's `1`/`0` or the first value of
-/// fair-queue.lua's reply; whether the lock was released.
+/// What a release, renewal or check answered: `1`/`0` from compare-del.lua or renew.lua,
+/// or the first value of fair-queue.lua's reply; whether it was done (the token held).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Released(pub(crate) bool);
+pub(crate) struct Confirmed(pub(crate) bool);
 
-impl redis::FromRedisValue for Released {
+impl redis::FromRedisValue for Confirmed {
     fn from_redis_value(v: redis::Value) -> Result<Self, redis::ParsingError> {
         let status = match v {
             redis::Value::Array(values) => match values.into_iter().next() {
                 Some(first) => i64::from_redis_value(first)?,
-                None => return Err("an empty release reply".into()),
+                None => return Err(String::from("an empty script reply").into()),
             },
             other => i64::from_redis_value(other)?,
         };

@@ -196,15 +196,17 @@ async fn a_cancelled_or_timed_out_wait_leaves_the_queue() {
 /// right after queueing.
 async fn dead_ticket<C: ConnectionLike>(conn: &mut C, name: &str, claim: Duration) -> String {
     let token = format!("{:032x}", 0xdead_u128 + u128::from(claim.subsec_nanos()));
-    let ticket = format!("{token} {} nobody-listens", claim.as_millis());
+    let ticket = format!("{token} {} x nobody-listens", claim.as_millis());
     let keys = (
         format!("lock:{{{name}}}"),
         format!("lock:{{{name}}}:fence"),
         format!("lock:{{{name}}}:queue"),
         format!("lock:{{{name}}}:alive"),
+        format!("lock:{{{name}}}:holders"),
     );
     let (status, ..) = lockscript::builtin::fair_queue(
-        &keys.0, &keys.1, &keys.2, &keys.3, "acquire", &token, &ticket, 30_000, 3_600_000, 2_000,
+        &keys.0, &keys.1, &keys.2, &keys.3, &keys.4, "acquire", &token, &ticket, "x", 30_000,
+        3_600_000, 2_000, 0,
     )
     .invoke_async(conn)
     .await
@@ -285,7 +287,7 @@ async fn a_grant_to_a_waiter_that_left_goes_on_to_the_next_at_once() {
     let guard = holder.lock("left").await.unwrap();
     let claim = Duration::from_secs(2);
     let token = dead_ticket(&mut conn, "left", claim).await;
-    let ticket = format!("{token} {} nobody-listens", claim.as_millis());
+    let ticket = format!("{token} {} x nobody-listens", claim.as_millis());
     let waiter = fair(&server).await;
     let task = tokio::spawn(async move {
         let g = waiter.lock("left").await.unwrap();
@@ -300,12 +302,15 @@ async fn a_grant_to_a_waiter_that_left_goes_on_to_the_next_at_once() {
         "lock:{left}:fence",
         "lock:{left}:queue",
         "lock:{left}:alive",
+        "lock:{left}:holders",
         "release",
         &token,
         &ticket,
+        "x",
         30_000,
         3_600_000,
         2_000,
+        0,
     )
     .invoke_async(&mut conn)
     .await

@@ -85,13 +85,18 @@ where
     /// ```
     pub fn is_held(&self) -> Result<bool, LockError> {
         let lease = &self.held.lease;
-        let value: Option<String> = self
+        let token = lease.token.as_str();
+        let ours = self
             .shared
             .conn
             .with(Some(lease.settings.response_timeout), |c| {
-                Ok(redis::cmd("GET").arg(&lease.keys.lock).query(c)?)
+                if let Some(call) = lease.settings.holds_call(&lease.keys, token) {
+                    return Ok(call.invoke(c)?.0);
+                }
+                let value: Option<String> = redis::cmd("GET").arg(&lease.keys.lock).query(c)?;
+                Ok(value.as_deref() == Some(token))
             })?;
-        Ok(lease.checked(value.as_deref() == Some(lease.token.as_str())))
+        Ok(lease.checked(ours))
     }
 
     /// Sets the lease to `ttl` from now if the lock is still ours; see
@@ -119,7 +124,7 @@ where
                     .renew_call(&lease.keys, lease.token.as_str(), ttl)
                     .invoke(c)
             })?;
-        lease.extended((renewed == 1).then_some(sent), ttl, Instant::now())?;
+        lease.extended(renewed.0.then_some(sent), ttl, Instant::now())?;
         if let Some(Some(worker)) = self.shared.worker.get() {
             worker.watch(lease);
         }
@@ -154,6 +159,45 @@ where
         let (done, outcome) = lease.released(lost_before, deleted);
         self.released = done;
         outcome
+    }
+}
+
+impl<C> LockGuard<C>
+where
+    C: redis::ConnectionLike + Send + 'static,
+{
+    /// The writer becomes a reader; see the async guard's `downgrade`.
+    pub(crate) fn downgrade(mut self) -> Result<LockGuard<C>, LockError> {
+        let lease = Arc::clone(&self.held.lease);
+        if lease.is_lost() {
+            return Err(lease.not_held());
+        }
+        let settings = &lease.settings;
+        let sent = Instant::now();
+        let done = self
+            .shared
+            .conn
+            .with(Some(settings.response_timeout), |c| {
+                settings
+                    .downgrade_call(&lease.keys, lease.token.as_str(), settings.ttl)
+                    .invoke(c)
+            })?
+            .0;
+        lease.stop();
+        if let Some(Some(worker)) = self.shared.worker.get() {
+            worker.forget(&lease);
+        }
+        self.released = true;
+        if !done {
+            return Err(lease.lost_on_release());
+        }
+        let (keys, grant) = crate::fair::downgraded(&lease, sent, self.held.attempts);
+        let renews = lease.renews();
+        let read = LeaseState::of_grant(keys, lease.token.clone(), &grant, settings, renews, false);
+        if renews && let Some(worker) = self.shared.worker() {
+            worker.watch(&read);
+        }
+        Ok(LockGuard::new(Arc::clone(&self.shared), read, grant, sent))
     }
 }
 

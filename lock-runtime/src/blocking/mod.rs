@@ -24,6 +24,7 @@
 //! ```
 
 mod guard;
+mod rw;
 mod worker;
 
 use std::fmt;
@@ -31,6 +32,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 pub use guard::LockGuard;
+pub use rw::{Permit, ReadGuard, RwLocks, Semaphores, WriteGuard};
 
 use self::worker::Worker;
 use crate::LockError;
@@ -38,7 +40,7 @@ use crate::fair::{self, Place, Ticket, Turn};
 use crate::grant::{Abandoned, Attempted, Grant, Outcome, Pending};
 use crate::lease::LeaseState;
 use crate::notify::{Notifications, Subscription};
-use crate::settings::{Keys, Settings};
+use crate::settings::{Keys, Kind, Settings};
 use crate::token::Token;
 use crate::wait::{Progress, Step, Wait};
 
@@ -427,8 +429,17 @@ where
     /// # }
     /// ```
     pub fn try_lock(&self, name: &str) -> Result<Option<LockGuard<C>>, LockError> {
-        self.settings.validate()?;
-        let keys = self.settings.keys(name)?;
+        self.try_grant(name, Kind::Lock)
+    }
+
+    /// One attempt at a grant of `kind`.
+    pub(crate) fn try_grant(
+        &self,
+        name: &str,
+        kind: Kind,
+    ) -> Result<Option<LockGuard<C>>, LockError> {
+        self.settings.validate_kind(kind)?;
+        let keys = self.settings.keys_of(name, kind)?;
         let started = Instant::now();
         match self.attempt(&keys, self.settings.response_timeout)? {
             Attempted::Granted { token, grant } => Ok(Some(self.guard(
@@ -454,14 +465,21 @@ where
     /// # }
     /// ```
     pub fn lock(&self, name: &str) -> Result<LockGuard<C>, LockError> {
-        self.lock_with(name, self.settings.watchdog)
+        self.grant(name, Kind::Lock, self.settings.watchdog)
     }
 
-    fn lock_with(&self, name: &str, watchdog: bool) -> Result<LockGuard<C>, LockError> {
+    /// Blocks until a grant of `kind` (see [`lock`](Self::lock)).
+    pub(crate) fn grant(
+        &self,
+        name: &str,
+        kind: Kind,
+        watchdog: bool,
+    ) -> Result<LockGuard<C>, LockError> {
+        self.settings.validate_kind(kind)?;
         self.settings.validate_wait()?;
-        let keys = self.settings.keys(name)?;
+        let keys = self.settings.keys_of(name, kind)?;
         let _span = tracing::debug_span!("lock.acquire", lock = %keys.name).entered();
-        if self.settings.fair {
+        if self.settings.queued(&keys) {
             return self.lock_fair(keys, watchdog);
         }
         let started = Instant::now();
@@ -531,6 +549,7 @@ where
                                 "acquire",
                                 place.ticket.token.as_str(),
                                 &place.ticket.ticket,
+                                settings.ttl,
                             )
                             .invoke(c)
                     });
@@ -586,7 +605,12 @@ where
     fn enter(&self, keys: &Keys, claim: Duration) -> Result<Place, LockError> {
         let notifications = self.notifications.as_ref().and_then(|n| n.started());
         let channel = notifications.map(|(_, n)| n.handoff_channel(&self.settings.prefix));
-        let ticket = Ticket::new(Token::new()?, claim, channel.as_deref().unwrap_or("-"));
+        let ticket = Ticket::new(
+            Token::new()?,
+            claim,
+            keys.kind,
+            channel.as_deref().unwrap_or("-"),
+        );
         let mailbox = notifications
             .zip(channel)
             .and_then(|((runtime, n), channel)| {
@@ -621,7 +645,7 @@ where
         name: &str,
         work: impl FnOnce(&LockGuard<C>) -> T,
     ) -> Result<T, LockError> {
-        let guard = self.lock_with(name, true)?;
+        let guard = self.grant(name, Kind::Lock, true)?;
         let value = work(&guard);
         if guard.is_lost() {
             return Err(LockError::Lost {
@@ -669,7 +693,8 @@ where
         started: Instant,
         watchdog: bool,
     ) -> LockGuard<C> {
-        let lease = LeaseState::of_grant(keys, token, &grant, &self.settings, watchdog, true);
+        let one_node = !keys.kind.shared();
+        let lease = LeaseState::of_grant(keys, token, &grant, &self.settings, watchdog, one_node);
         if watchdog && let Some(worker) = self.shared.worker() {
             worker.watch(&lease);
         }

@@ -176,5 +176,5 @@ fn renew<C: redis::ConnectionLike + Send>(conn: &Conn<C>, lease: &LeaseState, tt
             .renew_call(&lease.keys, lease.token.as_str(), ttl)
             .invoke(c)
     });
-    lease.renewal_done(reply.map(|r| (r == 1).then_some(sent)), ttl, Instant::now());
+    lease.renewal_done(reply.map(|r| r.0.then_some(sent)), ttl, Instant::now());
 }
