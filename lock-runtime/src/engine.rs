@@ -245,8 +245,8 @@ impl<B: Backend> Engine<B> {
             mailbox.live_within(within).await;
         }
         let subscribe = place.mailbox.as_ref().is_some_and(|m| !m.is_live());
-        let mut wait =
-            Wait::new(&keys.name, started, settings, subscribe).queued(place.mailbox.is_some());
+        let mut wait = Wait::new(&keys.name, started, settings, subscribe)
+            .queued(place.mailbox.is_some(), place.claim);
         let mut step = wait.attempt();
         let grant = loop {
             step = match step {

@@ -242,7 +242,7 @@ impl Notifications {
         Some(Mailbox {
             subscription,
             token: token.to_owned(),
-            letter,
+            letter: Some(letter),
         })
     }
 
@@ -389,7 +389,8 @@ impl Subscription {
 pub(crate) struct Mailbox {
     subscription: Subscription,
     token: String,
-    letter: tokio::sync::oneshot::Receiver<Letter>,
+    /// Until the letter came (a receiver must not be polled after it completed).
+    letter: Option<tokio::sync::oneshot::Receiver<Letter>>,
 }
 
 impl Mailbox {
@@ -403,12 +404,18 @@ impl Mailbox {
         self.subscription.live_within(within).await
     }
 
-    /// Resolves with the handoff to this waiter (never, if none comes).
+    /// Resolves with the handoff to this waiter, once (never, if none comes, or after it
+    /// came: a handoff that could not be used is found by the waiter's next call).
+    /// Cancel-safe.
     pub(crate) async fn letter(&mut self) -> Letter {
-        match (&mut self.letter).await {
-            Ok(letter) => letter,
-            Err(_) => std::future::pending().await,
+        if let Some(receiver) = &mut self.letter {
+            let letter = receiver.await;
+            self.letter = None;
+            if let Ok(letter) = letter {
+                return letter;
+            }
         }
+        std::future::pending().await
     }
 
     /// See [`Subscription::live_within_blocking`].
@@ -421,7 +428,13 @@ impl Mailbox {
     /// passes (timed by the OS).
     #[cfg(feature = "blocking")]
     pub(crate) fn letter_within(&mut self, nap: Duration) -> Option<Letter> {
-        block_within(&mut self.letter, nap).and_then(Result::ok)
+        let Some(receiver) = &mut self.letter else {
+            std::thread::sleep(nap);
+            return None;
+        };
+        let letter = block_within(receiver, nap)?;
+        self.letter = None;
+        letter.ok()
     }
 }
 

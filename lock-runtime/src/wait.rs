@@ -57,9 +57,9 @@ pub(crate) struct Wait {
     subscribe: bool,
     /// The last attempt failed with this transient error.
     failure: Option<LockError>,
-    /// A fair waiter (its ticket in the lock's queue): `Some(letters)`, where `letters`
-    /// says whether its handoff message can arrive.
-    queued: Option<bool>,
+    /// A fair waiter (its ticket in the lock's queue): whether its handoff message can
+    /// arrive, and how often it renews its ticket.
+    queued: Option<(bool, Duration)>,
 }
 
 impl Wait {
@@ -81,13 +81,14 @@ impl Wait {
         }
     }
 
-    /// The wait of a fair waiter: refused, it sleeps until its handoff arrives (when
-    /// `letters`) or until its ticket is due for renewal (every [`fair::REFRESH`]) or
-    /// the holder's lease ends, whichever is first; without `letters` it polls with the
-    /// retry policy. A renewal is one call, which also finds a handoff whose message was
-    /// missed.
-    pub(crate) fn queued(mut self, letters: bool) -> Self {
-        self.queued = Some(letters);
+    /// The wait of a fair waiter whose handoff gives a `claim` lease: refused, it sleeps
+    /// until its handoff arrives (when `letters`) or until its ticket is due for renewal
+    /// or the holder's lease ends, whichever is first; without `letters` it polls with
+    /// the retry policy. A renewal is one call, which also finds a handoff whose message
+    /// was missed: it comes every [`fair::REFRESH`], and at least twice per claim lease,
+    /// so a missed message is found while the handed lease lasts.
+    pub(crate) fn queued(mut self, letters: bool, claim: Duration) -> Self {
+        self.queued = Some((letters, fair::REFRESH.min(claim / 2)));
         self
     }
 
@@ -164,12 +165,12 @@ impl Wait {
             let within = self.nap(remaining, now);
             return Step::Subscribe { within };
         }
-        if let Some(letters) = self.queued {
+        if let Some((letters, refresh)) = self.queued {
             let left = self.deadline.saturating_duration_since(now);
             let renewal = if letters {
-                fair::REFRESH
+                refresh
             } else {
-                self.policy.nap(self.naps, None, left).min(fair::REFRESH)
+                self.policy.nap(self.naps, None, left).min(refresh)
             };
             let holder = remaining.map_or(renewal, |r| r + Duration::from_millis(1));
             self.naps += 1;

@@ -531,8 +531,8 @@ where
             mailbox.live_within_blocking(settings.response_timeout.min(settings.wait_timeout));
         }
         let subscribe = place.mailbox.as_ref().is_some_and(|m| !m.is_live());
-        let mut wait =
-            Wait::new(&keys.name, started, settings, subscribe).queued(place.mailbox.is_some());
+        let mut wait = Wait::new(&keys.name, started, settings, subscribe)
+            .queued(place.mailbox.is_some(), place.claim);
         let mut step = wait.attempt();
         let grant = loop {
             step = match step {

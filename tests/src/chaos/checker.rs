@@ -16,6 +16,10 @@
 //! 4. **Call durations.** `lock()` returns within `wait_timeout` plus one response
 //!    timeout, the other calls within one response timeout (three node timeouts for
 //!    Redlock), plus a scheduling slack and any time the worker was frozen.
+//! 5. **First come, first served** in fair mode, among waiters that stayed in the queue.
+//!
+//! Exclusion is checked per kind of grant: a lock or a writer shares with nobody, a
+//! reader with readers, a permit with fewer holders than the semaphore's permits.
 //!
 //! Workers that crash or hang, and locks left behind, are found by the run itself and
 //! added to the report.
@@ -135,11 +139,15 @@ struct Grant<'a> {
     fence: u64,
     t_sent: u64,
     t: u64,
+    share: Share,
+    /// A downgraded writer's read grant: it keeps the writer's fencing token.
+    downgraded: bool,
 }
 
 /// The intervals in which the nemesis had frozen each worker, and the faults after
 /// which a server may have forgotten held locks or fencing counters.
 struct Faults<'a> {
+    all: Vec<&'a Event>,
     frozen: HashMap<u32, Vec<(u64, u64)>>,
     forgot_locks: Vec<&'a Event>,
     forgot_fences: Vec<&'a Event>,
@@ -149,6 +157,7 @@ impl<'a> Faults<'a> {
     fn new(events: &'a [Event]) -> Self {
         let mut frozen: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
         let (mut forgot_locks, mut forgot_fences) = (Vec::new(), Vec::new());
+        let mut all = Vec::new();
         for e in events {
             if let Event::Fault {
                 kind,
@@ -170,9 +179,11 @@ impl<'a> Faults<'a> {
                 if *forgets_locks || *forgets_fences {
                     forgot_fences.push(e);
                 }
+                all.push(e);
             }
         }
         Self {
+            all,
             frozen,
             forgot_locks,
             forgot_fences,
@@ -197,6 +208,22 @@ impl<'a> Faults<'a> {
             .filter(|&&(s, e)| s <= at && at <= e)
             .map(|&(_, e)| e)
             .max()
+    }
+
+    /// A fault overlapping `from..=to` that can touch `worker`'s waits: any fault but
+    /// another worker's freeze or kill.
+    fn touching(&self, worker: u32, from: u64, to: u64) -> bool {
+        let own = format!("worker:{worker}");
+        let touching: Vec<&Event> = self
+            .all
+            .iter()
+            .copied()
+            .filter(|e| {
+                matches!(e, Event::Fault { target, .. }
+                    if !target.starts_with("worker:") || *target == own)
+            })
+            .collect();
+        overlaps(&touching, from, to)
     }
 
     /// A fault that may have made a server forget held locks, overlapping `from..=to`.
@@ -244,6 +271,8 @@ pub fn check(events: &[Event], bounds: &Bounds) -> Report {
                 fence: *fence,
                 t_sent: *t_sent,
                 t: *t,
+                share: Share::of(how),
+                downgraded: how == "downgrade",
             });
             report.count("grants", 1);
             report.count(&format!("grants by {how}"), 1);
@@ -263,12 +292,54 @@ pub fn check(events: &[Event], bounds: &Bounds) -> Report {
     check_loss(events, &grants, &by_id, &faults, bounds, &mut report);
     check_fences(&grants, &per_lock, &faults, &mut report);
     check_calls(events, &faults, bounds, &mut report);
+    check_fifo(events, &faults, bounds, &mut report);
     check_store(events, &mut report);
     report.count("violations", report.violations.len() as u64);
     report
 }
 
-/// 1: no holder finds its lease valid after a later grant of the same lock.
+/// How many holders a grant shares its lock with, from how it was granted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Share {
+    /// A lock, a fair lock, a writer: nobody else.
+    Alone,
+    /// A reader (or a downgraded writer): other readers.
+    Reader,
+    /// A permit of a semaphore with this many.
+    Permits(usize),
+}
+
+impl Share {
+    fn of(how: &str) -> Self {
+        match how {
+            "read" | "downgrade" => Share::Reader,
+            _ => how
+                .strip_prefix("permit:")
+                .and_then(|n| n.parse().ok())
+                .map_or(Share::Alone, Share::Permits),
+        }
+    }
+
+    /// Which of the grants `active` (holders that still found their lease valid after
+    /// this grant) this grant conflicts with: all for a lock or a writer, the writers
+    /// for a reader, all of them once there are as many as permits.
+    fn conflicts<'g>(self, active: &[&'g Grant<'g>]) -> Vec<&'g Grant<'g>> {
+        match self {
+            Share::Alone => active.to_vec(),
+            Share::Reader => active
+                .iter()
+                .copied()
+                .filter(|a| a.share == Share::Alone)
+                .collect(),
+            Share::Permits(n) if active.len() >= n => active.to_vec(),
+            Share::Permits(_) => active.iter().copied().filter(|a| a.share != self).collect(),
+        }
+    }
+}
+
+/// 1: when a grant is made, the holders that still find their lease valid afterwards
+/// (a check with `is_lost()` false after it) are compatible with it: none for a lock
+/// or a writer, only readers for a reader, fewer than the permits for a permit.
 fn check_exclusion(
     events: &[Event],
     grants: &[Grant<'_>],
@@ -277,47 +348,19 @@ fn check_exclusion(
     faults: &Faults<'_>,
     report: &mut Report,
 ) {
+    // Each grant's checks that found its lease valid, in time order.
+    let mut valid: HashMap<usize, Vec<&Event>> = HashMap::new();
     for e in events {
         match e {
             Event::Check {
                 worker,
                 grant,
                 lost: false,
-                t,
+                ..
             } => {
-                let Some(&a) = by_id.get(&(*worker, *grant)) else {
-                    continue;
-                };
-                let a = &grants[a];
                 report.count("writes checked", 1);
-                // The first later grant of the same lock known before this check.
-                let later = per_lock[a.lock]
-                    .iter()
-                    .map(|&i| &grants[i])
-                    .find(|b| b.t > a.t && b.t < *t && (b.worker, b.id) != (a.worker, a.id));
-                if let Some(b) = later {
-                    // Each grant ran on the server somewhere in its `t_sent..=t`, and a
-                    // late reply can make `b`, received later, the one that ran first: a
-                    // forgetting fault anywhere from the earlier send to `b`'s grant may
-                    // lie between the two.
-                    if faults.forgot_locks_between(a.t_sent.min(b.t_sent), b.t) {
-                        report.count("holders overlapping after a forgetting fault", 1);
-                    } else {
-                        report.violate(
-                            "exclusion",
-                            format!(
-                                "worker {} found its grant of `{}` (fence {}) valid {:.3} ms after \
-                                 worker {} was granted it (fence {})",
-                                a.worker,
-                                a.lock,
-                                a.fence,
-                                ms(t - b.t),
-                                b.worker,
-                                b.fence
-                            ),
-                            vec![a.event.clone(), b.event.clone(), e.clone()],
-                        );
-                    }
+                if let Some(&i) = by_id.get(&(*worker, *grant)) {
+                    valid.entry(i).or_default().push(e);
                 }
             }
             Event::Write { outcome, .. } => {
@@ -326,6 +369,93 @@ fn check_exclusion(
             _ => {}
         }
     }
+    for checks in valid.values_mut() {
+        checks.sort_by_key(|c| times(c)[0]);
+    }
+    let last_valid = |i: usize| valid.get(&i).and_then(|c| c.last()).map(|c| times(c)[0]);
+    for known in per_lock.values() {
+        // Sweep the grants in the order they were known, keeping the holders that found
+        // their lease valid after the grant at hand.
+        let mut active: Vec<usize> = Vec::new();
+        for &bi in known {
+            let b = &grants[bi];
+            active.retain(|&a| last_valid(a).is_some_and(|t| t > b.t));
+            let holders: Vec<&Grant<'_>> = active.iter().map(|&a| &grants[a]).collect();
+            let conflicts = b.share.conflicts(&holders);
+            if !conflicts.is_empty() {
+                exclusion_broken(b, &conflicts, &valid, by_id, faults, report);
+            }
+            if last_valid(bi).is_some_and(|t| t > b.t) {
+                active.push(bi);
+            }
+        }
+    }
+}
+
+/// Reports (or, across a forgetting fault, counts) that the holders `conflicts` found
+/// their leases valid after grant `b`.
+fn exclusion_broken(
+    b: &Grant<'_>,
+    conflicts: &[&Grant<'_>],
+    valid: &HashMap<usize, Vec<&Event>>,
+    by_id: &HashMap<(u32, u64), usize>,
+    faults: &Faults<'_>,
+    report: &mut Report,
+) {
+    // Each grant ran on the server somewhere in its `t_sent..=t`, and a late reply can
+    // make `b`, received later, the one that ran first: a forgetting fault anywhere from
+    // the earliest send to `b`'s grant may lie between them.
+    let earliest = conflicts.iter().map(|a| a.t_sent).fold(b.t_sent, u64::min);
+    if faults.forgot_locks_between(earliest, b.t) {
+        report.count("holders overlapping after a forgetting fault", 1);
+        return;
+    }
+    let mut shown = vec![];
+    let mut first_check = 0;
+    for a in conflicts {
+        shown.push(a.event.clone());
+        let check = by_id
+            .get(&(a.worker, a.id))
+            .and_then(|i| valid.get(i))
+            .and_then(|checks| checks.iter().find(|c| times(c)[0] > b.t));
+        if let Some(check) = check {
+            first_check = times(check)[0];
+            shown.push((*check).clone());
+        }
+    }
+    shown.push(b.event.clone());
+    let what = match (b.share, conflicts) {
+        (Share::Permits(n), _) => format!(
+            "{} holders of `{}` found their permits valid after worker {} was granted one of \
+             its {n} (fence {})",
+            conflicts.len(),
+            b.lock,
+            b.worker,
+            b.fence
+        ),
+        (_, [a, ..]) => format!(
+            "worker {} found its grant of `{}` (fence {}{}) valid {:.3} ms after worker {} was \
+             granted it (fence {}{})",
+            a.worker,
+            b.lock,
+            a.fence,
+            if a.share == Share::Reader {
+                ", reading"
+            } else {
+                ""
+            },
+            ms(first_check.saturating_sub(b.t)),
+            b.worker,
+            b.fence,
+            if b.share == Share::Reader {
+                ", reading"
+            } else {
+                ""
+            },
+        ),
+        (_, []) => return,
+    };
+    report.violate("exclusion", what, shown);
 }
 
 /// 2: `lost()` fired in time for every lease that ended lost, and no release succeeded
@@ -469,6 +599,10 @@ fn check_fences(
         let mut next = 0;
         for &i in &requested {
             let b = &grants[i];
+            // A downgraded writer reads on with its own fencing token.
+            if b.downgraded {
+                continue;
+            }
             while next < known.len() && grants[known[next]].t < b.t_sent {
                 let a = &grants[known[next]];
                 if highest.is_none_or(|h| a.fence > h.fence) {
@@ -535,6 +669,72 @@ fn check_calls(events: &[Event], faults: &Faults<'_>, bounds: &Bounds, report: &
     }
 }
 
+/// The prefix of the lock names the chaos workers lock in fair mode.
+pub const FAIR_PREFIX: &str = "fair";
+
+/// 5: in fair mode, a waiter queued before another is granted first. Checked where
+/// no fault touched the earlier wait, nor the 3 s before it (a reconnect's backoff): a
+/// server fault can drop a waiter's ticket (a server that forgot the queue, renewals
+/// that could not get through), and so can freezing its own worker; then it queues
+/// again at the end (other workers' freezes and kills do not). There, a `lock()` sends
+/// its first call at once (its handle's channel is subscribed from its first wait on,
+/// which the workers make before recording) and is queued when it is answered: within
+/// the scheduling slack of calls, plus 50 ms. Of two waits on a `fair*` name that
+/// began more apart than that, the earlier must end first when both were granted.
+fn check_fifo(events: &[Event], faults: &Faults<'_>, bounds: &Bounds, report: &mut Report) {
+    let mut waits: HashMap<&str, Vec<(u64, u64, &Event)>> = HashMap::new();
+    for e in events {
+        if let Event::Call {
+            kind,
+            lock,
+            outcome,
+            t_start,
+            t_end,
+            ..
+        } = e
+            && kind == "lock"
+            && outcome == "ok"
+            && lock.starts_with(FAIR_PREFIX)
+        {
+            waits.entry(lock).or_default().push((*t_start, *t_end, e));
+        }
+    }
+    let queued = ns(bounds.call_slack + Duration::from_millis(50));
+    let calm = ns(Duration::from_secs(3));
+    for (lock, mut calls) in waits {
+        calls.sort_by_key(|c| c.0);
+        for (i, &(a_start, a_end, a)) in calls.iter().enumerate() {
+            let Event::Call { worker, .. } = a else {
+                continue;
+            };
+            if faults.touching(*worker, a_start.saturating_sub(calm), a_end) {
+                continue;
+            }
+            for &(b_start, b_end, b) in &calls[i + 1..] {
+                if b_start >= a_end {
+                    break;
+                }
+                if b_start < a_start + queued {
+                    continue;
+                }
+                report.count("fair waits checked for order", 1);
+                if b_end < a_end {
+                    report.violate(
+                        "fifo",
+                        format!(
+                            "a wait for `{lock}` that began {:.3} ms after another was granted \
+                             {:.3} ms before it",
+                            ms(b_start - a_start),
+                            ms(a_end - b_end)
+                        ),
+                        vec![a.clone(), b.clone()],
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// The store's log of accepted fencing tokens never goes down for a lock.
 fn check_store(events: &[Event], report: &mut Report) {
     for e in events {
@@ -592,6 +792,115 @@ mod tests {
 
     fn kinds(report: &Report) -> Vec<&'static str> {
         report.violations.iter().map(|v| v.kind).collect()
+    }
+
+    /// A grant granted `how` (`read`, `write`, `permit:N`, `downgrade`...).
+    fn grant_as(worker: u32, id: u64, fence: u64, t: u64, how: &str) -> Event {
+        let mut g = grant(worker, id, fence, t);
+        if let Event::Grant { how: h, .. } = &mut g {
+            *h = how.to_owned();
+        }
+        g
+    }
+
+    #[test]
+    fn readers_share_and_a_writer_shares_with_nobody() {
+        let readers = vec![
+            grant_as(1, 1, 1, 100 * MS, "read"),
+            grant_as(2, 1, 2, 150 * MS, "read"),
+            check_at(1, 1, 200 * MS),
+            check_at(2, 1, 210 * MS),
+        ];
+        let report = check(&readers, &bounds());
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        // A writer granted while a reader still acts: a violation, and the other way.
+        let mut late_reader = readers.clone();
+        late_reader.push(grant_as(3, 1, 3, 190 * MS, "write"));
+        assert_eq!(kinds(&check(&late_reader, &bounds())), ["exclusion"]);
+        let writer_then_reader = vec![
+            grant_as(1, 1, 1, 100 * MS, "write"),
+            grant_as(2, 1, 2, 150 * MS, "read"),
+            check_at(1, 1, 200 * MS),
+        ];
+        let report = check(&writer_then_reader, &bounds());
+        assert_eq!(kinds(&report), ["exclusion"]);
+        assert!(
+            report.violations[0].to_string().contains("reading"),
+            "{report:?}"
+        );
+    }
+
+    #[test]
+    fn permits_are_held_by_at_most_as_many_as_there_are() {
+        let mut events = vec![
+            grant_as(1, 1, 1, 100 * MS, "permit:2"),
+            grant_as(2, 1, 2, 110 * MS, "permit:2"),
+            check_at(1, 1, 200 * MS),
+            check_at(2, 1, 200 * MS),
+        ];
+        let report = check(&events, &bounds());
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        events.push(grant_as(3, 1, 3, 150 * MS, "permit:2"));
+        let report = check(&events, &bounds());
+        assert_eq!(kinds(&report), ["exclusion"]);
+        assert!(
+            report.violations[0].to_string().contains("2 holders"),
+            "{report:?}"
+        );
+    }
+
+    #[test]
+    fn a_downgraded_writer_keeps_its_fence() {
+        let events = vec![
+            grant_as(1, 1, 7, 100 * MS, "write"),
+            grant_as(1, 2, 7, 200 * MS, "downgrade"),
+            grant_as(2, 1, 8, 210 * MS, "read"),
+            check_at(1, 2, 250 * MS),
+            check_at(2, 1, 250 * MS),
+        ];
+        let report = check(&events, &bounds());
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+    }
+
+    #[test]
+    fn a_fair_waiter_overtaken_in_a_calm_stretch_is_a_violation() {
+        let wait = |worker, start, end| Event::Call {
+            worker,
+            kind: "lock".into(),
+            lock: "fair0".into(),
+            outcome: "ok".into(),
+            detail: String::new(),
+            t_start: start,
+            t_end: end,
+        };
+        let overtaken = vec![
+            wait(1, 3_000 * MS, 5_000 * MS),
+            wait(2, 4_500 * MS, 4_800 * MS),
+        ];
+        let report = check(&overtaken, &bounds());
+        assert_eq!(kinds(&report), ["fifo"]);
+        // In order: fine. Too close to tell who queued first: not checked.
+        let in_order = vec![
+            wait(1, 3_000 * MS, 4_700 * MS),
+            wait(2, 4_500 * MS, 4_800 * MS),
+        ];
+        assert!(check(&in_order, &bounds()).violations.is_empty());
+        let close = vec![
+            wait(1, 3_000 * MS, 5_000 * MS),
+            wait(2, 3_100 * MS, 4_800 * MS),
+        ];
+        assert!(check(&close, &bounds()).violations.is_empty());
+        // A fault during the earlier wait may have dropped its ticket: not checked.
+        let mut faulty = overtaken.clone();
+        faulty.push(Event::Fault {
+            kind: "delay".into(),
+            target: "server:0".into(),
+            t_start: 3_500 * MS,
+            t_end: 3_600 * MS,
+            forgets_locks: false,
+            forgets_fences: false,
+        });
+        assert!(check(&faulty, &bounds()).violations.is_empty());
     }
 
     #[test]

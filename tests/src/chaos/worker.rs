@@ -5,7 +5,9 @@
 //! The actors: three tasks sharing one handle (handover), a task with its own handle
 //! (release notifications), a `try_lock` poller, a `with_lock` user, one that extends
 //! and then drops its guard without releasing, one whose `lock()` futures are
-//! cancelled, and (on one server) a thread on `blocking::Locks`.
+//! cancelled, and (on one server) a thread on `blocking::Locks`. Except on Redlock, the
+//! primitives on the waiter queue have names of their own: a fair lock (`fair*`),
+//! read/write locks (`rw*`, some writes downgraded) and a semaphore (`sem*`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -599,6 +601,186 @@ where
     tasks
 }
 
+/// The permits of the chaos semaphores (`sem*` names).
+pub const PERMITS: u32 = 2;
+
+/// The primitives on the waiter queue (one server or a cluster, not Redlock), each on
+/// names of its own: a fair lock (`fair*`), read/write locks (`rw*`) and a semaphore of
+/// [`PERMITS`] permits (`sem*`), every actor with a handle of its own.
+async fn queued_actors<C, M, MF>(ctx: &Arc<Ctx>, make: M) -> Vec<tokio::task::JoinHandle<()>>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+    M: Fn() -> MF,
+    MF: Future<Output = Locks<C>>,
+{
+    let seed = ctx.cfg.seed;
+    let mut tasks = Vec::new();
+    for i in 0..2 {
+        tasks.push(tokio::spawn(fair_actor(
+            Arc::clone(ctx),
+            make().await.fair(true),
+            seed ^ (0x51 + i),
+        )));
+        tasks.push(tokio::spawn(rw_actor(
+            Arc::clone(ctx),
+            make().await.rw(),
+            seed ^ (0x61 + i),
+        )));
+        tasks.push(tokio::spawn(sem_actor(
+            Arc::clone(ctx),
+            make().await.semaphore(PERMITS),
+            seed ^ (0x71 + i),
+        )));
+    }
+    tasks
+}
+
+/// Holds a grant of `name` (its `lease`, granted `how`): records it, watches its loss,
+/// runs its section (fenced writes when `writes`, else checks only: a reader or a
+/// permit cannot guard a script), then `release`s it and records the end.
+async fn hold<F, Fut>(
+    ctx: &Arc<Ctx>,
+    name: &str,
+    lease: &Lease,
+    how: &str,
+    writes: bool,
+    seed: u64,
+    release: F,
+) where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<(), LockError>>,
+{
+    let grant = ctx.granted(name, lease.fencing_token(), how, lease.valid_until());
+    let done = watch(ctx, grant, lease.clone());
+    if writes {
+        section(ctx, grant, name, lease, seed).await;
+    } else {
+        let mut rng = StdRng::seed_from_u64(seed);
+        for i in 0..rng.random_range(1..=3) {
+            if i > 0 {
+                tokio::time::sleep(ctx.pause(&mut rng)).await;
+            }
+            if !ctx.may_write(grant, lease.is_lost()) {
+                break;
+            }
+        }
+    }
+    let (ending, valid_until) = (Instant::now(), lease.valid_until());
+    let released = release().await;
+    let outcome = outcome_of(&released);
+    ctx.call("release", name, ending, outcome, String::new());
+    ctx.ended(grant, outcome, ending, valid_until);
+    let _ = done.send(());
+}
+
+/// A fair lock's user: `lock()` on the one `fair*` name (a long queue, so the checker
+/// sees waits long enough to check their order), a section of fenced writes, release.
+async fn fair_actor<C>(ctx: Arc<Ctx>, locks: Locks<C>, seed: u64)
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let mut rng = StdRng::seed_from_u64(seed);
+    // The handle's handoff channel subscribed before the first recorded wait.
+    let warm = format!("warm-{}-{seed}", ctx.cfg.worker);
+    if let Ok(guard) = locks.lock(&warm).await {
+        let _ = guard.release().await;
+    }
+    while !ctx.stop.load(Ordering::Relaxed) {
+        let name = format!("{}0", super::checker::FAIR_PREFIX);
+        let started = Instant::now();
+        let Some(guard) = ctx.locked(&name, started, locks.lock(&name).await) else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        let lease = guard.lease();
+        hold(&ctx, &name, &lease, "fair", true, rng.random(), || {
+            guard.release()
+        })
+        .await;
+    }
+}
+
+/// A read/write lock's user on `rw*` names: mostly reads; writes with a section of
+/// fenced writes, a third of them downgraded to a read afterwards.
+async fn rw_actor<C>(ctx: Arc<Ctx>, rw: lockscript::RwLocks<C>, seed: u64)
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let mut rng = StdRng::seed_from_u64(seed);
+    while !ctx.stop.load(Ordering::Relaxed) {
+        let name = format!("rw{}", rng.random_range(0..2));
+        let started = Instant::now();
+        if rng.random_bool(0.7) {
+            let Some(guard) = ctx.locked(&name, started, rw.read(&name).await) else {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            };
+            let lease = guard.lease();
+            hold(&ctx, &name, &lease, "read", false, rng.random(), || {
+                guard.release()
+            })
+            .await;
+            continue;
+        }
+        let Some(guard) = ctx.locked(&name, started, rw.write(&name).await) else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        let lease = guard.lease();
+        if !rng.random_bool(0.3) {
+            hold(&ctx, &name, &lease, "write", true, rng.random(), || {
+                guard.release()
+            })
+            .await;
+            continue;
+        }
+        // Write, then downgrade: the write grant ends with the downgrade, and the read
+        // grant it becomes (the same fencing token) is held like any other read.
+        let read = std::sync::Mutex::new(None);
+        hold(&ctx, &name, &lease, "write", true, rng.random(), || async {
+            *read.lock().unwrap() = Some(guard.downgrade().await?);
+            Ok(())
+        })
+        .await;
+        let read = read.into_inner().unwrap();
+        if let Some(read) = read {
+            let lease = read.lease();
+            hold(
+                &ctx,
+                &name,
+                &lease,
+                "downgrade",
+                false,
+                rng.random(),
+                || read.release(),
+            )
+            .await;
+        }
+    }
+}
+
+/// A semaphore's user on `sem*` names: a permit, a few checks, release.
+async fn sem_actor<C>(ctx: Arc<Ctx>, sem: lockscript::Semaphores<C>, seed: u64)
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let mut rng = StdRng::seed_from_u64(seed);
+    let how = format!("permit:{}", sem.permits());
+    while !ctx.stop.load(Ordering::Relaxed) {
+        let name = format!("sem{}", rng.random_range(0..2));
+        let started = Instant::now();
+        let Some(permit) = ctx.locked(&name, started, sem.acquire(&name).await) else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        let lease = permit.lease();
+        hold(&ctx, &name, &lease, &how, false, rng.random(), || {
+            permit.release()
+        })
+        .await;
+    }
+}
+
 /// A sync connection for guarded writes, opened anew after any error (a late reply must
 /// never be read as the next command's).
 struct SyncData {
@@ -772,26 +954,30 @@ pub fn run(cfg: WorkerConfig) {
             Topology::Single | Topology::Aof => {
                 let client = redis::Client::open(urls[0].as_str()).expect("the server's url");
                 threads.extend(blocking_actor(&ctx, &urls[0]));
-                spawn_actors(&ctx, || async {
+                let make = || async {
                     Locks::connect(&client)
                         .await
                         .expect("connect")
                         .ttl(ttl)
                         .wait_timeout(wait)
                         .delivery(delivery)
-                })
-                .await
+                };
+                let mut tasks = spawn_actors(&ctx, make).await;
+                tasks.extend(queued_actors(&ctx, make).await);
+                tasks
             }
             Topology::Cluster => {
-                spawn_actors(&ctx, || async {
+                let make = || async {
                     Locks::connect_cluster(urls.clone())
                         .await
                         .expect("connect_cluster")
                         .ttl(ttl)
                         .wait_timeout(wait)
                         .delivery(delivery)
-                })
-                .await
+                };
+                let mut tasks = spawn_actors(&ctx, make).await;
+                tasks.extend(queued_actors(&ctx, make).await);
+                tasks
             }
             Topology::Redlock => {
                 let clients: Vec<redis::Client> = urls
