@@ -373,6 +373,8 @@ fn check_exclusion(
         checks.sort_by_key(|c| times(c)[0]);
     }
     let last_valid = |i: usize| valid.get(&i).and_then(|c| c.last()).map(|c| times(c)[0]);
+    // A holder acting on past the grants after it is one fault, reported once.
+    let mut reported: std::collections::HashSet<(u32, u64)> = std::collections::HashSet::new();
     for known in per_lock.values() {
         // Sweep the grants in the order they were known, keeping the holders that found
         // their lease valid after the grant at hand.
@@ -382,8 +384,12 @@ fn check_exclusion(
             active.retain(|&a| last_valid(a).is_some_and(|t| t > b.t));
             let holders: Vec<&Grant<'_>> = active.iter().map(|&a| &grants[a]).collect();
             let conflicts = b.share.conflicts(&holders);
-            if !conflicts.is_empty() {
-                exclusion_broken(b, &conflicts, &valid, by_id, faults, report);
+            if conflicts
+                .iter()
+                .any(|a| !reported.contains(&(a.worker, a.id)))
+                && exclusion_broken(b, &conflicts, &valid, by_id, faults, report)
+            {
+                reported.extend(conflicts.iter().map(|a| (a.worker, a.id)));
             }
             if last_valid(bi).is_some_and(|t| t > b.t) {
                 active.push(bi);
@@ -393,7 +399,7 @@ fn check_exclusion(
 }
 
 /// Reports (or, across a forgetting fault, counts) that the holders `conflicts` found
-/// their leases valid after grant `b`.
+/// their leases valid after grant `b`; whether it was a violation.
 fn exclusion_broken(
     b: &Grant<'_>,
     conflicts: &[&Grant<'_>],
@@ -401,14 +407,14 @@ fn exclusion_broken(
     by_id: &HashMap<(u32, u64), usize>,
     faults: &Faults<'_>,
     report: &mut Report,
-) {
+) -> bool {
     // Each grant ran on the server somewhere in its `t_sent..=t`, and a late reply can
     // make `b`, received later, the one that ran first: a forgetting fault anywhere from
     // the earliest send to `b`'s grant may lie between them.
     let earliest = conflicts.iter().map(|a| a.t_sent).fold(b.t_sent, u64::min);
     if faults.forgot_locks_between(earliest, b.t) {
         report.count("holders overlapping after a forgetting fault", 1);
-        return;
+        return false;
     }
     let mut shown = vec![];
     let mut first_check = 0;
@@ -453,9 +459,10 @@ fn exclusion_broken(
                 ""
             },
         ),
-        (_, []) => return,
+        (_, []) => return false,
     };
     report.violate("exclusion", what, shown);
+    true
 }
 
 /// 2: `lost()` fired in time for every lease that ended lost, and no release succeeded
