@@ -5,7 +5,8 @@
 //! - **One queue per lock, on the server** (`lock:{name}:queue`, by arrival on the
 //!   server's clock). Each waiter of every process stands in it with its own ticket
 //!   (`<token> <claim_ms> <kind> <channel>`) and renews its deadline every
-//!   [`REFRESH`] while it waits; a ticket not renewed for [`WAITER_LEASE`] is dropped.
+//!   [`REFRESH`] (at least twice per claim lease) while it waits; a ticket not renewed
+//!   for [`WAITER_LEASE`] is dropped.
 //! - **Direct handoff.** A release gives the lock to the first live ticket and
 //!   publishes `grant <token> <fence> <server_us> <claim_ms>` on that waiter's channel
 //!   (its handle's): that waiter alone wakes, holding the lock already.

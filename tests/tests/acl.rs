@@ -33,6 +33,14 @@ const LOCK_USER_RULES: &[&str] = &[
     "+pexpire",
     "+publish",
     "+time",
+    // What fair-queue.lua calls too (fair mode, read/write locks, semaphores).
+    "+zadd",
+    "+zrem",
+    "+zrange",
+    "+zrangebyscore",
+    "+zremrangebyscore",
+    "+zscore",
+    "+zcard",
 ];
 
 fn create_user(server: &RedisServer, name: &str, rules: &[&str]) -> redis::Client {
@@ -89,6 +97,57 @@ async fn the_documented_rules_are_enough_for_the_whole_lock_cycle() {
     let last = remote.await.unwrap().unwrap();
     assert_eq!(last.fencing_token(), f0 + 2);
     last.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_rules_are_enough_for_fair_locks_read_write_locks_and_semaphores() {
+    let server = RedisServer::start();
+    let client = create_user(&server, "locker", LOCK_USER_RULES);
+    let connect = || async {
+        Locks::connect(&client)
+            .await
+            .unwrap()
+            .ttl(Duration::from_millis(300))
+            .wait_timeout(Duration::from_secs(5))
+    };
+    // Fair: a waiter of another handle is handed the lock on its own channel (a 3 s
+    // lease: its ticket is renewed every 666 ms, so one call is all it makes here).
+    let fair = || async { connect().await.fair(true).ttl(Duration::from_secs(3)) };
+    let (holder, waiter) = (fair().await, fair().await);
+    let first = holder.lock("fair").await.unwrap();
+    let next = tokio::spawn(async move { waiter.lock("fair").await.map(|g| g.attempts()) });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    first.release().await.unwrap();
+    assert_eq!(
+        next.await.unwrap().unwrap(),
+        1,
+        "handed over, no second call"
+    );
+    // Read/write: readers renew, a writer waits, is handed the lock, downgrades.
+    let rw = connect().await.rw();
+    let reader = rw.read("doc").await.unwrap();
+    let writer = {
+        let rw = connect().await.rw();
+        tokio::spawn(async move { rw.write("doc").await })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(reader.is_held().await.unwrap());
+    reader.release().await.unwrap();
+    let read_again = writer.await.unwrap().unwrap().downgrade().await.unwrap();
+    read_again.release().await.unwrap();
+    // Semaphore: permits renew and come back.
+    let pool = connect().await.semaphore(1);
+    let permit = pool.acquire("pool").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(permit.is_held().await.unwrap());
+    permit.release().await.unwrap();
+    pool.try_acquire("pool")
+        .await
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
