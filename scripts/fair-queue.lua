@@ -13,7 +13,8 @@
 --        renew.lua and guarded scripts work on it. Granted when no 'x' holds and
 --        no 'r' or 'p' holder is live.
 --   'r'  shared: the read side. Holders are members of lock:{name}:holders,
---        scored by the end of their lease. Granted when no 'x' holds.
+--        scored by the end of their lease, with their fencing token in
+--        lock:{name}:fences. Granted when no 'x' holds.
 --   'p'  a permit of a semaphore: a holder in lock:{name}:holders like 'r'.
 --        Granted while fewer than ARGV[8] permits are live.
 -- The queue is served in order: its first waiter is granted as soon as its kind
@@ -29,8 +30,8 @@
 -- A waiter renews its deadline by calling 'acquire' again; a ticket whose
 -- deadline passed (its process died) is dropped by the next call, before anyone
 -- is served. Every clock reading here is the server's (TIME); no client clock is
--- trusted. The queue, its deadlines and the holders expire when nobody renews
--- them, so a name nobody uses costs nothing.
+-- trusted. The queue, its deadlines, the holders and their fences expire when
+-- nobody renews them, so a name nobody uses costs nothing.
 --
 -- Dead waiters. A waiter that died after its last renewal can still be handed
 -- the lock; it then holds it only for its claim lease (short: a live waiter
@@ -71,6 +72,7 @@
 -- KEYS[4]  the deadlines, lock:{name}:alive (sorted set: ticket -> deadline, ms)
 -- KEYS[5]  the shared holders, lock:{name}:holders (sorted set: token -> end of
 --          lease, ms)
+-- KEYS[6]  their fencing tokens, lock:{name}:fences (hash: token -> fence)
 -- ARGV[1]  the operation
 -- ARGV[2]  the caller's owner token
 -- ARGV[3]  the caller's ticket, '<token> <claim_ms> <kind> <channel>', or ''
@@ -106,7 +108,11 @@ if #dead > 0 then
   redis.call('ZREM', KEYS[3], unpack(dead))
   redis.call('ZREM', KEYS[4], unpack(dead))
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now_ms)
+local ended = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now_ms, 'LIMIT', 0, 100)
+if #ended > 0 then
+  redis.call('ZREM', KEYS[5], unpack(ended))
+  redis.call('HDEL', KEYS[6], unpack(ended))
+end
 
 local function next_fence()
   local counter = redis.call('GET', KEYS[2])
@@ -135,16 +141,34 @@ local function hold(who, k, ms)
     redis.call('SET', KEYS[1], who, 'PX', ms)
   else
     redis.call('ZADD', KEYS[5], now_ms + tonumber(ms), who)
-    if redis.call('PTTL', KEYS[5]) < tonumber(ms) then
-      redis.call('PEXPIRE', KEYS[5], ms)
+    for i = 5, 6 do
+      if redis.call('PTTL', KEYS[i]) < tonumber(ms) then
+        redis.call('PEXPIRE', KEYS[i], ms)
+      end
     end
   end
 end
 
 -- Writes a grant of kind `k` to `who` with lease `ms` and fence `fence`.
 local function grant(who, k, ms, fence)
-  redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', ARGV[6])
+  local f = string.format('%d', fence)
+  redis.call('SET', KEYS[2], f, 'PX', ARGV[6])
+  if k ~= 'x' then
+    redis.call('HSET', KEYS[6], who, f)
+  end
   hold(who, k, ms)
+end
+
+-- The fencing token of `who`'s grant of kind `k` (which it holds): the counter for
+-- the one 'x' holder (nothing is granted while it holds), its own for the others.
+local function fence_of(who, k)
+  local f
+  if k == 'x' then
+    f = redis.call('GET', KEYS[2])
+  else
+    f = redis.call('HGET', KEYS[6], who)
+  end
+  return tonumber(f) or 0
 end
 
 -- The lease left of `who`'s grant of kind `k`, in ms; nil if it holds none.
@@ -227,7 +251,9 @@ if op == 'downgrade' then
   if held(token, 'x') == nil then
     return reply(0)
   end
+  local f = redis.call('GET', KEYS[2]) or '0'
   redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[6], token, f)
   hold(token, 'r', ARGV[5])
   serve()
   return reply(1)
@@ -244,6 +270,7 @@ if op == 'release' then
     redis.call('DEL', KEYS[1])
   else
     redis.call('ZREM', KEYS[5], token)
+    redis.call('HDEL', KEYS[6], token)
   end
   local _, served = serve()
   if not served and kind == 'x' then
@@ -255,7 +282,7 @@ end
 -- acquire
 local left = held(token, kind)
 if left then
-  return {2, tonumber(redis.call('GET', KEYS[2])) or 0, left, now}
+  return {2, fence_of(token, kind), left, now}
 end
 local fence = serve()
 if fence then

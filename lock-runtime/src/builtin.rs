@@ -129,7 +129,8 @@ pub fn raise_fence(#[key] fence: &str, floor: u64, fence_ms: u64) -> i64;
 /// let ticket = format!("{token} 2000 x lock:handoff:demo");
 /// let (status, fence, _ms, _now) = lockscript::builtin::fair_queue(
 ///     "lock:{orders}", "lock:{orders}:fence", "lock:{orders}:queue", "lock:{orders}:alive",
-///     "lock:{orders}:holders", "acquire", token, &ticket, "x", 30_000, 3_630_000, 2_000, 0,
+///     "lock:{orders}:holders", "lock:{orders}:fences", "acquire", token, &ticket, "x", 30_000,
+///     3_630_000, 2_000, 0,
 /// ).invoke(&mut conn)?;
 /// if status == 1 { println!("acquired, fence {fence}") } else { println!("queued") }
 /// # Ok(())
@@ -143,6 +144,7 @@ pub fn fair_queue(
     #[key] queue: &str,
     #[key] alive: &str,
     #[key] holders: &str,
+    #[key] fences: &str,
     op: &str,
     token: &str,
     ticket: &str,

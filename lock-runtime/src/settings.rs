@@ -351,6 +351,7 @@ impl Settings {
             &keys.queue(),
             &keys.alive(),
             &keys.holders(),
+            &keys.fences(),
             op,
             token,
             ticket,
@@ -717,6 +718,12 @@ impl Keys {
     /// (fair-queue.lua).
     pub(crate) fn holders(&self) -> String {
         [self.lock.as_str(), ":holders"].concat()
+    }
+
+    /// `lock:{name}:fences`: the fencing token of each reader or permit holder
+    /// (fair-queue.lua).
+    pub(crate) fn fences(&self) -> String {
+        [self.lock.as_str(), ":fences"].concat()
     }
 }
 

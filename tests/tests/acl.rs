@@ -38,9 +38,11 @@ const LOCK_USER_RULES: &[&str] = &[
     "+zrem",
     "+zrange",
     "+zrangebyscore",
-    "+zremrangebyscore",
     "+zscore",
     "+zcard",
+    "+hset",
+    "+hget",
+    "+hdel",
 ];
 
 fn create_user(server: &RedisServer, name: &str, rules: &[&str]) -> redis::Client {

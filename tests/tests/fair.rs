@@ -203,10 +203,11 @@ async fn dead_ticket<C: ConnectionLike>(conn: &mut C, name: &str, claim: Duratio
         format!("lock:{{{name}}}:queue"),
         format!("lock:{{{name}}}:alive"),
         format!("lock:{{{name}}}:holders"),
+        format!("lock:{{{name}}}:fences"),
     );
     let (status, ..) = lockscript::builtin::fair_queue(
-        &keys.0, &keys.1, &keys.2, &keys.3, &keys.4, "acquire", &token, &ticket, "x", 30_000,
-        3_600_000, 2_000, 0,
+        &keys.0, &keys.1, &keys.2, &keys.3, &keys.4, &keys.5, "acquire", &token, &ticket, "x",
+        30_000, 3_600_000, 2_000, 0,
     )
     .invoke_async(conn)
     .await
@@ -303,6 +304,7 @@ async fn a_grant_to_a_waiter_that_left_goes_on_to_the_next_at_once() {
         "lock:{left}:queue",
         "lock:{left}:alive",
         "lock:{left}:holders",
+        "lock:{left}:fences",
         "release",
         &token,
         &ticket,

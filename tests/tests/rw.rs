@@ -208,6 +208,65 @@ async fn an_upgrade_is_a_typed_error_not_a_deadlock() {
     w.release().await.unwrap();
 }
 
+/// fair-queue.lua called as a reader of `name` (`op` for `token`, with `ticket`).
+async fn as_reader<C: ConnectionLike>(
+    conn: &mut C,
+    name: &str,
+    op: &str,
+    token: &str,
+    ticket: &str,
+) -> (i64, i64, i64, i64) {
+    let key = |suffix: &str| format!("lock:{{{name}}}{suffix}");
+    lockscript::builtin::fair_queue(
+        &key(""),
+        &key(":fence"),
+        &key(":queue"),
+        &key(":alive"),
+        &key(":holders"),
+        &key(":fences"),
+        op,
+        token,
+        ticket,
+        "r",
+        30_000,
+        3_600_000,
+        2_000,
+        0,
+    )
+    .invoke_async(conn)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_reader_that_asks_again_learns_its_own_fence_not_the_latest() {
+    // A reader whose grant reply (or handoff message) was lost asks again: it must get
+    // back its own fencing token, though readers after it raised the counter (found by
+    // the chaos checker: two readers reported with one fence).
+    let server = RedisServer::start();
+    let mut conn = server.multiplexed().await;
+    let a = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    let b = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    let ticket_a = format!("{a} 2000 r nobody");
+    let (status, fence_a, ..) = as_reader(&mut conn, "again", "acquire", a, &ticket_a).await;
+    assert_eq!(status, 1);
+    let (status, fence_b, ..) = as_reader(&mut conn, "again", "acquire", b, "").await;
+    assert_eq!((status, fence_b), (1, fence_a + 1));
+    let (status, again, left, _) = as_reader(&mut conn, "again", "acquire", a, &ticket_a).await;
+    assert_eq!(status, 2, "already granted");
+    assert_eq!(again, fence_a, "its own fence");
+    assert!(left > 0);
+    // Released, its fence is forgotten with it.
+    let (status, ..) = as_reader(&mut conn, "again", "release", a, "").await;
+    assert_eq!(status, 1);
+    let fences: usize = redis::cmd("HLEN")
+        .arg("lock:{again}:fences")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(fences, 1, "only the other reader's");
+}
+
 #[tokio::test]
 async fn a_crashed_readers_share_comes_back_when_its_lease_ends() {
     let server = RedisServer::start();
