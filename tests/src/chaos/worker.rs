@@ -174,10 +174,29 @@ impl Ctx {
 
     /// Records a grant of `lock` (whose lease ends at `valid_until`) and numbers it.
     fn granted(&self, lock: &str, fence: u64, how: &str, valid_until: Instant) -> u64 {
+        self.granted_after(lock, fence, how, valid_until, None)
+    }
+
+    /// [`granted`](Self::granted), for a grant the server made no earlier than
+    /// `requested` (when known better than from its lease). A grant from the queue may
+    /// come with less than a full lease (a claim lease, or what was left of one that was
+    /// handed over while this worker was frozen), so its lease does not tell when it was
+    /// made: its `lock()`'s start is the bound.
+    fn granted_after(
+        &self,
+        lock: &str,
+        fence: u64,
+        how: &str,
+        valid_until: Instant,
+        requested: Option<Instant>,
+    ) -> u64 {
         let grant = self.grants.fetch_add(1, Ordering::Relaxed) + 1;
         let valid_until = self.rec.ns(valid_until);
-        let t_sent = valid_until
-            .saturating_sub(u64::try_from(self.validity().as_nanos()).unwrap_or(u64::MAX));
+        let t_sent = match requested {
+            Some(at) => self.rec.ns(at),
+            None => valid_until
+                .saturating_sub(u64::try_from(self.validity().as_nanos()).unwrap_or(u64::MAX)),
+        };
         self.record(&Event::Grant {
             worker: self.cfg.worker,
             grant,
@@ -642,7 +661,7 @@ async fn hold<F, Fut>(
     ctx: &Arc<Ctx>,
     name: &str,
     lease: &Lease,
-    how: &str,
+    (how, requested): (&str, Instant),
     writes: bool,
     seed: u64,
     release: F,
@@ -650,7 +669,8 @@ async fn hold<F, Fut>(
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<(), LockError>>,
 {
-    let grant = ctx.granted(name, lease.fencing_token(), how, lease.valid_until());
+    let fence = lease.fencing_token();
+    let grant = ctx.granted_after(name, fence, how, lease.valid_until(), Some(requested));
     let done = watch(ctx, grant, lease.clone());
     if writes {
         section(ctx, grant, name, lease, seed).await;
@@ -693,9 +713,15 @@ where
             continue;
         };
         let lease = guard.lease();
-        hold(&ctx, &name, &lease, "fair", true, rng.random(), || {
-            guard.release()
-        })
+        hold(
+            &ctx,
+            &name,
+            &lease,
+            ("fair", started),
+            true,
+            rng.random(),
+            || guard.release(),
+        )
         .await;
     }
 }
@@ -716,9 +742,15 @@ where
                 continue;
             };
             let lease = guard.lease();
-            hold(&ctx, &name, &lease, "read", false, rng.random(), || {
-                guard.release()
-            })
+            hold(
+                &ctx,
+                &name,
+                &lease,
+                ("read", started),
+                false,
+                rng.random(),
+                || guard.release(),
+            )
             .await;
             continue;
         }
@@ -728,28 +760,45 @@ where
         };
         let lease = guard.lease();
         if !rng.random_bool(0.3) {
-            hold(&ctx, &name, &lease, "write", true, rng.random(), || {
-                guard.release()
-            })
+            hold(
+                &ctx,
+                &name,
+                &lease,
+                ("write", started),
+                true,
+                rng.random(),
+                || guard.release(),
+            )
             .await;
             continue;
         }
         // Write, then downgrade: the write grant ends with the downgrade, and the read
         // grant it becomes (the same fencing token) is held like any other read.
         let read = std::sync::Mutex::new(None);
-        hold(&ctx, &name, &lease, "write", true, rng.random(), || async {
-            *read.lock().unwrap() = Some(guard.downgrade().await?);
-            Ok(())
-        })
+        let downgraded = std::sync::Mutex::new(started);
+        hold(
+            &ctx,
+            &name,
+            &lease,
+            ("write", started),
+            true,
+            rng.random(),
+            || async {
+                *downgraded.lock().unwrap() = Instant::now();
+                *read.lock().unwrap() = Some(guard.downgrade().await?);
+                Ok(())
+            },
+        )
         .await;
         let read = read.into_inner().unwrap();
         if let Some(read) = read {
             let lease = read.lease();
+            let at = downgraded.into_inner().unwrap();
             hold(
                 &ctx,
                 &name,
                 &lease,
-                "downgrade",
+                ("downgrade", at),
                 false,
                 rng.random(),
                 || read.release(),
@@ -774,9 +823,15 @@ where
             continue;
         };
         let lease = permit.lease();
-        hold(&ctx, &name, &lease, &how, false, rng.random(), || {
-            permit.release()
-        })
+        hold(
+            &ctx,
+            &name,
+            &lease,
+            (&how, started),
+            false,
+            rng.random(),
+            || permit.release(),
+        )
         .await;
     }
 }
