@@ -29,8 +29,8 @@
 //!
 //! | feature    | default | what it adds |
 //! |------------|---------|--------------|
-//! | `tokio`    | yes     | the async face: `Locks`, `LockGuard`, `Lease`, `Invocation::invoke_async`, `load_scripts_async` |
-//! | `blocking` |         | `blocking::Locks` for code without async (its notifications run on a small runtime of its own) |
+//! | `tokio`    | yes     | the async face: `Locks` (fair mode too), `RwLocks`, `Semaphores`, their guards, `Lease`, `Invocation::invoke_async`, `load_scripts_async` |
+//! | `blocking` |         | `blocking::Locks`, `blocking::RwLocks`, `blocking::Semaphores` for code without async (their notifications run on a small runtime of their own) |
 //! | `cluster`  |         | Redis Cluster: `Locks::connect_cluster`, cluster pipelines (implies `tokio`) |
 //! | `redlock`  |         | `Redlock` over N independent masters (implies `tokio`) |
 //! | `tls`      |         | `rediss://` through rustls; the application installs a rustls crypto provider |

@@ -772,12 +772,22 @@ pub(crate) struct Acquired(pub(crate) i64, pub(crate) i64);
 
 impl redis::FromRedisValue for Acquired {
     fn from_redis_value(v: redis::Value) -> Result<Self, redis::ParsingError> {
-        let values: Vec<i64> = redis::FromRedisValue::from_redis_value(v)?;
-        match values[..] {
-            [acquired, value] => Ok(Self(acquired, value)),
-            [1, fence, _, _] => Ok(Self(1, fence)),
-            [_, _, pttl, _] => Ok(Self(0, pttl)),
-            _ => Err(format!("an acquire reply of {} values", values.len()).into()),
+        // Read in place, without collecting: this is every acquire's reply.
+        let redis::Value::Array(values) = v else {
+            return Err(String::from("an acquire reply that is not an array").into());
+        };
+        let n = values.len();
+        let mut values = values.into_iter().map(i64::from_redis_value);
+        let mut next = || {
+            values
+                .next()
+                .unwrap_or_else(|| Err(String::from("a short acquire reply").into()))
+        };
+        match (n, next()?, next()?) {
+            (2, acquired, value) => Ok(Self(acquired, value)),
+            (4, 1, fence) => Ok(Self(1, fence)),
+            (4, _, _) => Ok(Self(0, next()?)),
+            _ => Err(format!("an acquire reply of {n} values").into()),
         }
     }
 }
@@ -816,6 +826,28 @@ pub(crate) fn millis(ttl: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn acquire_replies_of_both_scripts_read_alike() {
+        use redis::{FromRedisValue, Value};
+        let ints = |v: &[i64]| Value::Array(v.iter().map(|&i| Value::Int(i)).collect());
+        let read = |v: &[i64]| Acquired::from_redis_value(ints(v));
+        assert_eq!(read(&[1, 7]).unwrap(), Acquired(1, 7));
+        assert_eq!(read(&[0, 250]).unwrap(), Acquired(0, 250));
+        assert_eq!(read(&[1, 7, 30_000, 5]).unwrap(), Acquired(1, 7));
+        assert_eq!(read(&[0, 0, 250, 5]).unwrap(), Acquired(0, 250));
+        assert!(read(&[1]).is_err());
+        assert!(read(&[1, 2, 3]).is_err());
+        assert!(Acquired::from_redis_value(Value::Int(1)).is_err());
+        assert_eq!(
+            Confirmed::from_redis_value(ints(&[1, 0, 0, 5])).unwrap(),
+            Confirmed(true)
+        );
+        assert_eq!(
+            Confirmed::from_redis_value(Value::Int(0)).unwrap(),
+            Confirmed(false)
+        );
+    }
 
     #[test]
     fn keys_share_one_hash_tag() {
