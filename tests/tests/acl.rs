@@ -59,20 +59,24 @@ fn create_user(server: &RedisServer, name: &str, rules: &[&str]) -> redis::Clien
     .unwrap()
 }
 
+/// A handle for the user of `client`: 300 ms leases, 5 s waits.
+async fn connect_as(client: &redis::Client) -> Locks {
+    Locks::connect(client)
+        .await
+        .unwrap()
+        .ttl(Duration::from_millis(300))
+        .wait_timeout(Duration::from_secs(5))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_documented_rules_are_enough_for_the_whole_lock_cycle() {
     let server = RedisServer::start();
     let client = create_user(&server, "locker", LOCK_USER_RULES);
     let connect = || async {
-        Locks::connect(&client)
-            .await
-            .unwrap()
-            .ttl(Duration::from_millis(300))
-            .wait_timeout(Duration::from_secs(5))
-            .retry(RetryPolicy::new(
-                Duration::from_secs(30),
-                Duration::from_secs(30),
-            ))
+        connect_as(&client).await.retry(RetryPolicy::new(
+            Duration::from_secs(30),
+            Duration::from_secs(30),
+        ))
     };
     let locks = connect().await;
     let holder = locks.lock("orders").await.unwrap();
@@ -105,13 +109,7 @@ async fn the_documented_rules_are_enough_for_the_whole_lock_cycle() {
 async fn the_documented_rules_are_enough_for_fair_locks_read_write_locks_and_semaphores() {
     let server = RedisServer::start();
     let client = create_user(&server, "locker", LOCK_USER_RULES);
-    let connect = || async {
-        Locks::connect(&client)
-            .await
-            .unwrap()
-            .ttl(Duration::from_millis(300))
-            .wait_timeout(Duration::from_secs(5))
-    };
+    let connect = || connect_as(&client);
     // Fair: a waiter of another handle is handed the lock on its own channel (a 3 s
     // lease: its ticket is renewed every 666 ms, so one call is all it makes here).
     let fair = || async { connect().await.fair(true).ttl(Duration::from_secs(3)) };

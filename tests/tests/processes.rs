@@ -15,10 +15,9 @@ const PROCESSES: usize = 4;
 const TASKS: usize = 3;
 const ROUNDS: usize = 12;
 
-/// One contender process: prints a `fence start end` line per grant.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "started by processes_never_overlap_and_fences_rise"]
-async fn contender_process() {
+/// One contender process: prints a `fence start end` line per grant (in fair mode
+/// when `fair`).
+async fn contend(fair: bool) {
     let Ok(url) = std::env::var(URL_VAR) else {
         return;
     };
@@ -26,6 +25,7 @@ async fn contender_process() {
     let locks = Locks::connect(&client)
         .await
         .unwrap()
+        .fair(fair)
         .wait_timeout(Duration::from_secs(30));
     contenders::contend(TASKS, ROUNDS, Duration::from_micros(200), move || {
         let locks = locks.clone();
@@ -39,29 +39,16 @@ async fn contender_process() {
     .await;
 }
 
-/// One contender process in fair mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "started by processes_never_overlap_and_fences_rise"]
+async fn contender_process() {
+    contend(false).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "started by fair_processes_never_overlap_and_fences_rise"]
 async fn fair_contender_process() {
-    let Ok(url) = std::env::var(URL_VAR) else {
-        return;
-    };
-    let client = redis::Client::open(url).unwrap();
-    let locks = Locks::connect(&client)
-        .await
-        .unwrap()
-        .fair(true)
-        .wait_timeout(Duration::from_secs(30));
-    contenders::contend(TASKS, ROUNDS, Duration::from_micros(200), move || {
-        let locks = locks.clone();
-        async move {
-            let guard = locks.lock("contended").await.unwrap();
-            (guard.fencing_token(), async move {
-                guard.release().await.unwrap();
-            })
-        }
-    })
-    .await;
+    contend(true).await;
 }
 
 #[test]
