@@ -14,7 +14,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use lockscript::{Delivery, Lease, LockError, Locks, Redlock, blocking, lock_script};
+use lockscript::{
+    Delivery, Lease, LockError, LockGuard, Locks, Permit, ReadGuard, Redlock, WriteGuard, blocking,
+    lock_script,
+};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -707,23 +710,40 @@ where
     }
     while !ctx.stop.load(Ordering::Relaxed) {
         let name = format!("{}0", super::checker::FAIR_PREFIX);
-        let started = Instant::now();
-        let Some(guard) = ctx.locked(&name, started, locks.lock(&name).await) else {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            continue;
-        };
-        let lease = guard.lease();
-        hold(
+        let grant = (name.as_str(), "fair", true);
+        take(
             &ctx,
-            &name,
-            &lease,
-            ("fair", started),
-            true,
+            grant,
             rng.random(),
-            || guard.release(),
+            locks.lock(&name),
+            LockGuard::lease,
+            LockGuard::release,
         )
         .await;
     }
+}
+
+/// One wait of a primitive on the queue (`acquired`), recorded; a grant, held.
+async fn take<G, RF>(
+    ctx: &Arc<Ctx>,
+    (name, how, writes): (&str, &str, bool),
+    seed: u64,
+    acquired: impl Future<Output = Result<G, LockError>>,
+    lease_of: impl FnOnce(&G) -> Lease,
+    release: impl FnOnce(G) -> RF,
+) where
+    RF: Future<Output = Result<(), LockError>>,
+{
+    let started = Instant::now();
+    let Some(guard) = ctx.locked(name, started, acquired.await) else {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        return;
+    };
+    let lease = lease_of(&guard);
+    hold(ctx, name, &lease, (how, started), writes, seed, || {
+        release(guard)
+    })
+    .await;
 }
 
 /// A read/write lock's user on `rw*` names: mostly reads; writes with a section of
@@ -735,43 +755,39 @@ where
     let mut rng = StdRng::seed_from_u64(seed);
     while !ctx.stop.load(Ordering::Relaxed) {
         let name = format!("rw{}", rng.random_range(0..2));
-        let started = Instant::now();
+        let seed = rng.random();
         if rng.random_bool(0.7) {
-            let Some(guard) = ctx.locked(&name, started, rw.read(&name).await) else {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
-            };
-            let lease = guard.lease();
-            hold(
+            let read = rw.read(&name);
+            take(
                 &ctx,
-                &name,
-                &lease,
-                ("read", started),
-                false,
-                rng.random(),
-                || guard.release(),
+                (&name, "read", false),
+                seed,
+                read,
+                ReadGuard::lease,
+                ReadGuard::release,
             )
             .await;
             continue;
         }
+        if !rng.random_bool(0.3) {
+            let write = rw.write(&name);
+            take(
+                &ctx,
+                (&name, "write", true),
+                seed,
+                write,
+                WriteGuard::lease,
+                WriteGuard::release,
+            )
+            .await;
+            continue;
+        }
+        let started = Instant::now();
         let Some(guard) = ctx.locked(&name, started, rw.write(&name).await) else {
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
         };
         let lease = guard.lease();
-        if !rng.random_bool(0.3) {
-            hold(
-                &ctx,
-                &name,
-                &lease,
-                ("write", started),
-                true,
-                rng.random(),
-                || guard.release(),
-            )
-            .await;
-            continue;
-        }
         // Write, then downgrade: the write grant ends with the downgrade, and the read
         // grant it becomes (the same fencing token) is held like any other read.
         let read = std::sync::Mutex::new(None);
@@ -817,20 +833,14 @@ where
     let how = format!("permit:{}", sem.permits());
     while !ctx.stop.load(Ordering::Relaxed) {
         let name = format!("sem{}", rng.random_range(0..2));
-        let started = Instant::now();
-        let Some(permit) = ctx.locked(&name, started, sem.acquire(&name).await) else {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            continue;
-        };
-        let lease = permit.lease();
-        hold(
+        let permit = sem.acquire(&name);
+        take(
             &ctx,
-            &name,
-            &lease,
-            (&how, started),
-            false,
+            (&name, &how, false),
             rng.random(),
-            || permit.release(),
+            permit,
+            Permit::lease,
+            Permit::release,
         )
         .await;
     }
