@@ -237,16 +237,11 @@ impl<B: Backend> Engine<B> {
         let started = Instant::now();
         let settings = &self.settings;
         let mut place = self.enter(&keys, fair::claim(settings.ttl, watchdog))?;
-        // The handle's channel is subscribed on its first fair wait and stays so: that
-        // first wait lets it go live before queueing (a handoff published before would
-        // be missed until the next renewal), within one response timeout.
-        if let Some(mailbox) = place.mailbox.as_ref().filter(|m| !m.is_live()) {
-            let within = settings.response_timeout.min(settings.wait_timeout);
+        // The handle's channel is subscribed on its first fair wait and stays so.
+        if let (Some(within), Some(mailbox)) = (place.go_live_within(settings), &place.mailbox) {
             mailbox.live_within(within).await;
         }
-        let subscribe = place.mailbox.as_ref().is_some_and(|m| !m.is_live());
-        let mut wait = Wait::new(&keys.name, started, settings, subscribe)
-            .queued(place.mailbox.is_some(), place.claim);
+        let mut wait = place.wait(started, settings);
         let mut step = wait.attempt();
         let grant = loop {
             step = match step {

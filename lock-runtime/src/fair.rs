@@ -25,8 +25,9 @@ use std::time::{Duration, Instant};
 use crate::grant::{Abandoned, Grant};
 use crate::lease::LeaseState;
 use crate::notify::Mailbox;
-use crate::settings::{Keys, Kind, validity};
+use crate::settings::{Keys, Kind, Settings, validity};
 use crate::token::Token;
+use crate::wait::Wait;
 
 /// How long a waiter's ticket stays in the queue without a renewal: a waiter whose
 /// process died is dropped from the queue this long after its last renewal.
@@ -216,6 +217,24 @@ impl Place {
             lives: ttl.max(WAITER_LEASE),
             leave: Some(Box::new(leave)),
         }
+    }
+
+    /// How long this wait should let its handle's channel go live before queueing, when
+    /// it is not live yet (the handle's first fair wait: a handoff published before it
+    /// is live would be missed until the next renewal): within one response timeout.
+    pub(crate) fn go_live_within(&self, settings: &Settings) -> Option<Duration> {
+        self.mailbox
+            .as_ref()
+            .filter(|m| !m.is_live())
+            .map(|_| settings.response_timeout.min(settings.wait_timeout))
+    }
+
+    /// The wait loop's state for this place from `started`: it subscribes (and calls
+    /// again at once) if the channel is still not live, and renews at this place's pace.
+    pub(crate) fn wait(&self, started: Instant, settings: &Settings) -> Wait {
+        let subscribe = self.mailbox.as_ref().is_some_and(|m| !m.is_live());
+        Wait::new(&self.keys.name, started, settings, subscribe)
+            .queued(self.mailbox.is_some(), self.claim)
     }
 
     /// What a queue call sent at `sent` answered, read at `now`.

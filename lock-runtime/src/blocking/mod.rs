@@ -527,12 +527,10 @@ where
         let started = Instant::now();
         let settings = &self.settings;
         let mut place = self.enter(&keys, fair::claim(settings.ttl, watchdog))?;
-        if let Some(mailbox) = place.mailbox.as_ref().filter(|m| !m.is_live()) {
-            mailbox.live_within_blocking(settings.response_timeout.min(settings.wait_timeout));
+        if let (Some(within), Some(mailbox)) = (place.go_live_within(settings), &place.mailbox) {
+            mailbox.live_within_blocking(within);
         }
-        let subscribe = place.mailbox.as_ref().is_some_and(|m| !m.is_live());
-        let mut wait = Wait::new(&keys.name, started, settings, subscribe)
-            .queued(place.mailbox.is_some(), place.claim);
+        let mut wait = place.wait(started, settings);
         let mut step = wait.attempt();
         let grant = loop {
             step = match step {
