@@ -264,7 +264,8 @@ impl LockError {
     /// not (the lock scripts change nothing when they fail), and so does any error
     /// raised before sending.
     pub(crate) fn may_have_run(&self) -> bool {
-        matches!(self, LockError::Redis(e) if !matches!(e.kind(), ErrorKind::Server(_)))
+        matches!(self, LockError::Redis(e) if !matches!(e.kind(), ErrorKind::Server(_))
+            && !was_not_sent(e))
     }
 
     /// Worth another attempt before a deadline: the server was unreachable, slow, or in
@@ -286,12 +287,33 @@ impl LockError {
 
     /// The error of a command that got no reply within the response timeout. The
     /// command may have run.
+    /// The call's response timeout passed while other calls of the handle had its
+    /// connection: nothing was sent (see [`may_have_run`](Self::may_have_run)).
+    #[cfg(feature = "blocking")]
+    pub(crate) fn not_sent(timeout: Duration) -> Self {
+        LockError::Redis(RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::ResourceBusy,
+            format!(
+                "the handle's connection stayed busy with its other calls for the whole \
+                 response timeout ({timeout:?}); nothing was sent"
+            ),
+        )))
+    }
+
     pub(crate) fn no_reply(timeout: Duration) -> Self {
         LockError::Redis(RedisError::from(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
             format!("no reply within the response timeout ({timeout:?})"),
         )))
     }
+}
+
+/// Whether `e` is [`LockError::not_sent`]'s error: a call that never got the connection.
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+fn was_not_sent(e: &RedisError) -> bool {
+    std::error::Error::source(e)
+        .and_then(|source| source.downcast_ref::<std::io::Error>())
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::ResourceBusy)
 }
 
 /// See [`LockError::is_retry_later`].

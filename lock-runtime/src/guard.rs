@@ -71,12 +71,13 @@ impl<B: Backend> Guard<B> {
         if lease.is_lost() {
             return Err(self.not_held());
         }
+        let sending = lease.sending(ttl, Instant::now());
         let renewed = self
             .engine
             .backend
             .renew(&lease.settings, &lease.keys, &lease.token, ttl)
-            .await?;
-        lease.extended(renewed, ttl, Instant::now())?;
+            .await;
+        lease.extended(sending, renewed, Instant::now())?;
         self.engine.watchdog.schedule(&self.held.lease);
         Ok(())
     }

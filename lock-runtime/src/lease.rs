@@ -72,6 +72,36 @@ struct Times {
     /// while there are some: a condvar signal is a futex syscall even with nobody waiting,
     /// and every release would pay it.
     sync_waiters: u32,
+    /// Renewals and extensions sent and not answered yet.
+    flying: Vec<Flight>,
+    /// The shortest ttl among commands that were in flight at the same time as another
+    /// one still in flight: the server may have run them in either order. Cleared once
+    /// none is in flight.
+    overlap: Option<Duration>,
+    /// The shortest ttl among commands that got no answer (a timeout, a reset): they
+    /// may still run on the server, after any later command.
+    unsure: Option<Duration>,
+    /// The latest instant the server may keep the key, over every command sent for it:
+    /// a dropped guard's background release keeps trying until then.
+    farthest: Instant,
+    /// Ids for [`Sending`].
+    next_id: u64,
+}
+
+/// A renewal or extension in flight: its id and the ttl it sets.
+#[derive(Clone, Copy, Debug)]
+struct Flight {
+    id: u64,
+    ttl: Duration,
+}
+
+/// A renewal or extension the lease knows is on its way to the server (see
+/// [`LeaseState::sending`]); its answer goes back to the lease with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Sending {
+    id: u64,
+    /// The lease length the command sets.
+    pub(crate) ttl: Duration,
 }
 
 /// A held lease, shared by its guard, the watchdog and [`Lease`] views.
@@ -127,6 +157,11 @@ impl LeaseState {
                 lost: None,
                 stopped: false,
                 sync_waiters: 0,
+                flying: Vec::new(),
+                overlap: None,
+                unsure: None,
+                farthest: sent + ttl,
+                next_id: 0,
             }),
             changed: Notify::new(),
             changed_sync: Condvar::new(),
@@ -160,6 +195,7 @@ impl LeaseState {
                 .unwrap_or_else(PoisonError::into_inner);
             times.valid_until = grant.sent + validity(granted);
             times.next_renewal = grant.sent + renew_interval(granted);
+            times.farthest = times.farthest.max(grant.sent + granted);
         }
         Arc::new(lease)
     }
@@ -243,10 +279,11 @@ impl LeaseState {
     }
 
     /// When the server expires the key by itself, at the latest as far as this process
-    /// can tell: the last confirmed command's send time plus its ttl.
+    /// can tell: over every command sent for the lease, answered or not (a renewal in
+    /// flight may have moved the key's end), its send time plus its ttl, plus the
+    /// response timeout for one that ran late.
     pub(crate) fn expires(&self) -> Instant {
-        let times = self.times();
-        times.sent + times.ttl
+        self.times().farthest
     }
 
     /// How long the lease can still be relied on.
@@ -254,42 +291,99 @@ impl LeaseState {
         self.valid_until().saturating_duration_since(Instant::now())
     }
 
-    /// A renewal or extension for `ttl`, sent at `sent`, was confirmed at `now`. Returns
-    /// `false` if it came too late: the lease had run out meanwhile (or was stopped), and
-    /// a lost lease is never revived.
-    pub(crate) fn renewed(&self, sent: Instant, ttl: Duration, now: Instant) -> bool {
+    /// Marks a renewal or extension for `ttl` as sent (at `now`, or a little later). Its
+    /// answer goes back with the returned [`Sending`].
+    ///
+    /// This is where the order of a lease's commands is kept honest. Two commands in
+    /// flight at once may run on the server in either order (two connections, a pool, a
+    /// reconnect, two tasks racing to one socket), and one that got no answer may still
+    /// run after any later one. So a confirmation counts the lease from the latest send
+    /// time confirmed so far, but for the *shortest* ttl among the commands whose order
+    /// it cannot know: the key lives at least that long whichever ran last.
+    pub(crate) fn sending(&self, ttl: Duration, now: Instant) -> Sending {
         let mut times = self.times();
+        let id = times.next_id;
+        times.next_id += 1;
+        if let Some(low) = times.flying.iter().map(|f| f.ttl).min() {
+            let low = low.min(ttl);
+            times.overlap = Some(times.overlap.map_or(low, |o| o.min(low)));
+        }
+        times.flying.push(Flight { id, ttl });
+        let farthest = now + ttl + self.settings.response_timeout;
+        times.farthest = times.farthest.max(farthest);
+        Sending { id, ttl }
+    }
+
+    /// `sending` was answered or given up: out of the flight. Returns the ttl a
+    /// confirmation of it may be counted for (see [`sending`](Self::sending)).
+    fn land(times: &mut Times, sending: Sending) -> Duration {
+        times.flying.retain(|f| f.id != sending.id);
+        let mut ttl = sending.ttl;
+        for bound in [times.overlap, times.unsure].into_iter().flatten() {
+            ttl = ttl.min(bound);
+        }
+        if times.flying.is_empty() {
+            times.overlap = None;
+        }
+        ttl
+    }
+
+    /// `sending` failed in a way that may have run it (no reply): it may still run on
+    /// the server after any later command, so every later confirmation counts for at
+    /// most its ttl.
+    fn unanswered(&self, sending: Sending, error: &LockError) {
+        let mut times = self.times();
+        Self::land(&mut times, sending);
+        if error.may_have_run() {
+            times.unsure = Some(times.unsure.map_or(sending.ttl, |u| u.min(sending.ttl)));
+        }
+    }
+
+    /// `sending`, sent at `sent`, was confirmed at `now`. Returns `false` if it came too
+    /// late: the lease had run out meanwhile (or was stopped), and a lost lease is never
+    /// revived.
+    pub(crate) fn renewed(&self, sending: Sending, sent: Instant, now: Instant) -> bool {
+        let mut times = self.times();
+        let ttl = Self::land(&mut times, sending);
         if !matches!(self.status_locked(&mut times, now), Status::Held { .. }) {
             return false;
         }
         if sent >= times.sent {
-            times.valid_until = sent + validity(ttl);
             times.sent = sent;
-            times.ttl = ttl;
-            times.next_renewal = sent + renew_interval(ttl);
+            times.ttl = sending.ttl;
         }
+        times.valid_until = times.sent + validity(ttl);
+        times.next_renewal = times.sent + renew_interval(ttl);
         drop(times);
         self.changed.notify_waiters();
         true
     }
 
-    /// What an `extend` reports, from what the server answered (`Some(from)`: renewed,
-    /// the new lease counting from `from`; `None`: not ours).
+    /// What an `extend` reports, from what the server answered (`Ok(Some(from))`:
+    /// renewed, the new lease counting from `from`; `Ok(None)`: not ours).
     pub(crate) fn extended(
         &self,
-        renewed: Option<Instant>,
-        ttl: Duration,
+        sending: Sending,
+        reply: Result<Option<Instant>, LockError>,
         now: Instant,
     ) -> Result<(), LockError> {
+        let renewed = match reply {
+            Ok(renewed) => renewed,
+            Err(e) => {
+                self.unanswered(sending, &e);
+                return Err(e);
+            }
+        };
         let Some(from) = renewed else {
+            Self::land(&mut self.times(), sending);
             self.refused("the key changed owner or vanished");
             return Err(self.not_held());
         };
         // Confirmed after the validity end, the lease had run out meanwhile.
-        if !self.renewed(from, ttl, now) {
+        if !self.renewed(sending, from, now) {
             return Err(self.not_held());
         }
-        tracing::debug!(lock = %self.keys.name, ?ttl, "lease extended");
+        tracing::debug!(lock = %self.keys.name, ttl = ?sending.ttl, "lease extended");
         Ok(())
     }
 
@@ -346,39 +440,44 @@ impl LeaseState {
     }
 
     /// The watchdog's question: if a renewal is due at `now`, it is marked in flight and
-    /// its lease length returned; `None` if nothing is to be sent.
-    pub(crate) fn begin_renewal(&self, now: Instant) -> Option<Duration> {
-        let mut times = self.times();
-        let held = matches!(self.status_locked(&mut times, now), Status::Held { .. });
-        if !held || times.renewing || !self.renews_at(now) || now < times.next_renewal {
-            return None;
-        }
-        times.renewing = true;
-        Some(times.ttl)
+    /// returned (its lease length in it); `None` if nothing is to be sent.
+    pub(crate) fn begin_renewal(&self, now: Instant) -> Option<Sending> {
+        let ttl = {
+            let mut times = self.times();
+            let held = matches!(self.status_locked(&mut times, now), Status::Held { .. });
+            if !held || times.renewing || !self.renews_at(now) || now < times.next_renewal {
+                return None;
+            }
+            times.renewing = true;
+            times.ttl
+        };
+        Some(self.sending(ttl, now))
     }
 
-    /// The renewal of `ttl` in flight ended with `reply` (`Ok(Some(from))`: renewed,
-    /// counting from `from`; `Ok(None)`: not ours any more) at `now`. A failed renewal is
-    /// tried again a little later, while the lease lasts.
+    /// The renewal in flight ended with `reply` (`Ok(Some(from))`: renewed, counting
+    /// from `from`; `Ok(None)`: not ours any more) at `now`. A failed renewal is tried
+    /// again a little later, while the lease lasts.
     pub(crate) fn renewal_done(
         &self,
+        sending: Sending,
         reply: Result<Option<Instant>, LockError>,
-        ttl: Duration,
         now: Instant,
     ) {
         match reply {
             Ok(Some(from)) => {
-                if self.renewed(from, ttl, now) {
+                if self.renewed(sending, from, now) {
                     tracing::trace!(lock = %self.keys.name, fence = self.fence, "lease renewed");
                 }
                 self.end_renewal(None);
             }
             Ok(None) => {
+                Self::land(&mut self.times(), sending);
                 self.refused("the key changed owner or vanished");
                 self.end_renewal(None);
             }
             Err(e) => {
-                let retry = retry_delay(ttl);
+                self.unanswered(sending, &e);
+                let retry = retry_delay(sending.ttl);
                 self.end_renewal(Some(now + retry));
                 if !self.is_stopped() {
                     tracing::warn!(lock = %self.keys.name, error = %e, retry_in = ?retry, "lease renewal failed");
@@ -705,25 +804,25 @@ mod tests {
         );
         assert_eq!(lease.status(end), Status::Lost);
         // Sticky: a renewal confirmed after the end does not revive it.
-        assert!(!lease.renewed(end, Duration::from_secs(1), end));
+        let late = lease.sending(Duration::from_secs(1), end);
+        assert!(!lease.renewed(late, end, end));
         assert_eq!(lease.status(sent), Status::Lost);
     }
 
     #[test]
     fn a_renewal_moves_the_end_but_an_older_reply_does_not_undo_a_newer_one() {
         let (lease, sent) = new_lease(900, true);
+        let ttl = Duration::from_millis(900);
+        let earlier = lease.sending(ttl, sent + Duration::from_millis(100));
         let later = sent + Duration::from_millis(300);
-        assert!(lease.renewed(later, Duration::from_millis(900), later));
+        let newer = lease.sending(ttl, later);
+        assert!(lease.renewed(newer, later, later));
         assert_eq!(
             lease.valid_until(),
             later + validity(Duration::from_millis(900))
         );
         // A renewal sent before `later` and confirmed after it changes nothing.
-        assert!(lease.renewed(
-            sent + Duration::from_millis(100),
-            Duration::from_millis(900),
-            later
-        ));
+        assert!(lease.renewed(earlier, sent + Duration::from_millis(100), later));
         assert_eq!(
             lease.valid_until(),
             later + validity(Duration::from_millis(900))
@@ -740,12 +839,13 @@ mod tests {
             Some(due),
             "the next renewal comes first"
         );
-        assert_eq!(lease.begin_renewal(due), Some(Duration::from_millis(900)));
+        let sending = lease.begin_renewal(due).expect("due");
+        assert_eq!(sending.ttl, Duration::from_millis(900));
         assert_eq!(lease.begin_renewal(due), None, "one in flight already");
         // While it is in flight, the watchdog still looks at the validity end.
         assert_eq!(lease.next_action(due), Some(lease.valid_until()));
         let refused = LockError::no_reply(Duration::from_millis(1));
-        lease.renewal_done(Err(refused), Duration::from_millis(900), due);
+        lease.renewal_done(sending, Err(refused), due);
         assert_eq!(
             lease.next_action(due),
             Some(due + retry_delay(Duration::from_millis(900))),
@@ -817,6 +917,79 @@ mod tests {
         assert_eq!(lease.times().sync_waiters, 0);
     }
 
+    #[test]
+    fn two_commands_in_flight_at_once_count_for_the_shorter_ttl_whichever_ran_last() {
+        // The review's case: extend(500 ms) queued behind another call, the watchdog's
+        // renewal (6 s) sent later on another socket and run first. The extend ran last
+        // on the server, so the key lives 500 ms; the lease must not believe 6 s.
+        let (lease, sent) = new_lease(6_000, true);
+        let short = Duration::from_millis(500);
+        let t0 = sent + Duration::from_millis(1_800);
+        let extend = lease.sending(short, t0);
+        let t1 = sent + Duration::from_secs(2);
+        let renewal = lease.sending(Duration::from_secs(6), t1);
+        let answered = sent + Duration::from_millis(2_400);
+        assert!(lease.renewed(renewal, t1, answered));
+        assert_eq!(
+            lease.valid_until(),
+            t1 + validity(short),
+            "the renewal alone"
+        );
+        assert!(lease.renewed(extend, t0, answered));
+        assert_eq!(lease.valid_until(), t1 + validity(short), "then the extend");
+        // Once nothing is in flight, a later renewal counts for its own ttl again.
+        let t2 = sent + Duration::from_millis(2_450);
+        let next = lease.sending(Duration::from_secs(6), t2);
+        assert!(lease.renewed(next, t2, t2));
+        assert_eq!(lease.valid_until(), t2 + validity(Duration::from_secs(6)));
+    }
+
+    #[test]
+    fn a_command_without_an_answer_bounds_every_later_confirmation() {
+        let (lease, sent) = new_lease(6_000, true);
+        let short = Duration::from_millis(500);
+        let lost = lease.sending(short, sent);
+        let e = lease
+            .extended(lost, Err(LockError::no_reply(short)), sent)
+            .unwrap_err();
+        assert!(e.may_have_run());
+        let t1 = sent + Duration::from_millis(100);
+        let renewal = lease.sending(Duration::from_secs(6), t1);
+        lease.renewal_done(renewal, Ok(Some(t1)), t1);
+        assert_eq!(
+            lease.valid_until(),
+            t1 + validity(short),
+            "the unanswered extend may still run after it"
+        );
+        // And the watchdog renews at that pace, so the lease is kept, not lost.
+        assert_eq!(lease.next_action(t1), Some(t1 + renew_interval(short)));
+        // A refusal that proves nothing ran bounds nothing.
+        let (lease, sent) = new_lease(6_000, true);
+        let refused = lease.sending(short, sent);
+        let denied = redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
+            "refused",
+        ));
+        let _ = lease.extended(refused, Err(LockError::Redis(denied)), sent);
+        let renewal = lease.sending(Duration::from_secs(6), t1);
+        lease.renewal_done(renewal, Ok(Some(t1)), t1);
+        assert_eq!(lease.valid_until(), t1 + validity(Duration::from_secs(6)));
+    }
+
+    #[test]
+    fn the_key_may_live_as_long_as_the_farthest_command_sent_for_it() {
+        let settings = Settings::default();
+        let (lease, sent) = new_lease(3_000, true);
+        assert_eq!(lease.expires(), sent + Duration::from_secs(3));
+        // A renewal in flight (not answered yet) may have moved the key's end.
+        let t1 = sent + Duration::from_secs(1);
+        let _flying = lease.sending(Duration::from_secs(3), t1);
+        assert_eq!(
+            lease.expires(),
+            t1 + Duration::from_secs(3) + settings.response_timeout
+        );
+    }
+
     #[tokio::test]
     async fn lost_fires_at_the_validity_end_and_follows_renewals() {
         let (lease, sent) = new_lease(60, true);
@@ -826,7 +999,8 @@ mod tests {
             tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(30)).await;
                 let now = Instant::now();
-                assert!(lease.renewed(now, Duration::from_millis(60), now));
+                let sending = lease.sending(Duration::from_millis(60), now);
+                assert!(lease.renewed(sending, now, now));
             })
         };
         lease.lost().await;

@@ -14,12 +14,12 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::sync::Notify;
 
 use crate::backend::Backend;
-use crate::lease::LeaseState;
+use crate::lease::{LeaseState, Sending};
 use crate::schedule::Schedule;
 
 /// Renews the leases of one handle.
@@ -103,20 +103,20 @@ impl<B: Backend> Watchdog<B> {
 
     /// A lease's time has come: renew it if due, and queue it at its next action.
     fn act(self: &Arc<Self>, lease: &Arc<LeaseState>, now: Instant) {
-        if let Some(ttl) = lease.begin_renewal(now) {
-            tokio::spawn(renew(Arc::clone(self), Arc::clone(lease), ttl));
+        if let Some(sending) = lease.begin_renewal(now) {
+            tokio::spawn(renew(Arc::clone(self), Arc::clone(lease), sending));
         }
         self.schedule(lease);
     }
 }
 
 /// One renewal of one lease, then its next place in the queue.
-async fn renew<B: Backend>(dog: Arc<Watchdog<B>>, lease: Arc<LeaseState>, ttl: Duration) {
+async fn renew<B: Backend>(dog: Arc<Watchdog<B>>, lease: Arc<LeaseState>, sending: Sending) {
     let reply = dog
         .backend
-        .renew(&lease.settings, &lease.keys, &lease.token, ttl)
+        .renew(&lease.settings, &lease.keys, &lease.token, sending.ttl)
         .await;
-    lease.renewal_done(reply, ttl, Instant::now());
+    lease.renewal_done(sending, reply, Instant::now());
     dog.schedule(&lease);
 }
 

@@ -5,7 +5,9 @@
 //! - black-hole: accept connections and hold everything in both directions until it
 //!   ends, so clients wait for replies that do not come ([`Proxy::set_blackhole`]);
 //! - reset every open connection ([`Proxy::reset`]);
-//! - act once on a request that contains given bytes (e.g. a script's digest): delay
+//! - act once on a request that contains given bytes (e.g. a script's digest): hold the
+//!   request itself back ([`Proxy::delay_request_to`]; later requests on that connection
+//!   wait behind it, as TCP would deliver them), delay
 //!   the reply to it ([`Proxy::delay_reply_to`]) or forward it and then cut the
 //!   connection before the reply comes back ([`Proxy::reset_after`]), so the command
 //!   ran but its reply is lost.
@@ -30,6 +32,8 @@ struct Trigger {
 
 #[derive(Clone, Copy)]
 enum Action {
+    /// Hold the request (and the connection's later ones) back this long.
+    DelayRequest(Duration),
     /// Delay the next reply on that connection by this much.
     DelayReply(Duration),
     /// Forward the request, then cut the connection before the reply.
@@ -41,6 +45,7 @@ enum Action {
 struct Shared {
     delay_us: AtomicU64,
     blackhole: AtomicBool,
+    refusing: AtomicBool,
     stopped: AtomicBool,
     open: Mutex<Vec<TcpStream>>,
     triggers: Mutex<Vec<Trigger>>,
@@ -77,6 +82,7 @@ impl Proxy {
         let shared = Arc::new(Shared {
             delay_us: AtomicU64::new(0),
             blackhole: AtomicBool::new(false),
+            refusing: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
             open: Mutex::new(Vec::new()),
             triggers: Mutex::new(Vec::new()),
@@ -88,6 +94,10 @@ impl Proxy {
                     return;
                 }
                 let Ok(client) = client else { continue };
+                if accepting.refusing.load(Ordering::SeqCst) {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                }
                 let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
                     // As a dead server would: the connection closes at once.
                     let _ = client.shutdown(Shutdown::Both);
@@ -144,6 +154,15 @@ impl Proxy {
         self.shared.blackhole.store(on, Ordering::SeqCst);
     }
 
+    /// While on, the server is unreachable: every open connection is reset, and new
+    /// ones are closed at once. Nothing sent meanwhile reaches the server.
+    pub fn set_refusing(&self, on: bool) {
+        self.shared.refusing.store(on, Ordering::SeqCst);
+        if on {
+            self.shared.reset();
+        }
+    }
+
     /// Resets every connection open through the proxy (new ones still work).
     pub fn reset(&self) {
         self.shared.reset();
@@ -172,6 +191,15 @@ impl Proxy {
         lock(&self.shared.triggers).push(Trigger {
             pattern: pattern.to_vec(),
             action: Action::DelayReply(delay),
+        });
+    }
+
+    /// Once: the next request that contains `pattern` reaches the server `delay` late;
+    /// the requests behind it on that connection wait too (other connections do not).
+    pub fn delay_request_to(&self, pattern: &[u8], delay: Duration) {
+        lock(&self.shared.triggers).push(Trigger {
+            pattern: pattern.to_vec(),
+            action: Action::DelayRequest(delay),
         });
     }
 
@@ -271,6 +299,7 @@ fn pump(
             let mut reset = false;
             match dir {
                 Direction::Request => match fire(&shared, chunk) {
+                    Some(Action::DelayRequest(d)) => std::thread::sleep(d),
                     Some(Action::DelayReply(d)) => {
                         let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
                         link.next_reply_delay_us.store(us, Ordering::SeqCst);

@@ -114,17 +114,19 @@ where
         if lease.is_lost() {
             return Err(lease.not_held());
         }
-        let sent = Instant::now();
+        let sending = lease.sending(ttl, Instant::now());
         let renewed = self
             .shared
             .conn
             .with(Some(lease.settings.response_timeout), |c| {
-                lease
+                let sent = Instant::now();
+                let renewed = lease
                     .settings
                     .renew_call(&lease.keys, lease.token.as_str(), ttl)
-                    .invoke(c)
-            })?;
-        lease.extended(renewed.0.then_some(sent), ttl, Instant::now())?;
+                    .invoke(c)?;
+                Ok(renewed.0.then_some(sent))
+            });
+        lease.extended(sending, renewed, Instant::now())?;
         if let Some(Some(worker)) = self.shared.worker.get() {
             worker.watch(lease);
         }

@@ -2,9 +2,11 @@
 //! sync connection, over the same lease, grant and wait rules.
 //!
 //! Commands go through one sync connection (any `redis::ConnectionLike + Send`) that
-//! the handle's clones and its watchdog thread share behind a mutex; each is bounded
-//! by the response timeout (set on the socket by [`Locks::connect`]). One background
-//! thread per handle renews leases and releases abandoned grants: no thread is started
+//! the handle's clones and its background thread take turns on, so the server runs a
+//! lease's commands in the order they were sent; each call is bounded by the response
+//! timeout from its start, its wait for the connection included (set on the socket by
+//! [`Locks::connect`]). One background thread per handle renews leases (every renewal
+//! due at once in one round trip) and releases abandoned grants: no thread is started
 //! per lock. Release notifications, when enabled, come from a pub/sub connection kept
 //! by a small private runtime thread; waiters block on them with a timeout.
 //!
@@ -28,7 +30,7 @@ mod rw;
 mod worker;
 
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 pub use guard::LockGuard;
@@ -49,70 +51,122 @@ type Reopen<C> = Arc<dyn Fn(Duration) -> redis::RedisResult<C> + Send + Sync>;
 /// Applies a response timeout to a connection.
 type Tune<C> = Arc<dyn Fn(&C, Duration) -> redis::RedisResult<()> + Send + Sync>;
 
-/// The handle's sync connection, re-opened after it breaks when the handle made it.
+/// The handle's one sync connection, re-opened after it breaks when the handle made it.
+///
+/// Every command of the handle goes through it, the background thread's renewals and
+/// releases included: the server then runs a lease's commands in the order they were
+/// sent, and a background release can never overtake the attempt it cleans up after
+/// (a late reply is skipped by the connection, which stays open and in order). Callers
+/// take turns on it; a call's response timeout counts from the call's start, the wait
+/// for its turn included.
 pub(crate) struct Conn<C> {
-    /// The connection, and the response timeout last applied to it.
-    current: Mutex<(C, Option<Duration>)>,
+    /// The connection and the response timeout last applied to it; `None` while a call
+    /// has it.
+    slot: Mutex<Option<(C, Option<Duration>)>>,
+    /// Signalled when a call gives the connection back.
+    returned: Condvar,
     reopen: Option<Reopen<C>>,
     tune: Option<Tune<C>>,
 }
 
+/// The connection, taken out of its slot for one call; put back on drop.
+struct Checkout<'a, C> {
+    home: &'a Conn<C>,
+    conn: Option<(C, Option<Duration>)>,
+}
+
+impl<C> Drop for Checkout<'_, C> {
+    fn drop(&mut self) {
+        *self
+            .home
+            .slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = self.conn.take();
+        self.home.returned.notify_one();
+    }
+}
+
 impl<C: redis::ConnectionLike + Send> Conn<C> {
-    fn lock(&self) -> MutexGuard<'_, (C, Option<Duration>)> {
-        self.current.lock().unwrap_or_else(PoisonError::into_inner)
+    fn new(conn: C, reopen: Option<Reopen<C>>, tune: Option<Tune<C>>) -> Self {
+        Self {
+            slot: Mutex::new(Some((conn, None))),
+            returned: Condvar::new(),
+            reopen,
+            tune,
+        }
     }
 
-    /// A second connection like this one, for the background thread (so renewals never
-    /// wait behind a caller's command, nor a caller behind a renewal); `None` when the
-    /// handle was given its connection and cannot open another.
-    fn fork(&self) -> Option<Self> {
-        let reopen = self.reopen.as_ref()?;
-        Some(Self {
-            current: Mutex::new((reopen(crate::DEFAULT_RESPONSE_TIMEOUT).ok()?, None)),
-            reopen: self.reopen.clone(),
-            tune: self.tune.clone(),
-        })
+    /// The connection, once no other call has it, or a timeout error at `deadline`.
+    fn checkout(&self, deadline: Instant, timeout: Duration) -> Result<Checkout<'_, C>, LockError> {
+        let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(conn) = slot.take() {
+                return Ok(Checkout {
+                    home: self,
+                    conn: Some(conn),
+                });
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(LockError::not_sent(timeout));
+            }
+            slot = self
+                .returned
+                .wait_timeout(slot, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
     }
 
     /// Runs `f` on the connection, with `timeout` as its response timeout (when the
     /// handle can set it; without one, the last one applied or the default), after
-    /// re-opening a broken connection. The timeout bounds the whole call: re-opening
-    /// and every command `f` sends share it (a script call after `NOSCRIPT` sends more
-    /// than one).
+    /// re-opening a broken connection. The timeout bounds the whole call from now: the
+    /// wait for the connection, re-opening and every command `f` sends share it (a
+    /// script call after `NOSCRIPT` sends more than one).
     pub(crate) fn with<T>(
         &self,
         timeout: Option<Duration>,
         f: impl FnOnce(&mut Bounded<'_, C>) -> Result<T, LockError>,
     ) -> Result<T, LockError> {
         let started = Instant::now();
-        let mut guard = self.lock();
-        let (conn, applied) = &mut *guard;
+        let limit = timeout.unwrap_or(crate::DEFAULT_RESPONSE_TIMEOUT);
+        let mut turn = self.checkout(started + limit, limit)?;
+        let Some((conn, applied)) = turn.conn.as_mut() else {
+            return Err(LockError::no_reply(limit));
+        };
         // Without a timeout of its own, a call keeps the last one (or the default).
         let timeout = timeout
             .or(*applied)
             .unwrap_or(crate::DEFAULT_RESPONSE_TIMEOUT);
-        let mut left = timeout;
+        let deadline = started + timeout;
+        // A call that waited for its turn (or for a re-open) gets only what is left.
+        let left = |now: Instant| {
+            if now.duration_since(started) < Duration::from_millis(1) {
+                timeout
+            } else {
+                deadline
+                    .saturating_duration_since(now)
+                    .max(Duration::from_millis(1))
+            }
+        };
         if !conn.is_open()
             && let Some(reopen) = &self.reopen
         {
-            // Re-opening and the command share the one response timeout.
-            *conn = reopen(timeout)?;
+            *conn = reopen(left(Instant::now()))?;
             *applied = None;
-            left = timeout
-                .saturating_sub(started.elapsed())
-                .max(Duration::from_millis(1));
         }
+        let budget = left(Instant::now());
         if let Some(tune) = &self.tune
-            && *applied != Some(left)
+            && *applied != Some(budget)
         {
-            tune(conn, left)?;
-            *applied = (left == timeout).then_some(timeout);
+            tune(conn, budget)?;
+            *applied = (budget == timeout).then_some(timeout);
         }
         f(&mut Bounded {
             conn,
             tune: self.tune.as_ref(),
             applied,
-            deadline: started + timeout,
+            deadline,
             sent: 0,
         })
     }
@@ -202,10 +256,7 @@ impl<C: redis::ConnectionLike + Send + 'static> Shared<C> {
     /// The background thread, started on first use.
     fn worker(&self) -> Option<&Arc<Worker>> {
         self.worker
-            .get_or_init(|| {
-                let own = self.conn.fork().map(Arc::new);
-                Worker::start(own.unwrap_or_else(|| Arc::clone(&self.conn)))
-            })
+            .get_or_init(|| Worker::start(Arc::clone(&self.conn)))
             .as_ref()
     }
 
@@ -311,8 +362,8 @@ impl Locks<redis::Connection> {
     /// Opens a sync connection and enables release notifications. The connection's
     /// reads and writes are bounded by the response timeout (500 ms unless set), and it
     /// is re-opened when it breaks (a server restart, a reset). The background thread
-    /// that renews leases starts here with a second connection, so callers never wait
-    /// for it.
+    /// that renews leases starts here; it takes turns on the same connection, so a
+    /// background release never overtakes the attempt it cleans up after.
     ///
     /// ```no_run
     /// # fn main() -> Result<(), lockscript::LockError> {
@@ -339,12 +390,8 @@ impl Locks<redis::Connection> {
             conn.set_read_timeout(Some(timeout))?;
             conn.set_write_timeout(Some(timeout))
         });
-        let locks = Self::with_conn(Conn {
-            current: Mutex::new((conn, None)),
-            reopen: Some(Arc::new(open)),
-            tune: Some(tune),
-        })
-        .notifications(client.clone());
+        let locks = Self::with_conn(Conn::new(conn, Some(Arc::new(open)), Some(tune)))
+            .notifications(client.clone());
         // The background thread and its connection now, while connecting anyway: opened
         // on first use, they would cost the first lock() (or the first guard dropped) a
         // connect of up to a response timeout, beyond its bound when the server is slow.
@@ -359,11 +406,10 @@ where
 {
     /// Uses an existing sync connection. Without
     /// [`notifications`](Self::notifications), waiters poll with the retry policy. The
-    /// connection's own timeouts bound each call (set a read timeout on it), a broken
-    /// connection is not re-opened, and the background thread renews through the same
-    /// connection, so a call may first wait for a renewal in flight (one more response
-    /// timeout at worst). [`connect`](Locks::connect) sets the timeouts, re-opens, and
-    /// gives the thread a connection of its own.
+    /// connection's own timeouts bound each command (set a read timeout on it), and a
+    /// broken connection is not re-opened; a call's wait for its turn on the connection
+    /// counts against the response timeout. [`connect`](Locks::connect) sets the
+    /// timeouts and re-opens.
     ///
     /// ```no_run
     /// # fn main() -> Result<(), lockscript::LockError> {
@@ -373,11 +419,7 @@ where
     /// # }
     /// ```
     pub fn new(conn: C) -> Self {
-        Self::with_conn(Conn {
-            current: Mutex::new((conn, None)),
-            reopen: None,
-            tune: None,
-        })
+        Self::with_conn(Conn::new(conn, None, None))
     }
 
     fn with_conn(conn: Conn<C>) -> Self {

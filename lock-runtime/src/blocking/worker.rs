@@ -8,13 +8,14 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::Conn;
 use crate::grant::Abandoned;
-use crate::lease::LeaseState;
+use crate::lease::{LeaseState, Sending};
 use crate::schedule::Schedule;
-use crate::settings::Settings;
+use crate::settings::{Confirmed, Settings};
+use crate::{LockError, PipelineExt};
 
 /// Something the thread does at a given time.
 enum Job {
@@ -133,48 +134,98 @@ impl Worker {
                 continue;
             }
             drop(state);
-            for job in due {
-                self.act(conn, job);
-            }
+            self.act(conn, due);
             state = self.state();
         }
     }
 
-    fn act<C: redis::ConnectionLike + Send>(&self, conn: &Conn<C>, job: Job) {
-        match job {
-            Job::Lease(lease) => {
-                if let Some(ttl) = lease.begin_renewal(Instant::now()) {
-                    renew(conn, &lease, ttl);
-                }
-                self.watch(&lease);
-            }
-            Job::Release(abandoned, settings, failures) => {
-                let reply = conn.with(None, |c| settings.abandoned_call(&abandoned).invoke(c));
-                let retry = match &reply {
-                    Err(e) if e.is_transient() => abandoned.next_try(failures, Instant::now()),
-                    _ => None,
-                };
-                tracing::debug!(lock = %abandoned.keys.name, ok = reply.is_ok(), retry = retry.is_some(), "background release");
-                match retry {
-                    Some(at) => {
-                        let id = RELEASE_IDS.fetch_add(1, Ordering::Relaxed);
-                        self.queue(id, at, Job::Release(abandoned, settings, failures + 1));
-                    }
-                    None => self.state().releases -= 1,
+    /// Does the jobs that are due: every renewal in one round trip, then the releases.
+    fn act<C: redis::ConnectionLike + Send>(&self, conn: &Conn<C>, due: Vec<Job>) {
+        let mut renewals = Vec::new();
+        for job in due {
+            match job {
+                Job::Lease(lease) => match lease.begin_renewal(Instant::now()) {
+                    Some(sending) => renewals.push((lease, sending)),
+                    None => self.watch(&lease),
+                },
+                Job::Release(abandoned, settings, failures) => {
+                    self.release_now(conn, abandoned, settings, failures);
                 }
             }
+        }
+        if !renewals.is_empty() {
+            renew(conn, &renewals);
+            for (lease, _) in &renewals {
+                self.watch(lease);
+            }
+        }
+    }
+
+    fn release_now<C: redis::ConnectionLike + Send>(
+        &self,
+        conn: &Conn<C>,
+        abandoned: Abandoned,
+        settings: Arc<Settings>,
+        failures: u32,
+    ) {
+        let reply = conn.with(None, |c| settings.abandoned_call(&abandoned).invoke(c));
+        let retry = match &reply {
+            Err(e) if e.is_transient() => abandoned.next_try(failures, Instant::now()),
+            _ => None,
+        };
+        tracing::debug!(lock = %abandoned.keys.name, ok = reply.is_ok(), retry = retry.is_some(), "background release");
+        match retry {
+            Some(at) => {
+                let id = RELEASE_IDS.fetch_add(1, Ordering::Relaxed);
+                self.queue(id, at, Job::Release(abandoned, settings, failures + 1));
+            }
+            None => self.state().releases -= 1,
         }
     }
 }
 
-/// One renewal of `lease` for `ttl`.
-fn renew<C: redis::ConnectionLike + Send>(conn: &Conn<C>, lease: &LeaseState, ttl: Duration) {
-    let sent = Instant::now();
-    let reply = conn.with(Some(lease.settings.response_timeout), |c| {
+/// The renewals that are due, in one round trip (a pipeline) where the connection
+/// takes one, so a slow server costs every lease one round trip, not one each in a row.
+/// Each lease hears its own answer: one refused or failed renewal hides no other's.
+fn renew<C: redis::ConnectionLike + Send>(conn: &Conn<C>, renewals: &[(Arc<LeaseState>, Sending)]) {
+    let Some((first, _)) = renewals.first() else {
+        return;
+    };
+    let timeout = Some(first.settings.response_timeout);
+    let calls = renewals.iter().map(|(lease, sending)| {
         lease
             .settings
-            .renew_call(&lease.keys, lease.token.as_str(), ttl)
-            .invoke(c)
+            .renew_call(&lease.keys, lease.token.as_str(), sending.ttl)
     });
-    lease.renewal_done(reply.map(|r| r.0.then_some(sent)), ttl, Instant::now());
+    let mut sent = Instant::now();
+    let replies: Vec<Result<Confirmed, LockError>> = conn
+        .with(timeout, |c| {
+            sent = Instant::now();
+            if renewals.len() == 1 || !redis::ConnectionLike::supports_pipelining(c) {
+                return Ok(calls.map(|call| call.invoke(c)).collect());
+            }
+            let mut pipe = redis::pipe();
+            pipe.ignore_errors();
+            for call in calls {
+                pipe.invoke(&call)?;
+            }
+            let replies: Vec<redis::RedisResult<Confirmed>> = pipe.query(c)?;
+            Ok(replies
+                .into_iter()
+                .map(|r| r.map_err(LockError::from))
+                .collect())
+        })
+        .unwrap_or_else(|e| renewals.iter().map(|_| Err(each(&e))).collect());
+    let now = Instant::now();
+    for ((lease, sending), reply) in renewals.iter().zip(replies) {
+        lease.renewal_done(*sending, reply.map(|r| r.0.then_some(sent)), now);
+    }
+}
+
+/// A failed round trip's error, for each lease in it (whether it may have run is kept).
+fn each(e: &LockError) -> LockError {
+    match e {
+        LockError::Redis(r) => LockError::Redis(r.clone()),
+        other => LockError::InvalidSettings(other.to_string()),
+    }
 }

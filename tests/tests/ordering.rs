@@ -1,0 +1,295 @@
+//! A lease's commands reach the server in the order its bookkeeping assumes, and every
+//! call keeps its bound while other calls of the same handle are slow. Each test here
+//! reproduces a defect a review found on the blocking face (two connections per handle,
+//! untimed waits for the connection, renewals one after another), under a real server
+//! kept busy by another client, paused, or behind the fault proxy.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lockscript::LockError;
+use lockscript::blocking::Locks;
+use lockscript_test::proxy::Proxy;
+use lockscript_test::server::RedisServer;
+use redis::Commands;
+
+/// The README's scheduling slack for a call's bound.
+const CALL_SLACK: Duration = Duration::from_millis(250);
+
+/// Keeps `server` busy for `busy` with a script of another client (a long script: the
+/// server answers nobody meanwhile), from a thread of its own.
+fn busy_for(server: &RedisServer, busy: Duration) -> thread::JoinHandle<()> {
+    let mut conn = server.connection();
+    thread::spawn(move || {
+        let _: i64 = redis::cmd("EVAL")
+            .arg(
+                "local function now() local t = redis.call('TIME') \
+                 return t[1] * 1000 + t[2] / 1000 end \
+                 local stop = now() + tonumber(ARGV[1]) \
+                 while now() < stop do end return 1",
+            )
+            .arg(0)
+            .arg(busy.as_millis().to_string())
+            .query(&mut conn)
+            .expect("the busy script");
+    })
+}
+
+fn sleep_until(at: Instant) {
+    thread::sleep(at.saturating_duration_since(Instant::now()));
+}
+
+/// A server with the scripts loaded, a proxy in front of it, and a handle through it.
+fn behind_a_proxy(ttl: Duration) -> (RedisServer, Proxy, Locks) {
+    let server = RedisServer::start();
+    lockscript_test::load_scripts(&mut server.connection());
+    let proxy = Proxy::start(server.port());
+    let locks = Locks::connect(&redis::Client::open(proxy.url()).unwrap())
+        .unwrap()
+        .ttl(ttl);
+    (server, proxy, locks)
+}
+
+fn sha1_of_acquire() -> &'static str {
+    lockscript::builtin::acquire("k", "f", "t", 1, 1)
+        .script()
+        .sha1()
+}
+
+fn sha1_of_renew() -> &'static str {
+    lockscript::builtin::renew("k", "t", 1).script().sha1()
+}
+
+fn sha1_of_fair_queue() -> &'static str {
+    lockscript::builtin::fair_queue("a", "b", "c", "d", "e", "f", "o", "t", "x", "k", 1, 1, 1, 0)
+        .script()
+        .sha1()
+}
+
+/// Polls `done` every 2 ms; the instant it first held, or `None` at `give_up`.
+fn when(give_up: Instant, mut done: impl FnMut() -> bool) -> Option<Instant> {
+    loop {
+        if done() {
+            return Some(Instant::now());
+        }
+        if Instant::now() >= give_up {
+            return None;
+        }
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Review defect 1. `extend(500 ms)` waits for the handle's connection (a clone's call
+/// has it, the server is busy) while the watchdog's renewal (6 s) is sent; on the server
+/// the extend runs last, so the key lives 500 ms. The guard must never believe in its
+/// lease longer than the key lives: checked against the server's PTTL until the key is
+/// gone, and a second client that gets the lock must find the guard lost.
+#[test]
+fn an_extend_queued_behind_other_calls_never_outlives_the_key() {
+    let server = RedisServer::start();
+    let locks = Locks::connect(&server.client())
+        .unwrap()
+        .ttl(Duration::from_secs(6));
+    let guard = locks.lock("x").unwrap();
+    let granted = Instant::now();
+    // The watchdog renews a third of the way through: 2 s after the grant. The server is
+    // busy from 1.7 s to 2.2 s, so that renewal waits there.
+    sleep_until(granted + Duration::from_millis(1_700));
+    let busy = busy_for(&server, Duration::from_millis(500));
+    thread::sleep(Duration::from_millis(30));
+    let clone = locks.clone();
+    let other = thread::spawn(move || clone.try_lock("other").map(|g| g.is_some()));
+    thread::sleep(Duration::from_millis(30));
+    let extended = guard.extend(Duration::from_millis(500));
+    busy.join().unwrap();
+    assert!(other.join().unwrap().is_ok());
+    // Whatever the extend answered, from here on: the guard's validity end is never
+    // later than the key's end on the server (checked past the end a 500 ms lease set at
+    // 2.2 s would have), and a second client that gets the lock finds the guard lost.
+    let mut conn = server.connection();
+    let other_client = Locks::connect(&server.client()).unwrap();
+    let until = granted + Duration::from_secs(4);
+    while Instant::now() < until {
+        let pttl: i64 = conn.pttl("lock:{x}").unwrap();
+        let key_end = Instant::now() + Duration::from_millis(u64::try_from(pttl.max(0)).unwrap());
+        assert!(
+            guard.is_lost() || guard.valid_until() <= key_end + Duration::from_millis(2),
+            "the guard believes in its lease {:?} past the key's end (extend: {extended:?})",
+            guard.valid_until().saturating_duration_since(key_end)
+        );
+        if let Some(next) = other_client.try_lock("x").unwrap() {
+            assert!(
+                guard.is_lost(),
+                "a second holder (fence {}) while the first guard believes it holds \
+                 (remaining {:?}, extend: {extended:?})",
+                next.fencing_token(),
+                guard.remaining()
+            );
+            break;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Review defect 2. The acquire request is held up 800 ms on its way (past the 500 ms
+/// response timeout): the grant it makes belongs to nobody and must be released. Its
+/// background release must not reach the server first, find nothing and stop.
+#[test]
+fn a_grant_made_by_a_delayed_attempt_is_released_after_it() {
+    let (server, proxy, locks) = behind_a_proxy(Duration::from_secs(60));
+    let warm = locks.try_lock("warm").unwrap().expect("free");
+    warm.release().unwrap();
+    let delay = Duration::from_millis(800);
+    proxy.delay_request_to(sha1_of_acquire().as_bytes(), delay);
+    let started = Instant::now();
+    let err = locks.try_lock("y").unwrap_err();
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
+    let mut conn = server.connection();
+    // The grant is made at 800 ms; released right after it (the release waits behind
+    // the attempt on the same connection).
+    let bound = started + delay + lockscript::DEFAULT_RESPONSE_TIMEOUT;
+    let mut made = false;
+    let freed = when(bound + Duration::from_secs(2), || {
+        let fence: Option<u64> = conn.get("lock:{y}:fence").unwrap();
+        made |= fence.is_some();
+        made && !conn.exists::<_, bool>("lock:{y}").unwrap()
+    });
+    assert!(made, "the delayed attempt ran and granted");
+    let freed = freed.expect("the grant nobody owns was never released");
+    assert!(
+        freed <= bound,
+        "released {:?} after the bound",
+        freed - bound
+    );
+}
+
+/// Review defect 2, fair mode: the waiter gives up while its fair acquire is held up on
+/// the way; the ticket's background release must come after it, or the free lock is
+/// granted to a ticket nobody listens to.
+#[test]
+fn a_fair_ticket_given_up_during_a_delayed_call_is_taken_out_after_it() {
+    let (server, proxy, locks) = behind_a_proxy(Duration::from_secs(60));
+    let locks = locks.fair(true).wait_timeout(Duration::from_millis(300));
+    let warm = locks.lock("warm").unwrap();
+    warm.release().unwrap();
+    let delay = Duration::from_millis(800);
+    proxy.delay_request_to(sha1_of_fair_queue().as_bytes(), delay);
+    let started = Instant::now();
+    let err = locks.lock("z").unwrap_err();
+    assert!(
+        matches!(err, LockError::Redis(_) | LockError::Timeout { .. }),
+        "{err:?}"
+    );
+    let mut conn = server.connection();
+    let bound = started + delay + lockscript::DEFAULT_RESPONSE_TIMEOUT;
+    let mut made = false;
+    let freed = when(bound + Duration::from_secs(2), || {
+        let fence: Option<u64> = conn.get("lock:{z}:fence").unwrap();
+        made |= fence.is_some();
+        let queued: u64 = conn.zcard("lock:{z}:queue").unwrap();
+        made && queued == 0 && !conn.exists::<_, bool>("lock:{z}").unwrap()
+    });
+    assert!(made, "the delayed fair acquire ran and granted");
+    let freed = freed.expect("the grant to the given-up ticket was never released");
+    assert!(
+        freed <= bound,
+        "released {:?} after the bound",
+        freed - bound
+    );
+}
+
+/// Review defect 3. Four clones call `try_lock` while the server is paused for 2 s: each
+/// returns within its own response timeout plus the scheduling slack, however long the
+/// others hold the handle's connection.
+#[test]
+fn calls_of_clones_keep_their_bound_while_the_connection_is_busy() {
+    let server = RedisServer::start();
+    let locks = Locks::connect(&server.client()).unwrap();
+    let warm = locks.try_lock("warm").unwrap().expect("free");
+    warm.release().unwrap();
+    server.signal("STOP");
+    let calls: Vec<_> = (0..4)
+        .map(|i| {
+            let locks = locks.clone();
+            thread::spawn(move || {
+                let started = Instant::now();
+                let result = locks.try_lock(&format!("stalled{i}"));
+                (result.map(|g| g.is_some()), started.elapsed())
+            })
+        })
+        .collect();
+    let outcomes: Vec<_> = calls.into_iter().map(|c| c.join().unwrap()).collect();
+    thread::sleep(Duration::from_millis(1_200));
+    server.signal("CONT");
+    for (result, took) in &outcomes {
+        assert!(
+            matches!(result, Err(LockError::Redis(_))),
+            "a paused server: {result:?}"
+        );
+        assert!(
+            *took <= lockscript::DEFAULT_RESPONSE_TIMEOUT + CALL_SLACK,
+            "a call took {took:?}: {outcomes:?}"
+        );
+    }
+}
+
+/// Review defect 5. A guard is dropped while a renewal is in flight (the server ran it,
+/// its reply is late), then the server is unreachable past the lease's last confirmed
+/// end. The background release must keep trying until the end the renewal may have set,
+/// and free the lock when the server is back, instead of leaving it held by nobody.
+#[test]
+fn a_dropped_guards_release_outlasts_a_renewal_in_flight() {
+    let ttl = Duration::from_secs(6);
+    let (server, proxy, locks) = behind_a_proxy(ttl);
+    let guard = locks.lock("w").unwrap();
+    let granted = Instant::now();
+    // The first renewal (at 2 s) runs on the server; its reply is held back.
+    proxy.delay_reply_to(sha1_of_renew().as_bytes(), Duration::from_millis(400));
+    sleep_until(granted + Duration::from_millis(2_100));
+    drop(guard);
+    proxy.set_refusing(true);
+    // Unreachable past the first lease's end (6 s after the grant).
+    sleep_until(granted + Duration::from_millis(6_200));
+    proxy.set_refusing(false);
+    let back = Instant::now();
+    let mut conn = server.connection();
+    let pttl: i64 = conn.pttl("lock:{w}").unwrap();
+    assert!(
+        pttl > 0,
+        "the renewal ran: the key outlives the first lease"
+    );
+    // Retries back off to once a second at most.
+    let bound = back + Duration::from_secs(1) + CALL_SLACK;
+    let freed = when(
+        back + Duration::from_millis(u64::try_from(pttl).unwrap()),
+        || !conn.exists::<_, bool>("lock:{w}").unwrap(),
+    );
+    let freed = freed.expect("the lock stayed held by nobody until its ttl");
+    assert!(freed <= bound, "released {:?} late", freed - bound);
+}
+
+/// Review defect 8. Thirty leases of 1 s on one handle, each reply 40 ms late: renewed
+/// one after another they take 1.2 s a round, longer than the lease, and leases that
+/// were never in danger are lost. Renewed together, none is.
+#[test]
+fn many_leases_on_a_slow_server_are_all_kept() {
+    let (_server, proxy, locks) = behind_a_proxy(Duration::from_secs(1));
+    let guards: Vec<_> = (0..30)
+        .map(|i| locks.lock(&format!("many{i}")).unwrap())
+        .collect();
+    proxy.set_delay(Duration::from_millis(40));
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let lost: Vec<_> = guards
+            .iter()
+            .filter(|g| g.is_lost())
+            .map(lockscript::blocking::LockGuard::name)
+            .collect();
+        assert!(lost.is_empty(), "leases lost on a slow server: {lost:?}");
+        thread::sleep(Duration::from_millis(20));
+    }
+    proxy.set_delay(Duration::ZERO);
+    for guard in guards {
+        guard.release().unwrap();
+    }
+}
