@@ -27,8 +27,14 @@
 -- The retrying happens in the client, between calls: a loop in here would block
 -- the whole server while it waits.
 --
+-- One name, one kind: while readers of a read/write lock or permits of a
+-- semaphore of the same name hold it (fair-queue.lua keeps them in
+-- lock:{name}:holders, not in the lock key), a lock is refused with an error
+-- reply that starts with WRONGKIND, and nothing is changed.
+--
 -- KEYS[1]  the lock key, lock:{name}; its value is the holder's owner token
 -- KEYS[2]  the fencing counter, lock:{name}:fence
+-- KEYS[3]  the shared holders of the name, lock:{name}:holders (only read)
 -- ARGV[1]  the caller's owner token (128 random bits, hex)
 -- ARGV[2]  the lease in milliseconds, a positive integer
 -- ARGV[3]  how long the counter outlives this grant, in milliseconds, at
@@ -41,6 +47,9 @@
 
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {0, redis.call('PTTL', KEYS[1])}
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return redis.error_reply('WRONGKIND shared: readers or permits hold this name')
 end
 local fence
 if redis.call('EXISTS', KEYS[2]) == 1 then

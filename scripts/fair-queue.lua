@@ -17,6 +17,12 @@
 --        lock:{name}:fences. Granted when no 'x' holds.
 --   'p'  a permit of a semaphore: a holder in lock:{name}:holders like 'r'.
 --        Granted while fewer than ARGV[8] permits are live.
+-- One name, one kind of shared holder: readers and permits are never mixed. The
+-- kind of the shared holders is kept in lock:{name}:fences under the field '~kind'
+-- (tokens are hex, so it is never a holder's); an 'acquire' of the other shared
+-- kind while some hold is refused with an error reply that starts with
+-- WRONGKIND and names the kind that holds ('r' or 'p'), and nothing is granted.
+--
 -- The queue is served in order: its first waiter is granted as soon as its kind
 -- can be, then the next, and so on until one cannot; nobody overtakes. So a
 -- waiting writer stops the readers that came after it (writer preference), and
@@ -154,7 +160,7 @@ local function grant(who, k, ms, fence)
   local f = string.format('%d', fence)
   redis.call('SET', KEYS[2], f, 'PX', ARGV[6])
   if k ~= 'x' then
-    redis.call('HSET', KEYS[6], who, f)
+    redis.call('HSET', KEYS[6], who, f, '~kind', k)
   end
   hold(who, k, ms)
 end
@@ -253,7 +259,7 @@ if op == 'downgrade' then
   end
   local f = redis.call('GET', KEYS[2]) or '0'
   redis.call('DEL', KEYS[1])
-  redis.call('HSET', KEYS[6], token, f)
+  redis.call('HSET', KEYS[6], token, f, '~kind', 'r')
   hold(token, 'r', ARGV[5])
   serve()
   return reply(1)
@@ -264,6 +270,11 @@ if op == 'release' then
     leave(ticket)
   end
   if held(token, kind) == nil then
+    -- The ticket that left may have stood in front of waiters that can be
+    -- served now: serve them rather than leave them to their next renewal.
+    if ticket ~= '' then
+      serve()
+    end
     return reply(0)
   end
   if kind == 'x' then
@@ -283,6 +294,12 @@ end
 local left = held(token, kind)
 if left then
   return {2, fence_of(token, kind), left, now}
+end
+if kind ~= 'x' and redis.call('EXISTS', KEYS[5]) == 1 then
+  local holding = redis.call('HGET', KEYS[6], '~kind')
+  if holding and holding ~= kind then
+    return redis.error_reply('WRONGKIND ' .. holding .. ': the name is held by another kind')
+  end
 end
 local fence = serve()
 if fence then

@@ -31,14 +31,16 @@ pub(crate) trait Backend: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Outcome, LockError>> + Send;
 
     /// What a fresh grant must pass before it is handed to the caller (e.g. `WAIT` for
-    /// replicas). On an error the grant is released again.
+    /// replicas), within `left` of the attempt's response timeout (plus the `WAIT`
+    /// timeout). On an error the grant is released again.
     fn confirm(
         &self,
         settings: &Settings,
         keys: &Keys,
         token: &Token,
+        left: Duration,
     ) -> impl Future<Output = Result<(), LockError>> + Send {
-        let _ = (settings, keys, token);
+        let _ = (settings, keys, token, left);
         async { Ok(()) }
     }
 

@@ -17,14 +17,16 @@ use crate::lock_script;
 /// with a lease of `ttl_ms`. The counter lives `fence_ms` after this grant; a missing
 /// one restarts from the server's clock in microseconds.
 ///
-/// Returns `(1, fence)` when acquired, `(0, pttl)` when another owner holds it.
+/// Returns `(1, fence)` when acquired, `(0, pttl)` when another owner holds it; an error
+/// reply starting with `WRONGKIND` while readers or permits of the same name hold it.
 ///
 /// ```no_run
 /// # fn main() -> Result<(), lockscript::LockError> {
 /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
 /// let mut conn = client.get_connection()?;
 /// let (acquired, value) = lockscript::builtin::acquire(
-///     "lock:{orders}", "lock:{orders}:fence", "my-token", 30_000, 3_630_000,
+///     "lock:{orders}", "lock:{orders}:fence", "lock:{orders}:holders", "my-token", 30_000,
+///     3_630_000,
 /// ).invoke(&mut conn)?;
 /// if acquired == 1 { println!("fence {value}") } else { println!("retry in {value} ms") }
 /// # Ok(())
@@ -34,6 +36,7 @@ use crate::lock_script;
 pub fn acquire(
     #[key] lock: &str,
     #[key] fence: &str,
+    #[key] holders: &str,
     token: &str,
     ttl_ms: u64,
     fence_ms: u64,

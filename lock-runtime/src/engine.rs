@@ -307,7 +307,7 @@ impl<B: Backend> Engine<B> {
                 }
                 Turn::Queued(pttl) => Ok(Attempted::Held { remaining: pttl }),
             },
-            Err(e) => Err(e),
+            Err(e) => Err(crate::grant::kind_refused(e, &place.keys)),
         };
         wait.attempted(result, Instant::now())
     }
@@ -456,8 +456,9 @@ impl<B: Backend> Engine<B> {
     async fn attempt(&self, keys: &Keys, limit: Duration) -> Result<Attempted, LockError> {
         let settings = &self.settings;
         let token = Token::new()?;
+        let started = Instant::now();
         let outcome = {
-            let mut pending = Pending::new(keys, &token, Instant::now(), settings.ttl, |a| {
+            let mut pending = Pending::new(keys, &token, started, settings.ttl, |a| {
                 self.release_in_background(a);
             });
             let acquire = self.backend.acquire(settings, keys, &token);
@@ -475,7 +476,17 @@ impl<B: Backend> Engine<B> {
                 return Ok(Attempted::Held { remaining: None });
             };
             if let Outcome::Granted { .. } = outcome {
-                self.backend.confirm(settings, keys, &token).await?;
+                // The confirmation shares the attempt's response timeout (plus its own
+                // WAIT timeout), and a grant that ran out meanwhile is no grant either.
+                let left = limit
+                    .min(settings.response_timeout)
+                    .saturating_sub(started.elapsed())
+                    .max(Duration::from_millis(1));
+                self.backend.confirm(settings, keys, &token, left).await?;
+                if outcome.is_late(settings.ttl, Instant::now()) {
+                    tracing::debug!(lock = %keys.name, "grant confirmed after its validity; released");
+                    return Ok(Attempted::Held { remaining: None });
+                }
             }
             pending.disarm();
             outcome

@@ -203,6 +203,23 @@ pub enum LockError {
         name: String,
     },
 
+    /// The name is held as another kind of lock than asked for: a lock (or a fair lock,
+    /// or a write lock) where readers or semaphore permits hold it, a reader where
+    /// permits hold it, a permit where readers hold it. The server refused it: nothing
+    /// was granted or changed. One name serves one kind; give this one another name.
+    #[error(
+        "lock `{name}` is held as {held}, so it cannot be taken as {wanted}: one name serves \
+         one kind of lock; give this one another name"
+    )]
+    WrongKind {
+        /// The lock's name.
+        name: String,
+        /// What holds the name, e.g. "a read/write lock's readers".
+        held: &'static str,
+        /// What was asked for, e.g. "a lock".
+        wanted: &'static str,
+    },
+
     /// A lease outside the accepted range. Nothing was sent.
     #[error(
         "ttl {ttl:?} is outside {min:?}..={max:?}; use a lease in that range (with the watchdog on, 30 s is plenty)"
@@ -288,15 +305,13 @@ impl LockError {
     /// The error of a command that got no reply within the response timeout. The
     /// command may have run.
     /// The call's response timeout passed while other calls of the handle had its
-    /// connection: nothing was sent (see [`may_have_run`](Self::may_have_run)).
+    /// connection: nothing was sent (see [`may_have_run`](Self::may_have_run)). A
+    /// timeout, as the caller sees it.
     #[cfg(feature = "blocking")]
     pub(crate) fn not_sent(timeout: Duration) -> Self {
         LockError::Redis(RedisError::from(std::io::Error::new(
-            std::io::ErrorKind::ResourceBusy,
-            format!(
-                "the handle's connection stayed busy with its other calls for the whole \
-                 response timeout ({timeout:?}); nothing was sent"
-            ),
+            std::io::ErrorKind::TimedOut,
+            NotSent(timeout),
         )))
     }
 
@@ -308,12 +323,40 @@ impl LockError {
     }
 }
 
+/// [`LockError::not_sent`]'s cause: the response timeout passed before the call got its
+/// turn on the handle's connection.
+#[cfg(feature = "blocking")]
+#[derive(Debug)]
+struct NotSent(Duration);
+
+#[cfg(feature = "blocking")]
+impl std::fmt::Display for NotSent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the handle's connection stayed busy with its other calls for the whole response \
+             timeout ({:?}); nothing was sent",
+            self.0
+        )
+    }
+}
+
+#[cfg(feature = "blocking")]
+impl std::error::Error for NotSent {}
+
 /// Whether `e` is [`LockError::not_sent`]'s error: a call that never got the connection.
-#[cfg(any(feature = "tokio", feature = "blocking"))]
+#[cfg(feature = "blocking")]
 fn was_not_sent(e: &RedisError) -> bool {
     std::error::Error::source(e)
         .and_then(|source| source.downcast_ref::<std::io::Error>())
-        .is_some_and(|io| io.kind() == std::io::ErrorKind::ResourceBusy)
+        .and_then(|io| io.get_ref()?.downcast_ref::<NotSent>())
+        .is_some()
+}
+
+/// Only the blocking face's calls wait for a turn on a connection.
+#[cfg(all(feature = "tokio", not(feature = "blocking")))]
+fn was_not_sent(_: &RedisError) -> bool {
+    false
 }
 
 /// See [`LockError::is_retry_later`].

@@ -122,6 +122,27 @@ impl Abandoned {
     }
 }
 
+/// An attempt's error, with the scripts' `WRONGKIND` refusal (one name, one kind: see
+/// acquire-with-retry.lua and fair-queue.lua) read as [`LockError::WrongKind`].
+pub(crate) fn kind_refused(e: LockError, keys: &Keys) -> LockError {
+    let LockError::Script { message, .. } = &e else {
+        return e;
+    };
+    let Some(at) = message.find("WRONGKIND ") else {
+        return e;
+    };
+    let held = match message[at + "WRONGKIND ".len()..].split([' ', ':']).next() {
+        Some("r") => "a read/write lock's readers",
+        Some("p") => "a semaphore's permits",
+        _ => "a read/write lock's readers or a semaphore's permits",
+    };
+    LockError::WrongKind {
+        name: keys.name.clone(),
+        held,
+        wanted: keys.kind.noun(),
+    }
+}
+
 /// A grant that may exist on the server without an owner: armed until
 /// [`settle`](Self::settle) or [`disarm`](Self::disarm) says otherwise; dropped armed, it
 /// gives the grant to `release`.
@@ -158,7 +179,7 @@ impl<'a, R: FnOnce(Abandoned)> Pending<'a, R> {
         {
             self.disarm();
         }
-        reply
+        reply.map_err(|e| kind_refused(e, self.keys))
     }
 
     /// Reads an attempt's reply: its outcome, or `None` for a grant whose reply came

@@ -86,8 +86,11 @@ impl<B: Backend> Guard<B> {
     pub(crate) async fn release(mut self) -> Result<(), LockError> {
         let lost_before = self.held.lease.stop();
         self.engine.watchdog.forget(&self.held.lease);
+        // Only a plain lock's grant is handed to a plain waiter of this handle: a
+        // reader's, a permit's or a queued grant is no lock key of the waiter's kind.
         if !lost_before
             && B::HANDOVER
+            && !self.lease().settings.queued(&self.lease().keys)
             && self.handovers < HANDOVER_STREAK
             && let Some(offer) = self
                 .engine

@@ -9,6 +9,8 @@
 use std::sync::Arc;
 
 use crate::lease::LeaseState;
+use crate::script::CallGuard;
+use crate::{Invocation, LockError, Script};
 
 /// A holder of a lease that a guarded script can check: the guards of [`Locks`] and
 /// [`blocking::Locks`], and their [`Lease`](crate::Lease) views. Sealed: it cannot be
@@ -90,27 +92,55 @@ where
     }
 }
 
-/// The lease a guarded [`Invocation`](crate::Invocation) checks: to read the refusals
-/// its script answers with, and to signal the loss they prove.
-#[derive(Clone)]
-pub(crate) struct Checked(pub(crate) Arc<LeaseState>);
+impl<R> Invocation<R> {
+    /// Not public API: starts a guarded call with `numkeys` keys of the script's own,
+    /// after the lock key and its fencing counter.
+    #[doc(hidden)]
+    pub fn __guarded(script: &'static Script, guard: GuardRef<'_>, numkeys: usize) -> Self {
+        Self::guarded_by(script, Arc::clone(guard.0) as Arc<dyn CallGuard>, numkeys)
+    }
+}
 
-impl Checked {
-    /// What a refusal by the guard means to the caller, if `code`/`detail` is one.
-    pub(crate) fn refusal(&self, code: &str, detail: Option<&str>) -> Option<crate::LockError> {
-        let lease = &self.0;
+/// A lease as a guarded [`Invocation`] checks it: its keys and tokens, and what the
+/// refusals of its check mean (the loss they prove is signalled).
+impl CallGuard for LeaseState {
+    fn keys(&self) -> [&str; 2] {
+        [&self.keys.lock, &self.keys.fence]
+    }
+
+    fn token(&self) -> &str {
+        self.token.as_str()
+    }
+
+    fn fence(&self) -> u64 {
+        self.fence
+    }
+
+    fn unusable(&self, script: &'static str) -> Option<LockError> {
+        (!self.one_node).then(|| {
+            LockError::InvalidSettings(format!(
+                "script `{script}` cannot be guarded by this lease (lock `{}`): a Redlock \
+                 grant lives on several masters, and a script runs on one; a reader or a \
+                 permit shares its name with other holders; guard data with a lock or a \
+                 write lock of Locks or blocking::Locks",
+                self.keys.name
+            ))
+        })
+    }
+
+    fn refusal(&self, code: &str, detail: Option<&str>) -> Option<LockError> {
         if code == lockscript_audit_codes::NOT_HELD {
-            lease.refused("a guarded script found the key gone or owned by another");
-            return Some(lease.not_held());
+            self.refused("a guarded script found the key gone or owned by another");
+            return Some(self.not_held());
         }
         if code == lockscript_audit_codes::STALE {
-            lease.refused("a guarded script found a later grant");
+            self.refused("a guarded script found a later grant");
             let newer = detail
                 .and_then(|d| d.trim().parse().ok())
                 .unwrap_or_default();
-            return Some(crate::LockError::Stale {
-                name: lease.keys.name.clone(),
-                fence: lease.fence,
+            return Some(LockError::Stale {
+                name: self.keys.name.clone(),
+                fence: self.fence,
                 newer,
             });
         }

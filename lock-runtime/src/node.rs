@@ -90,6 +90,7 @@ where
         settings: &Settings,
         keys: &Keys,
         token: &Token,
+        left: Duration,
     ) -> Result<(), LockError> {
         let Some(ReplicaWait { replicas, timeout }) = settings.wait_for_replicas else {
             return Ok(());
@@ -98,11 +99,10 @@ where
         pipe.invoke(&settings.renew_call(keys, token.as_str(), settings.ttl))?;
         pipe.cmd("WAIT").arg(replicas).arg(millis(timeout));
         let mut conn = self.conn.clone();
-        let (Confirmed(ours), acked): (Confirmed, usize) =
-            bounded(settings.response_timeout + timeout, async {
-                Ok(pipe.query_async(&mut conn).await?)
-            })
-            .await?;
+        let (Confirmed(ours), acked): (Confirmed, usize) = bounded(left + timeout, async {
+            Ok(pipe.query_async(&mut conn).await?)
+        })
+        .await?;
         if ours && acked >= replicas {
             tracing::debug!(lock = %keys.name, acked, "grant acknowledged by replicas");
             return Ok(());

@@ -8,6 +8,7 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, ServerErrorKind, ToRedisArgs, Value};
 
@@ -239,10 +240,27 @@ pub struct Invocation<R> {
     fcall: Option<Cmd>,
     /// A parameter that did not serialize to the arguments its slot needs.
     bad_argument: Option<(&'static str, usize)>,
-    /// A guarded call: the lease its script checks.
-    #[cfg(any(feature = "tokio", feature = "blocking"))]
-    guard: Option<crate::guarded::Checked>,
+    /// A guarded call: the guard its script checks.
+    guard: Option<Arc<dyn CallGuard>>,
     reply: PhantomData<fn() -> R>,
+}
+
+/// What a guarded call needs of the guard its script checks. The lock layer implements
+/// it (`crate::guarded`); the script layer knows nothing of locks. (Without a lock face
+/// compiled in, nothing builds a guarded call.)
+#[cfg_attr(not(any(feature = "tokio", feature = "blocking")), allow(dead_code))]
+pub(crate) trait CallGuard: Send + Sync {
+    /// The keys the check reads, before the script's own: the lock key and its fencing
+    /// counter.
+    fn keys(&self) -> [&str; 2];
+    /// The owner token sent before the script's own arguments.
+    fn token(&self) -> &str;
+    /// The fencing token sent after it.
+    fn fence(&self) -> u64;
+    /// Why one call of `script` cannot check this guard, if it cannot (nothing is sent).
+    fn unusable(&self, script: &'static str) -> Option<LockError>;
+    /// What the guard's refusal `code` (with `detail`) means to the caller, if it is one.
+    fn refusal(&self, code: &str, detail: Option<&str>) -> Option<LockError>;
 }
 
 impl<R> Invocation<R> {
@@ -256,7 +274,6 @@ impl<R> Invocation<R> {
             cmd,
             fcall: None,
             bad_argument: None,
-            #[cfg(any(feature = "tokio", feature = "blocking"))]
             guard: None,
             reply: PhantomData,
         }
@@ -271,35 +288,33 @@ impl<R> Invocation<R> {
             cmd: self.cmd,
             fcall: self.fcall,
             bad_argument: self.bad_argument,
-            #[cfg(any(feature = "tokio", feature = "blocking"))]
             guard: self.guard,
             reply: PhantomData,
         }
     }
 
-    /// Not public API: starts a guarded call with `numkeys` keys of the script's own,
-    /// after the lock key and its fencing counter.
-    #[doc(hidden)]
+    /// A call with `numkeys` keys of the script's own that `guard` checks first: its
+    /// two keys go before them (see [`CallGuard`]).
     #[cfg(any(feature = "tokio", feature = "blocking"))]
-    pub fn __guarded(
+    pub(crate) fn guarded_by(
         script: &'static Script,
-        guard: crate::guarded::GuardRef<'_>,
+        guard: Arc<dyn CallGuard>,
         numkeys: usize,
     ) -> Self {
-        let lease = guard.0;
         let mut call = Self::__new(script, numkeys + 2);
-        call.cmd.arg(&lease.keys.lock).arg(&lease.keys.fence);
-        call.guard = Some(crate::guarded::Checked(std::sync::Arc::clone(lease)));
+        for key in guard.keys() {
+            call.cmd.arg(key);
+        }
+        call.guard = Some(guard);
         call
     }
 
     /// Not public API: appends the guard's owner token and fencing token, after the keys
     /// and before the script's own arguments.
     #[doc(hidden)]
-    #[cfg(any(feature = "tokio", feature = "blocking"))]
     pub fn __guard_args(&mut self) {
         if let Some(guard) = &self.guard {
-            self.cmd.arg(guard.0.token.as_str()).arg(guard.0.fence);
+            self.cmd.arg(guard.token()).arg(guard.fence());
         }
     }
 
@@ -374,17 +389,12 @@ impl<R> Invocation<R> {
     }
 
     pub(crate) fn check_arguments(&self) -> Result<(), LockError> {
-        #[cfg(any(feature = "tokio", feature = "blocking"))]
-        if let Some(guard) = &self.guard
-            && !guard.0.one_node
+        if let Some(unusable) = self
+            .guard
+            .as_ref()
+            .and_then(|g| g.unusable(self.script.name))
         {
-            return Err(LockError::InvalidSettings(format!(
-                "script `{}` cannot be guarded by this lease (lock `{}`): a Redlock grant \
-                 lives on several masters, and a script runs on one; a reader or a permit \
-                 shares its name with other holders; guard data with a lock or a write \
-                 lock of Locks or blocking::Locks",
-                self.script.name, guard.0.keys.name
-            )));
+            return Err(unusable);
         }
         match self.bad_argument {
             Some((parameter, count)) => Err(LockError::Argument {
@@ -600,7 +610,6 @@ impl<R: FromRedisValue> Invocation<R> {
     }
 
     fn finish(&self, reply: Result<Value, RedisError>) -> Result<R, LockError> {
-        #[cfg(any(feature = "tokio", feature = "blocking"))]
         if let (Some(guard), Err(err)) = (&self.guard, &reply)
             && let Some(refusal) = err
                 .code()

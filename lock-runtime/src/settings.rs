@@ -321,6 +321,7 @@ impl Settings {
         crate::builtin::acquire(
             &keys.lock,
             &keys.fence,
+            &keys.holders(),
             token,
             millis(self.ttl),
             self.fence_lifetime(self.ttl),
@@ -747,6 +748,16 @@ impl Kind {
             Kind::Lock | Kind::Write => "x",
             Kind::Read => "r",
             Kind::Permit(_) => "p",
+        }
+    }
+
+    /// What a grant of this kind is, in an error message.
+    pub(crate) fn noun(self) -> &'static str {
+        match self {
+            Kind::Lock => "a lock",
+            Kind::Write => "a write lock",
+            Kind::Read => "a read lock",
+            Kind::Permit(_) => "a semaphore permit",
         }
     }
 

@@ -169,7 +169,7 @@ async fn main() {
     reset(&mut admin).await;
     let mut conn = server.multiplexed().await;
     let evals = AtomicU64::new(0);
-    let (take, free) = (acquire("", "", "", 0, 0), compare_del("", ""));
+    let (take, free) = (acquire("", "", "", "", 0, 0), compare_del("", ""));
     let started = Instant::now();
     for _ in 0..cycles {
         churn().await;

@@ -241,7 +241,7 @@ fn behind_a_proxy() -> (RedisServer, Proxy, Locks) {
 
 /// The digest the acquire script is sent under.
 fn acquire_sha1() -> &'static str {
-    lockscript::builtin::acquire("k", "f", "t", 1, 1)
+    lockscript::builtin::acquire("k", "f", "h", "t", 1, 1)
         .script()
         .sha1()
 }

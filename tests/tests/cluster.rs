@@ -92,10 +92,17 @@ async fn load_scripts_loads_on_every_primary() {
 async fn keys_in_different_slots_get_an_error_that_names_hash_tags() {
     let cluster = RedisCluster::start(3, 0);
     let mut conn = cluster.async_connection().await;
-    let err = lockscript::builtin::acquire("lock:{a}", "lock:{b}:fence", "token", 1_000, 1_000)
-        .invoke_async(&mut conn)
-        .await
-        .unwrap_err();
+    let err = lockscript::builtin::acquire(
+        "lock:{a}",
+        "lock:{b}:fence",
+        "lock:{a}:holders",
+        "token",
+        1_000,
+        1_000,
+    )
+    .invoke_async(&mut conn)
+    .await
+    .unwrap_err();
     assert!(
         matches!(
             err,

@@ -76,7 +76,7 @@ fn node_has_key(cluster: &RedisCluster, i: usize, key: &str) -> bool {
 
 /// Whether node `i` has the acquire script in its cache.
 fn has_acquire_script(cluster: &RedisCluster, i: usize) -> bool {
-    let sha = lockscript::builtin::acquire("k", "f", "t", 1, 1)
+    let sha = lockscript::builtin::acquire("k", "f", "h", "t", 1, 1)
         .script()
         .sha1();
     let cached: Vec<bool> = redis::cmd("SCRIPT")

@@ -33,7 +33,7 @@ const RELEASED_WITHIN: Duration = Duration::from_secs(2);
 const PATIENCE: Duration = Duration::from_secs(30);
 
 fn acquire_sha() -> &'static str {
-    lockscript::builtin::acquire("k", "f", "t", 1, 1)
+    lockscript::builtin::acquire("k", "f", "h", "t", 1, 1)
         .script()
         .sha1()
 }

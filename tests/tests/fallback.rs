@@ -196,7 +196,7 @@ fn wrong_reply_type_names_script_and_type() {
     // put.lua returns 'OK'; declared as String it converts, as a number it must not.
     let call = put("k", "v");
     assert_eq!(call.invoke(&mut conn).unwrap(), "OK");
-    let err = lockscript::builtin::acquire("k2", "k2f", "t", 0, 1)
+    let err = lockscript::builtin::acquire("k2", "k2f", "k2h", "t", 0, 1)
         .invoke(&mut conn)
         .unwrap_err();
     // PX 0 is refused by SET inside the script: a script error, not a reply error.

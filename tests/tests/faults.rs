@@ -196,7 +196,7 @@ async fn a_background_release_of_a_lost_grant_never_deletes_the_next_grant() {
     // The first acquire runs but its reply is cut; the background release of that grant
     // runs too, but its reply is cut as well, so it is retried 50 ms later, while the
     // waiter's next attempt has already been granted.
-    let acquire = lockscript::builtin::acquire("k", "f", "t", 1, 1)
+    let acquire = lockscript::builtin::acquire("k", "f", "h", "t", 1, 1)
         .script()
         .sha1();
     let compare_del = lockscript::builtin::compare_del("k", "t").script().sha1();
@@ -553,5 +553,61 @@ async fn wait_for_replicas_counts_only_replicas_that_have_the_grant_even_after_a
             }
         ),
         "{err:?}"
+    );
+}
+
+/// Review defect 4. With `wait_for_replicas`, the confirmation (renew.lua and `WAIT`)
+/// answers after the grant's validity end: the call must not return a guard already
+/// lost, and it must stay within the response timeout plus the `WAIT` timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_confirmed_by_replicas_after_its_validity_is_no_grant() {
+    let primary = RedisServer::builder()
+        .arg("--repl-diskless-sync-delay")
+        .arg("0")
+        .start();
+    let _replica = RedisServer::builder()
+        .arg("--replicaof")
+        .arg("127.0.0.1")
+        .arg(primary.port().to_string())
+        .start();
+    within("the replica to acknowledge a write", async {
+        let mut conn = primary.connection();
+        loop {
+            let _: () = redis::cmd("SET")
+                .arg("sync")
+                .arg(1)
+                .query(&mut conn)
+                .unwrap();
+            let acked: usize = redis::cmd("WAIT").arg(1).arg(100).query(&mut conn).unwrap();
+            if acked == 1 {
+                break;
+            }
+        }
+    })
+    .await;
+    let proxy = Proxy::start(primary.port());
+    // A WAIT timeout of a whole second: a replica on a loaded machine may take a while.
+    let (ttl, wait) = (Duration::from_secs(1), Duration::from_secs(1));
+    let locks = Locks::connect(&redis::Client::open(proxy.url()).unwrap())
+        .await
+        .unwrap()
+        .ttl(ttl)
+        .wait_for_replicas(1, wait);
+    let warm = locks.try_lock("warm").await.unwrap().expect("replicated");
+    warm.release().await.unwrap();
+    // The confirmation's reply comes 1.1 s late: after the 1 s lease.
+    proxy.delay_reply_to(b"WAIT", Duration::from_millis(1_100));
+    let started = Instant::now();
+    let result = locks.try_lock("late").await;
+    let took = started.elapsed();
+    if let Ok(Some(guard)) = &result {
+        assert!(
+            !guard.is_lost(),
+            "a guard already lost was returned ({took:?} after the call began)"
+        );
+    }
+    assert!(
+        took <= lockscript::DEFAULT_RESPONSE_TIMEOUT + wait + Duration::from_millis(250),
+        "the call took {took:?}: {result:?}"
     );
 }

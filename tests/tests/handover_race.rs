@@ -31,7 +31,7 @@ fn runs(cmd: &Cmd, sha1: &str) -> bool {
 
 impl ConnectionLike for SlowNetwork {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        let acquire = lockscript::builtin::acquire("k", "f", "t", 1, 1)
+        let acquire = lockscript::builtin::acquire("k", "f", "h", "t", 1, 1)
             .script()
             .sha1();
         let handover = lockscript::builtin::handover("k", "f", "a", "b", 1, 1)

@@ -627,15 +627,21 @@ async fn a_waiter_cancelled_around_a_handover_leaves_no_orphan_grant() {
     let locks = locks(&server).await.ttl(Duration::from_secs(60));
     let mut conn = server.multiplexed().await;
     let mut handed = 0;
-    for _ in 0..150 {
+    for round in 0..150 {
         let holder = locks.lock("h").await.unwrap();
         let waiter = spawn_lock(&locks, "h");
         tokio::time::sleep(Duration::from_millis(3)).await; // waiting, its offer standing
         // Abort the waiter a random number of scheduler turns into the release: before
-        // the handover, while it is in flight, or after it was sent to the waiter.
+        // the handover, while it is in flight, or after it was sent to the waiter. One
+        // round in ten aborts only well after the release, so that some waiters get the
+        // lock however slow the machine is.
         let turns = getrandom::u64().unwrap() % 40;
+        let late = round % 10 == 9;
         let abort = waiter.abort_handle();
         let aborter = tokio::spawn(async move {
+            if late {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
             for _ in 0..turns {
                 tokio::task::yield_now().await;
             }

@@ -51,7 +51,7 @@ fn behind_a_proxy(ttl: Duration) -> (RedisServer, Proxy, Locks) {
 }
 
 fn sha1_of_acquire() -> &'static str {
-    lockscript::builtin::acquire("k", "f", "t", 1, 1)
+    lockscript::builtin::acquire("k", "f", "h", "t", 1, 1)
         .script()
         .sha1()
 }

@@ -259,12 +259,13 @@ async fn a_reader_that_asks_again_learns_its_own_fence_not_the_latest() {
     // Released, its fence is forgotten with it.
     let (status, ..) = as_reader(&mut conn, "again", "release", a, "").await;
     assert_eq!(status, 1);
-    let fences: usize = redis::cmd("HLEN")
+    let fences: Vec<String> = redis::cmd("HKEYS")
         .arg("lock:{again}:fences")
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(fences, 1, "only the other reader's");
+    let tokens: Vec<_> = fences.iter().filter(|f| *f != "~kind").collect();
+    assert_eq!(tokens, [b], "only the other reader's");
 }
 
 #[tokio::test]
@@ -494,4 +495,101 @@ async fn read_write_locks_and_semaphores_work_on_redis_cluster() {
         p2.release().await.unwrap();
         p3.release().await.unwrap();
     }
+}
+
+/// Review defect 6: a waiter that gives up (its ticket taken out, nothing held) stood in
+/// front of a reader that can come in now; the reader must be served by that release,
+/// not left to its own next renewal. The reader here is a bare ticket that never renews:
+/// only the release can serve it.
+#[tokio::test]
+async fn a_waiter_giving_up_serves_the_readers_it_stood_in_front_of() {
+    let server = RedisServer::start();
+    let mut conn = server.multiplexed().await;
+    let reader = handle(&server).await.rw();
+    let r1 = reader.read("gave").await.unwrap();
+    let writers = handle(&server)
+        .await
+        .wait_timeout(Duration::from_millis(300))
+        .rw();
+    let writer = tokio::spawn(async move { writers.write("gave").await });
+    until_queued(&mut conn, "gave", 1).await;
+    // A reader behind the writer (writer preference keeps it queued).
+    let token = "00000000000000000000000000be11ed";
+    let ticket = format!("{token} 30000 r nobody-listens");
+    let (status, ..) = as_reader(&mut conn, "gave", "acquire", token, &ticket).await;
+    assert_eq!(status, 0, "queued behind the writer");
+    let err = writer.await.unwrap().unwrap_err();
+    let gave_up = Instant::now();
+    assert!(matches!(err, LockError::Timeout { .. }), "{err:?}");
+    let admitted = within("the reader behind the writer to be served", async {
+        loop {
+            let score: Option<f64> = redis::cmd("ZSCORE")
+                .arg("lock:{gave}:holders")
+                .arg(token)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            if score.is_some() {
+                return Instant::now();
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await;
+    assert!(
+        admitted - gave_up <= SLACK,
+        "served {:?} after the writer gave up",
+        admitted - gave_up
+    );
+    r1.release().await.unwrap();
+}
+
+/// Review defect 7: one name, one kind. While readers hold a name, a lock of that name
+/// is refused by the server (it used to be granted beside them), and so are permits;
+/// while permits hold it, readers are refused. Each refusal is a typed error that says
+/// what holds the name, and changes nothing.
+#[tokio::test]
+async fn a_name_held_as_one_kind_refuses_the_others() {
+    let server = RedisServer::start();
+    let locks = handle(&server).await;
+    let reader = locks.rw().read("mixed").await.unwrap();
+    for result in [
+        locks.try_lock("mixed").await.map(|g| g.is_some()),
+        locks.lock("mixed").await.map(|_| true),
+        locks
+            .semaphore(3)
+            .try_acquire("mixed")
+            .await
+            .map(|p| p.is_some()),
+    ] {
+        match result {
+            Err(LockError::WrongKind { ref name, held, .. }) => {
+                assert_eq!(name, "mixed");
+                assert!(held.contains("readers"), "{held}");
+            }
+            other => panic!("a second kind beside readers: {other:?}"),
+        }
+    }
+    let mut conn = server.multiplexed().await;
+    let holders: usize = redis::cmd("ZCARD")
+        .arg("lock:{mixed}:holders")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(holders, 1, "nothing granted beside the reader");
+    assert!(!reader.is_lost());
+    reader.release().await.unwrap();
+
+    let permit = locks.semaphore(2).acquire("pool").await.unwrap();
+    let err = locks.rw().try_read("pool").await.unwrap_err();
+    assert!(
+        matches!(err, LockError::WrongKind { held, .. } if held.contains("permits")),
+        "{err:?}"
+    );
+    let err = locks.try_lock("pool").await.unwrap_err();
+    assert!(matches!(err, LockError::WrongKind { .. }), "{err:?}");
+    permit.release().await.unwrap();
+    // Once nobody holds it, the name takes any kind again.
+    let guard = locks.try_lock("pool").await.unwrap().expect("free");
+    guard.release().await.unwrap();
 }

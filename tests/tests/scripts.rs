@@ -9,6 +9,7 @@ use redis::Commands;
 
 const LOCK: &str = "lock:{orders}";
 const FENCE: &str = "lock:{orders}:fence";
+const HOLDERS: &str = "lock:{orders}:holders";
 const CHANNEL: &str = "lock:{orders}:released";
 /// How long the fencing counter lives after a grant: 30 s of lease plus an hour.
 const FENCE_MS: u64 = 3_630_000;
@@ -26,7 +27,7 @@ fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
 #[lockscript_test::test]
 fn acquire_on_free_lock_stores_token_with_ttl_and_raises_fence(mut conn: redis::Connection) {
     let before = server_micros(&mut conn);
-    let first = acquire(LOCK, FENCE, "token-a", 30_000, FENCE_MS)
+    let first = acquire(LOCK, FENCE, HOLDERS, "token-a", 30_000, FENCE_MS)
         .invoke(&mut conn)
         .unwrap();
     let after = server_micros(&mut conn);
@@ -47,7 +48,7 @@ fn acquire_on_free_lock_stores_token_with_ttl_and_raises_fence(mut conn: redis::
     );
 
     let _: i64 = conn.del(LOCK).unwrap();
-    let second = acquire(LOCK, FENCE, "token-b", 30_000, 60_000)
+    let second = acquire(LOCK, FENCE, HOLDERS, "token-b", 30_000, 60_000)
         .invoke(&mut conn)
         .unwrap();
     assert_eq!(second, (1, first.1 + 1), "each grant gets the next fence");
@@ -62,7 +63,7 @@ fn acquire_on_free_lock_stores_token_with_ttl_and_raises_fence(mut conn: redis::
 /// server's clock, which has moved past every token the old one gave.
 #[lockscript_test::test]
 fn fences_keep_rising_across_the_counters_expiry(server: &TestRedis, mut conn: redis::Connection) {
-    let (_, first) = acquire(LOCK, FENCE, "token-a", 30_000, FENCE_MS)
+    let (_, first) = acquire(LOCK, FENCE, HOLDERS, "token-a", 30_000, FENCE_MS)
         .invoke(&mut conn)
         .unwrap();
     // Many grants in a row: the counter moves one per grant, slower than the clock.
@@ -80,7 +81,7 @@ fn fences_keep_rising_across_the_counters_expiry(server: &TestRedis, mut conn: r
     assert!(server.expire_now(FENCE), "the counter existed");
     assert!(!conn.exists::<_, bool>(FENCE).unwrap());
 
-    let (acquired, next) = acquire(LOCK, FENCE, "token-b", 30_000, FENCE_MS)
+    let (acquired, next) = acquire(LOCK, FENCE, HOLDERS, "token-b", 30_000, FENCE_MS)
         .invoke(&mut conn)
         .unwrap();
     assert_eq!(acquired, 1);
@@ -117,11 +118,11 @@ fn raise_fence_sets_the_counters_life(mut conn: redis::Connection) {
 
 #[lockscript_test::test]
 fn acquire_on_held_lock_returns_holder_pttl_and_changes_nothing(mut conn: redis::Connection) {
-    let (_, granted) = acquire(LOCK, FENCE, "token-a", 10_000, FENCE_MS)
+    let (_, granted) = acquire(LOCK, FENCE, HOLDERS, "token-a", 10_000, FENCE_MS)
         .invoke(&mut conn)
         .unwrap();
 
-    let (acquired, remaining) = acquire(LOCK, FENCE, "token-b", 60_000, FENCE_MS)
+    let (acquired, remaining) = acquire(LOCK, FENCE, HOLDERS, "token-b", 60_000, FENCE_MS)
         .invoke(&mut conn)
         .unwrap();
     assert_eq!(acquired, 0);
@@ -142,7 +143,7 @@ fn acquire_on_held_lock_returns_holder_pttl_and_changes_nothing(mut conn: redis:
 #[lockscript_test::test]
 fn acquire_on_key_without_expiry_returns_minus_one(mut conn: redis::Connection) {
     let _: () = conn.set(LOCK, "someone").unwrap();
-    let reply = acquire(LOCK, FENCE, "token-b", 1_000, FENCE_MS)
+    let reply = acquire(LOCK, FENCE, HOLDERS, "token-b", 1_000, FENCE_MS)
         .invoke(&mut conn)
         .unwrap();
     assert_eq!(reply, (0, -1));
@@ -176,7 +177,7 @@ fn compare_del_of_own_lock_deletes_and_publishes_release(
 ) {
     let mut sub_conn = server.connection();
     let mut sub = subscribed(&mut sub_conn);
-    acquire(LOCK, FENCE, "token-a", 30_000, FENCE_MS)
+    acquire(LOCK, FENCE, HOLDERS, "token-a", 30_000, FENCE_MS)
         .invoke(&mut conn)
         .unwrap();
 
@@ -196,7 +197,7 @@ fn compare_del_of_another_owners_lock_is_refused_silently(
 ) {
     let mut sub_conn = server.connection();
     let mut sub = subscribed(&mut sub_conn);
-    acquire(LOCK, FENCE, "token-a", 30_000, FENCE_MS)
+    acquire(LOCK, FENCE, HOLDERS, "token-a", 30_000, FENCE_MS)
         .invoke(&mut conn)
         .unwrap();
 
@@ -216,7 +217,7 @@ fn compare_del_of_missing_lock_returns_zero(server: &TestRedis, mut conn: redis:
 
 #[lockscript_test::test]
 fn renew_of_own_lock_sets_the_new_lease(mut conn: redis::Connection) {
-    acquire(LOCK, FENCE, "token-a", 2_000, FENCE_MS)
+    acquire(LOCK, FENCE, HOLDERS, "token-a", 2_000, FENCE_MS)
         .invoke(&mut conn)
         .unwrap();
 
@@ -227,7 +228,7 @@ fn renew_of_own_lock_sets_the_new_lease(mut conn: redis::Connection) {
 
 #[lockscript_test::test]
 fn renew_of_another_owners_lock_is_refused(mut conn: redis::Connection) {
-    acquire(LOCK, FENCE, "token-a", 2_000, FENCE_MS)
+    acquire(LOCK, FENCE, HOLDERS, "token-a", 2_000, FENCE_MS)
         .invoke(&mut conn)
         .unwrap();
 
@@ -251,7 +252,7 @@ fn handover_of_own_lock_passes_it_with_a_new_lease_and_fence_and_publishes_nothi
 ) {
     let mut sub_conn = server.connection();
     let mut sub = subscribed(&mut sub_conn);
-    let (_, granted) = acquire(LOCK, FENCE, "token-a", 2_000, FENCE_MS)
+    let (_, granted) = acquire(LOCK, FENCE, HOLDERS, "token-a", 2_000, FENCE_MS)
         .invoke(&mut conn)
         .unwrap();
 
@@ -283,7 +284,7 @@ fn handover_of_another_owners_or_a_missing_lock_changes_nothing(mut conn: redis:
     assert!(!conn.exists::<_, bool>(LOCK).unwrap(), "nothing created");
     assert!(!conn.exists::<_, bool>(FENCE).unwrap(), "fence untouched");
 
-    let (_, granted) = acquire(LOCK, FENCE, "token-a", 2_000, FENCE_MS)
+    let (_, granted) = acquire(LOCK, FENCE, HOLDERS, "token-a", 2_000, FENCE_MS)
         .invoke(&mut conn)
         .unwrap();
     let reply = handover(LOCK, FENCE, "token-x", "token-b", 60_000, FENCE_MS)
@@ -303,7 +304,7 @@ fn handover_of_another_owners_or_a_missing_lock_changes_nothing(mut conn: redis:
 #[lockscript_test::test]
 fn acquire_and_handover_that_fail_change_nothing(mut conn: redis::Connection) {
     let _: () = conn.set(FENCE, "not a number").unwrap();
-    let err = acquire(LOCK, FENCE, "token-a", 30_000, FENCE_MS)
+    let err = acquire(LOCK, FENCE, HOLDERS, "token-a", 30_000, FENCE_MS)
         .invoke(&mut conn)
         .unwrap_err();
     assert!(

@@ -605,7 +605,7 @@ where
                                 Turn::Queued(pttl) => Ok(Attempted::Held { remaining: pttl }),
                             }
                         }
-                        Err(e) => Err(e),
+                        Err(e) => Err(crate::grant::kind_refused(e, &keys)),
                     };
                     match wait.attempted(result, Instant::now())? {
                         Progress::Next(step) => step,

@@ -31,7 +31,8 @@ const FLOOR_TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
 /// The scripts' digests, read once: the floor's loop must not pay for building an
 /// `Invocation` per cycle just to learn them.
-static ACQUIRE_SHA: LazyLock<&str> = LazyLock::new(|| acquire("k", "f", "t", 1, 1).script().sha1());
+static ACQUIRE_SHA: LazyLock<&str> =
+    LazyLock::new(|| acquire("k", "f", "h", "t", 1, 1).script().sha1());
 static COMPARE_DEL_SHA: LazyLock<&str> = LazyLock::new(|| compare_del("k", "t").script().sha1());
 /// Their functions in the binary's library (`Delivery::Functions`).
 static ACQUIRE_FN: LazyLock<&str> = LazyLock::new(|| function_of(*ACQUIRE_SHA));
