@@ -8,7 +8,9 @@ use crate::Invocation;
 use crate::LockError;
 use crate::fair::Ticket;
 use crate::grant::{Abandoned, Outcome};
-use crate::settings::{Confirmed, Keys, Settings};
+use crate::key::Keys;
+use crate::reply::Confirmed;
+use crate::settings::Settings;
 use crate::token::Token;
 
 /// The server side of the lock protocol, for the async engine.

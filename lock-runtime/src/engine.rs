@@ -15,14 +15,14 @@ use tracing::Instrument;
 
 use crate::LockError;
 use crate::backend::Backend;
-use crate::fair::{self, Letter, Place, Ticket, Turn};
+use crate::fair::{self, Place, Ticket, Turn};
 use crate::grant::{Abandoned, Attempted, Grant, Outcome, Pending};
-use crate::guard::Guard;
-use crate::lease::{Lease, LeaseState};
+use crate::key::{Keys, Kind};
+use crate::limit::validity;
 use crate::node::bounded;
-use crate::notify::{Notifications, Subscription};
+use crate::notify::{Letter, Notifications, Subscription};
 use crate::queue::{Handed, LocalQueue, Standing};
-use crate::settings::{Keys, Kind, Settings, validity};
+use crate::settings::Settings;
 use crate::token::Token;
 use crate::wait::{Progress, Step, Wait};
 use crate::watchdog::Watchdog;
@@ -47,6 +47,17 @@ impl<B: Clone> Clone for Engine<B> {
             watchdog: Arc::clone(&self.watchdog),
         }
     }
+}
+
+/// A grant made to a caller of this handle, before it becomes a guard.
+pub(crate) struct Granted {
+    pub(crate) keys: Keys,
+    pub(crate) token: Token,
+    pub(crate) grant: Grant,
+    /// When the caller's call began.
+    pub(crate) started: Instant,
+    /// Whether the watchdog renews the lease.
+    pub(crate) watchdog: bool,
 }
 
 /// A waiter's standing offer, with the owner token a handed grant will have.
@@ -85,44 +96,39 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    /// One attempt: a guard, or `None` when another owner holds the lock.
-    pub(crate) async fn try_lock(&self, name: &str) -> Result<Option<Guard<B>>, LockError> {
-        self.try_grant(name, Kind::Lock).await
-    }
-
     /// One attempt at a grant of `kind`: a guard, or `None` when it cannot be granted
     /// now (held, or others wait first).
-    pub(crate) async fn try_grant(
+    pub(crate) async fn attempt_grant(
         &self,
         name: &str,
         kind: Kind,
-    ) -> Result<Option<Guard<B>>, LockError> {
+    ) -> Result<Option<Granted>, LockError> {
         self.validate(kind)?;
         let keys = self.settings.keys_of(name, kind)?;
         let started = Instant::now();
         match self.attempt(&keys, self.settings.response_timeout).await? {
             Attempted::Granted { token, grant } => {
                 let watchdog = self.settings.watchdog;
-                Ok(Some(self.guard(keys, token, grant, started, watchdog)))
+                Ok(Some(Granted {
+                    keys,
+                    token,
+                    grant,
+                    started,
+                    watchdog,
+                }))
             }
             Attempted::Held { .. } => Ok(None),
         }
     }
 
-    /// Waits for the lock until `wait_timeout`; `watchdog` says whether the lease is
-    /// renewed.
-    pub(crate) async fn lock(&self, name: &str, watchdog: bool) -> Result<Guard<B>, LockError> {
-        self.grant(name, Kind::Lock, watchdog).await
-    }
-
     /// Waits for a grant of `kind` until `wait_timeout`; `watchdog` says whether the
     /// lease is renewed.
-    pub(crate) async fn grant(
+    pub(crate) async fn wait_grant(
         &self,
         name: &str,
         kind: Kind,
         watchdog: bool,
-    ) -> Result<Guard<B>, LockError> {
+    ) -> Result<Granted, LockError> {
         self.validate(kind)?;
         self.settings.validate_wait()?;
         let keys = self.settings.keys_of(name, kind)?;
@@ -130,7 +136,7 @@ impl<B: Backend> Engine<B> {
         self.wait_for(keys, watchdog).instrument(span).await
     }
 
-    async fn wait_for(&self, keys: Keys, watchdog: bool) -> Result<Guard<B>, LockError> {
+    async fn wait_for(&self, keys: Keys, watchdog: bool) -> Result<Granted, LockError> {
         if self.settings.queued(&keys) {
             return self.wait_fair(keys, watchdog).await;
         }
@@ -212,7 +218,13 @@ impl<B: Backend> Engine<B> {
             };
         };
         turn.granted();
-        Ok(self.guard(keys, token, grant, started, watchdog))
+        Ok(Granted {
+            keys,
+            token,
+            grant,
+            started,
+            watchdog,
+        })
     }
 
     /// The settings, and whether this backend can do what they ask for grants of `kind`.
@@ -233,7 +245,7 @@ impl<B: Backend> Engine<B> {
     /// it first in line). A wait that ends without the grant (timeout, error, or this
     /// future dropped) takes its ticket out in the background, and passes on a grant
     /// made to it meanwhile.
-    async fn wait_fair(&self, keys: Keys, watchdog: bool) -> Result<Guard<B>, LockError> {
+    async fn wait_fair(&self, keys: Keys, watchdog: bool) -> Result<Granted, LockError> {
         let started = Instant::now();
         let settings = &self.settings;
         let mut place = self.enter(&keys, fair::claim(settings.ttl, watchdog))?;
@@ -278,7 +290,13 @@ impl<B: Backend> Engine<B> {
             };
         };
         let token = place.claimed();
-        Ok(self.guard(keys, token, grant, started, watchdog))
+        Ok(Granted {
+            keys,
+            token,
+            grant,
+            started,
+            watchdog,
+        })
     }
 
     /// One call of a fair waiter: it takes the lock, finds it handed over already, or
@@ -419,37 +437,6 @@ impl<B: Backend> Engine<B> {
         self.claim(keys, token, handed?)
     }
 
-    /// Runs `work` while holding the lock (watchdog on); see [`crate::Locks::with_lock`].
-    pub(crate) async fn with_lock<T, F, Fut>(&self, name: &str, work: F) -> Result<T, LockError>
-    where
-        F: FnOnce(Lease) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        let guard = self.lock(name, true).await?;
-        let lease = Lease(Arc::clone(&guard.held.lease));
-        let outcome = tokio::select! {
-            biased;
-            () = guard.held.lease.lost() => None,
-            value = work(lease) => Some(value),
-        };
-        let Some(value) = outcome else {
-            return Err(LockError::Lost {
-                name: name.to_owned(),
-            });
-        };
-        match guard.release().await {
-            Ok(()) => Ok(value),
-            // The lease ended before the release: the work may have overlapped another
-            // holder's. That is exactly what the caller must hear.
-            Err(e @ LockError::NotHeld { .. }) => Err(e),
-            Err(e) => {
-                // The lease was still valid; the release is retried in the background.
-                tracing::warn!(lock = name, error = %e, "release after with_lock failed; retried in the background");
-                Ok(value)
-            }
-        }
-    }
-
     /// One attempt with a fresh owner token. A grant that may exist without an owner
     /// (the reply was lost, came too late, failed its confirmation, or this future was
     /// dropped) is released in the background with that token.
@@ -526,19 +513,5 @@ impl<B: Backend> Engine<B> {
         if !spawned {
             tracing::debug!("no tokio runtime to release on; the ttl frees the lock");
         }
-    }
-
-    pub(crate) fn guard(
-        &self,
-        keys: Keys,
-        token: Token,
-        grant: Grant,
-        started: Instant,
-        watchdog: bool,
-    ) -> Guard<B> {
-        let one_node = B::ONE_NODE && !keys.kind.shared();
-        let lease = LeaseState::of_grant(keys, token, &grant, &self.settings, watchdog, one_node);
-        self.watchdog.watch(&lease);
-        Guard::new(self.clone(), lease, grant, started)
     }
 }

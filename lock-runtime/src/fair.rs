@@ -23,9 +23,11 @@
 use std::time::{Duration, Instant};
 
 use crate::grant::{Abandoned, Grant};
+use crate::key::{Keys, Kind};
 use crate::lease::LeaseState;
-use crate::notify::Mailbox;
-use crate::settings::{Keys, Kind, Settings, validity};
+use crate::limit::validity;
+use crate::notify::{Letter, Mailbox};
+use crate::settings::Settings;
 use crate::token::Token;
 use crate::wait::Wait;
 
@@ -43,11 +45,6 @@ pub(crate) fn claim(ttl: Duration, watchdog: bool) -> Duration {
     if watchdog { ttl.min(WAITER_LEASE) } else { ttl }
 }
 
-/// The pub/sub channel a handle's waiters receive their handoffs on.
-pub(crate) fn channel(prefix: &str, handle: u64) -> String {
-    format!("{prefix}handoff:{handle:016x}")
-}
-
 /// A waiter's place in a fair queue.
 #[derive(Debug)]
 pub(crate) struct Ticket {
@@ -62,7 +59,7 @@ impl Ticket {
         let ticket = format!(
             "{} {} {} {channel}",
             token.as_str(),
-            crate::settings::millis(claim),
+            crate::limit::millis(claim),
             kind.code()
         );
         Self { token, ticket }
@@ -119,31 +116,8 @@ impl Answer {
     }
 }
 
-/// A handoff message: `grant <token> <fence> <server_us> <claim_ms>`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Letter {
-    pub(crate) token: String,
-    pub(crate) fence: u64,
-    pub(crate) server_us: i64,
-    pub(crate) claim: Duration,
-}
-
+/// A handoff message as the grant it makes (see [`Letter`]).
 impl Letter {
-    pub(crate) fn parse(payload: &[u8]) -> Option<Self> {
-        let text = std::str::from_utf8(payload).ok()?;
-        let mut words = text.strip_prefix("grant ")?.split(' ');
-        let token = words.next()?.to_owned();
-        let fence = words.next()?.parse().ok()?;
-        let server_us = words.next()?.parse().ok()?;
-        let claim = Duration::from_millis(words.next()?.parse().ok()?);
-        Some(Self {
-            token,
-            fence,
-            server_us,
-            claim,
-        })
-    }
-
     /// The grant this handoff is, given the last reading of the server's clock.
     pub(crate) fn grant(&self, reading: Reading, attempts: u32) -> Grant {
         Grant {
@@ -234,7 +208,7 @@ impl Place {
     pub(crate) fn wait(&self, started: Instant, settings: &Settings) -> Wait {
         let subscribe = self.mailbox.as_ref().is_some_and(|m| !m.is_live());
         Wait::new(&self.keys.name, started, settings, subscribe)
-            .queued(self.mailbox.is_some(), self.claim)
+            .queued(self.mailbox.is_some(), REFRESH.min(self.claim / 2))
     }
 
     /// What a queue call sent at `sent` answered, read at `now`.
@@ -316,18 +290,6 @@ mod tests {
         let earlier = reading.no_later_than(900_000);
         let expected = sent.checked_sub(Duration::from_millis(101)).unwrap_or(sent);
         assert_eq!(earlier, expected);
-    }
-
-    #[test]
-    fn letters_parse_and_refuse_what_is_not_one() {
-        let letter = Letter::parse(b"grant 0a1b 42 1795431634781691 2000").unwrap();
-        assert_eq!(letter.token, "0a1b");
-        assert_eq!(letter.fence, 42);
-        assert_eq!(letter.server_us, 1_795_431_634_781_691);
-        assert_eq!(letter.claim, Duration::from_secs(2));
-        assert_eq!(Letter::parse(b"released"), None);
-        assert_eq!(Letter::parse(b"grant 0a1b x 1 2"), None);
-        assert_eq!(Letter::parse(b"grant 0a1b 1 2"), None);
     }
 
     #[test]

@@ -15,7 +15,9 @@
 use std::time::{Duration, Instant};
 
 use crate::LockError;
-use crate::settings::{Acquired, Keys, validity};
+use crate::key::Keys;
+use crate::limit::validity;
+use crate::reply::Acquired;
 use crate::token::Token;
 
 /// What one attempt got.

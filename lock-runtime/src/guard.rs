@@ -13,11 +13,12 @@ use std::time::{Duration, Instant};
 
 use crate::LockError;
 use crate::backend::Backend;
-use crate::engine::Engine;
+use crate::engine::{Engine, Granted};
 use crate::grant::{Abandoned, Grant, Pending};
-use crate::lease::{Held, LeaseState};
+use crate::key::Kind;
+use crate::lease::{Held, Lease, LeaseState};
+use crate::limit::check_ttl;
 use crate::queue::{HANDOVER_STREAK, Handed, Offer};
-use crate::settings::check_ttl;
 
 /// Ownership of one grant.
 pub(crate) struct Guard<B: Backend> {
@@ -175,9 +176,13 @@ impl<B: Backend> Guard<B> {
         }
         let (keys, grant) = crate::fair::downgraded(&lease, sent, self.held.attempts);
         tracing::debug!(lock = %keys.name, fence = lease.fence, "write lock downgraded to read");
-        Ok(self
-            .engine
-            .guard(keys, lease.token.clone(), grant, sent, lease.renews()))
+        Ok(self.engine.guard(Granted {
+            keys,
+            token: lease.token.clone(),
+            grant,
+            started: sent,
+            watchdog: lease.renews(),
+        }))
     }
 
     fn not_held(&self) -> LockError {
@@ -186,6 +191,88 @@ impl<B: Backend> Guard<B> {
 
     fn lost_on_release(&self) -> LockError {
         self.lease().lost_on_release()
+    }
+}
+
+/// What the engine's grants become for the async faces: guards, with their leases
+/// watched.
+impl<B: Backend> Engine<B> {
+    /// One attempt: a guard, or `None` when another owner holds the lock.
+    pub(crate) async fn try_lock(&self, name: &str) -> Result<Option<Guard<B>>, LockError> {
+        self.try_grant(name, Kind::Lock).await
+    }
+
+    /// One attempt at a grant of `kind`: a guard, or `None` when it cannot be granted
+    /// now (held, or others wait first).
+    pub(crate) async fn try_grant(
+        &self,
+        name: &str,
+        kind: Kind,
+    ) -> Result<Option<Guard<B>>, LockError> {
+        Ok(self.attempt_grant(name, kind).await?.map(|g| self.guard(g)))
+    }
+
+    /// Waits for the lock until `wait_timeout`; `watchdog` says whether the lease is
+    /// renewed.
+    pub(crate) async fn lock(&self, name: &str, watchdog: bool) -> Result<Guard<B>, LockError> {
+        self.grant(name, Kind::Lock, watchdog).await
+    }
+
+    /// Waits for a grant of `kind` until `wait_timeout`; `watchdog` says whether the
+    /// lease is renewed.
+    pub(crate) async fn grant(
+        &self,
+        name: &str,
+        kind: Kind,
+        watchdog: bool,
+    ) -> Result<Guard<B>, LockError> {
+        Ok(self.guard(self.wait_grant(name, kind, watchdog).await?))
+    }
+
+    /// Runs `work` while holding the lock (watchdog on); see [`crate::Locks::with_lock`].
+    pub(crate) async fn with_lock<T, F, Fut>(&self, name: &str, work: F) -> Result<T, LockError>
+    where
+        F: FnOnce(Lease) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let guard = self.lock(name, true).await?;
+        let lease = Lease(Arc::clone(&guard.held.lease));
+        let outcome = tokio::select! {
+            biased;
+            () = guard.held.lease.lost() => None,
+            value = work(lease) => Some(value),
+        };
+        let Some(value) = outcome else {
+            return Err(LockError::Lost {
+                name: name.to_owned(),
+            });
+        };
+        match guard.release().await {
+            Ok(()) => Ok(value),
+            // The lease ended before the release: the work may have overlapped another
+            // holder's. That is exactly what the caller must hear.
+            Err(e @ LockError::NotHeld { .. }) => Err(e),
+            Err(e) => {
+                // The lease was still valid; the release is retried in the background.
+                tracing::warn!(lock = name, error = %e, "release after with_lock failed; retried in the background");
+                Ok(value)
+            }
+        }
+    }
+
+    /// The guard of a grant, its lease watched.
+    pub(crate) fn guard(&self, granted: Granted) -> Guard<B> {
+        let Granted {
+            keys,
+            token,
+            grant,
+            started,
+            watchdog,
+        } = granted;
+        let one_node = B::ONE_NODE && !keys.kind.shared();
+        let lease = LeaseState::of_grant(keys, token, &grant, &self.settings, watchdog, one_node);
+        self.watchdog.watch(&lease);
+        Guard::new(self.clone(), lease, grant, started)
     }
 }
 

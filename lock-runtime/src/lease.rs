@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::LockError;
-use crate::settings::{Keys, Settings, validity};
+use crate::key::Keys;
+use crate::limit::validity;
+use crate::settings::Settings;
 use crate::token::Token;
 
 /// How often the watchdog renews: three times per lease, so two renewals in a row may

@@ -56,19 +56,29 @@ mod script;
 pub mod sql;
 
 #[cfg(any(feature = "tokio", feature = "blocking"))]
+mod call;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
 mod fair;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 mod grant;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 mod guarded;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
+mod key;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
 mod lease;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+mod limit;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 mod mutants;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 mod notify;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 mod readers;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+mod reply;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+mod retry;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 mod schedule;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
@@ -109,6 +119,13 @@ pub use functions::{Delivery, Function, Library, functions_library, load_functio
 pub use guarded::Guarded;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 pub use lease::Lease;
+#[cfg(feature = "redlock")]
+pub use limit::DEFAULT_NODE_TIMEOUT;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+pub use limit::{
+    DEFAULT_FENCE_RETENTION, DEFAULT_RESPONSE_TIMEOUT, FENCE_RETENTION_RANGE, MAX_HOLD,
+    MAX_NAME_LEN, MAX_RETRY_DELAY, MAX_TTL, MAX_WAIT, MIN_TTL,
+};
 #[cfg(feature = "tokio")]
 pub use locks::{LockGuard, Locks};
 pub use lockscript_macros::lock_script;
@@ -117,16 +134,11 @@ pub use redlock::{Redlock, RedlockGuard};
 #[cfg(feature = "tokio")]
 pub use registry::load_scripts_async;
 pub use registry::{load_scripts, scripts};
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+pub use retry::RetryPolicy;
 #[cfg(feature = "tokio")]
 pub use rw::{Permit, ReadGuard, RwLocks, Semaphores, WriteGuard};
 pub use script::{Arity, Invocation, Script};
-#[cfg(feature = "redlock")]
-pub use settings::DEFAULT_NODE_TIMEOUT;
-#[cfg(any(feature = "tokio", feature = "blocking"))]
-pub use settings::{
-    DEFAULT_FENCE_RETENTION, DEFAULT_RESPONSE_TIMEOUT, FENCE_RETENTION_RANGE, MAX_HOLD,
-    MAX_NAME_LEN, MAX_RETRY_DELAY, MAX_TTL, MAX_WAIT, MIN_TTL, RetryPolicy,
-};
 
 /// Not public API: what `#[lock_script]` expands to. May change in any release.
 #[doc(hidden)]

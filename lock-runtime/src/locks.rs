@@ -11,9 +11,10 @@ use crate::LockError;
 use crate::engine::Engine;
 use crate::guard::Guard;
 use crate::lease::Lease;
+use crate::limit::DEFAULT_RESPONSE_TIMEOUT;
 use crate::node::{Node, bounded};
 use crate::notify::Notifications;
-use crate::settings::{DEFAULT_RESPONSE_TIMEOUT, ReplicaWait, Settings};
+use crate::settings::{ReplicaWait, Settings};
 
 /// Acquires distributed locks on one Redis server, or on a Redis Cluster
 /// ([`connect_cluster`](Locks::connect_cluster)).

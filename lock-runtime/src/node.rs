@@ -13,7 +13,10 @@ use redis::FromRedisValue;
 use crate::backend::Backend;
 use crate::fair::Ticket;
 use crate::grant::{Abandoned, Outcome};
-use crate::settings::{Confirmed, Keys, ReplicaWait, Settings, millis};
+use crate::key::Keys;
+use crate::limit::millis;
+use crate::reply::Confirmed;
+use crate::settings::{ReplicaWait, Settings};
 use crate::token::Token;
 use crate::{Invocation, LockError, PipelineExt};
 

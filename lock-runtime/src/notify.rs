@@ -30,8 +30,6 @@ use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::fair::Letter;
-
 /// How long a channel stays subscribed after its last waiter left.
 const LINGER: Duration = Duration::from_millis(500);
 
@@ -225,7 +223,7 @@ impl Notifications {
 
     /// The channel this handle's fair waiters receive their handoffs on.
     pub(crate) fn handoff_channel(&self, prefix: &str) -> String {
-        crate::fair::channel(prefix, self.id)
+        channel(prefix, self.id)
     }
 
     /// Expects the handoff of a lock to `token` on `channel` (this handle's): subscribes
@@ -574,5 +572,53 @@ async fn session(shared: &Shared, sink: &mut PubSubSink, stream: &mut PubSubStre
             () = shared.kick.notified() => {}
             () = linger => {}
         }
+    }
+}
+
+/// The pub/sub channel a handle's waiters receive their handoffs on.
+pub(crate) fn channel(prefix: &str, handle: u64) -> String {
+    format!("{prefix}handoff:{handle:016x}")
+}
+
+/// A handoff message: `grant <token> <fence> <server_us> <claim_ms>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Letter {
+    pub(crate) token: String,
+    pub(crate) fence: u64,
+    pub(crate) server_us: i64,
+    pub(crate) claim: Duration,
+}
+
+impl Letter {
+    pub(crate) fn parse(payload: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(payload).ok()?;
+        let mut words = text.strip_prefix("grant ")?.split(' ');
+        let token = words.next()?.to_owned();
+        let fence = words.next()?.parse().ok()?;
+        let server_us = words.next()?.parse().ok()?;
+        let claim = Duration::from_millis(words.next()?.parse().ok()?);
+        Some(Self {
+            token,
+            fence,
+            server_us,
+            claim,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn letters_parse_and_refuse_what_is_not_one() {
+        let letter = Letter::parse(b"grant 0a1b 42 1795431634781691 2000").unwrap();
+        assert_eq!(letter.token, "0a1b");
+        assert_eq!(letter.fence, 42);
+        assert_eq!(letter.server_us, 1_795_431_634_781_691);
+        assert_eq!(letter.claim, Duration::from_secs(2));
+        assert_eq!(Letter::parse(b"released"), None);
+        assert_eq!(Letter::parse(b"grant 0a1b x 1 2"), None);
+        assert_eq!(Letter::parse(b"grant 0a1b 1 2"), None);
     }
 }

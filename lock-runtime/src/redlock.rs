@@ -36,8 +36,11 @@ use crate::backend::Backend;
 use crate::engine::Engine;
 use crate::grant::Outcome;
 use crate::guard::Guard;
+use crate::key::Keys;
 use crate::lease::Lease;
-use crate::settings::{Acquired, Confirmed, DEFAULT_NODE_TIMEOUT, Keys, Settings, validity};
+use crate::limit::{DEFAULT_NODE_TIMEOUT, validity};
+use crate::reply::{Acquired, Confirmed};
+use crate::settings::Settings;
 use crate::token::Token;
 
 /// N independent masters, each through its own connection.

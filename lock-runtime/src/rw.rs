@@ -20,10 +20,10 @@ use redis::aio::ConnectionManager;
 use crate::LockError;
 use crate::engine::Engine;
 use crate::guard::Guard;
+use crate::key::Kind;
 use crate::locks::Locks;
 use crate::node::Node;
 use crate::readers::{ReadMark, Readers};
-use crate::settings::Kind;
 
 /// Read/write locks: many readers or one writer per name, served in arrival order, a
 /// waiting writer stopping the readers that come after it (writer preference). Made by

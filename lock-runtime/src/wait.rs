@@ -16,9 +16,9 @@
 use std::time::{Duration, Instant};
 
 use crate::LockError;
-use crate::fair;
 use crate::grant::{Attempted, Grant};
-use crate::settings::{RetryPolicy, Settings};
+use crate::retry::RetryPolicy;
+use crate::settings::Settings;
 use crate::token::Token;
 
 /// What the waiter does next.
@@ -81,14 +81,13 @@ impl Wait {
         }
     }
 
-    /// The wait of a fair waiter whose handoff gives a `claim` lease: refused, it sleeps
-    /// until its handoff arrives (when `letters`) or until its ticket is due for renewal
-    /// or the holder's lease ends, whichever is first; without `letters` it polls with
-    /// the retry policy. A renewal is one call, which also finds a handoff whose message
-    /// was missed: it comes every [`fair::REFRESH`], and at least twice per claim lease,
-    /// so a missed message is found while the handed lease lasts.
-    pub(crate) fn queued(mut self, letters: bool, claim: Duration) -> Self {
-        self.queued = Some((letters, fair::REFRESH.min(claim / 2)));
+    /// The wait of a fair waiter that renews its ticket every `refresh`: refused, it
+    /// sleeps until its handoff arrives (when `letters`) or until its ticket is due for
+    /// renewal or the holder's lease ends, whichever is first; without `letters` it polls
+    /// with the retry policy. A renewal is one call, which also finds a handoff whose
+    /// message was missed (see `fair::REFRESH` for the pace).
+    pub(crate) fn queued(mut self, letters: bool, refresh: Duration) -> Self {
+        self.queued = Some((letters, refresh));
         self
     }
 

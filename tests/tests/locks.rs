@@ -273,13 +273,20 @@ async fn lost_fires_when_the_key_is_deleted_externally() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_renewal_is_sent_after_release() {
     let server = RedisServer::start();
-    let locks = locks(&server).await.ttl(Duration::from_millis(60));
+    // Renewed every 50 ms: each renewal has 97 ms to come back before the lease ends,
+    // which a loaded two-core machine needs.
+    let locks = locks(&server).await.ttl(Duration::from_millis(150));
     let mut stats = server.connection();
     let guard = locks.lock("q").await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::time::sleep(Duration::from_millis(250)).await;
     let renewals = command_calls(&mut stats, "evalsha");
     assert!(renewals >= 3, "the watchdog renewed ({renewals} EVALSHA)");
-    guard.release().await.unwrap();
+    let (lost, remaining) = (guard.is_lost(), guard.remaining());
+    let released = guard.release().await;
+    assert!(
+        released.is_ok(),
+        "{released:?}: lost {lost}, remaining {remaining:?}"
+    );
     lockscript_test::reset_stats(&mut stats);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(

@@ -9,7 +9,7 @@ use super::Shared;
 use crate::LockError;
 use crate::grant::{Abandoned, Grant};
 use crate::lease::{Held, LeaseState};
-use crate::settings::check_ttl;
+use crate::limit::check_ttl;
 
 /// Ownership of one lock acquired through [`super::Locks`].
 ///

@@ -40,9 +40,10 @@ use self::worker::Worker;
 use crate::LockError;
 use crate::fair::{self, Place, Ticket, Turn};
 use crate::grant::{Abandoned, Attempted, Grant, Outcome, Pending};
+use crate::key::{Keys, Kind};
 use crate::lease::LeaseState;
 use crate::notify::{Notifications, Subscription};
-use crate::settings::{Keys, Kind, Settings};
+use crate::settings::Settings;
 use crate::token::Token;
 use crate::wait::{Progress, Step, Wait};
 
@@ -60,13 +61,21 @@ type Tune<C> = Arc<dyn Fn(&C, Duration) -> redis::RedisResult<()> + Send + Sync>
 /// take turns on it; a call's response timeout counts from the call's start, the wait
 /// for its turn included.
 pub(crate) struct Conn<C> {
-    /// The connection and the response timeout last applied to it; `None` while a call
-    /// has it.
-    slot: Mutex<Option<(C, Option<Duration>)>>,
-    /// Signalled when a call gives the connection back.
+    slot: Mutex<Slot<C>>,
+    /// Signalled when a call gives the connection back while others wait for it.
     returned: Condvar,
     reopen: Option<Reopen<C>>,
     tune: Option<Tune<C>>,
+}
+
+/// The connection's place while no call has it.
+struct Slot<C> {
+    /// The connection and the response timeout last applied to it; `None` while a call
+    /// has it.
+    conn: Option<(C, Option<Duration>)>,
+    /// Calls waiting for it. The condvar is signalled only while there are some: a
+    /// signal is a futex syscall even with nobody waiting, and every call would pay it.
+    waiting: u32,
 }
 
 /// The connection, taken out of its slot for one call; put back on drop.
@@ -77,19 +86,25 @@ struct Checkout<'a, C> {
 
 impl<C> Drop for Checkout<'_, C> {
     fn drop(&mut self) {
-        *self
+        let mut slot = self
             .home
             .slot
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = self.conn.take();
-        self.home.returned.notify_one();
+            .unwrap_or_else(PoisonError::into_inner);
+        slot.conn = self.conn.take();
+        if slot.waiting > 0 {
+            self.home.returned.notify_one();
+        }
     }
 }
 
 impl<C: redis::ConnectionLike + Send> Conn<C> {
     fn new(conn: C, reopen: Option<Reopen<C>>, tune: Option<Tune<C>>) -> Self {
         Self {
-            slot: Mutex::new(Some((conn, None))),
+            slot: Mutex::new(Slot {
+                conn: Some((conn, None)),
+                waiting: 0,
+            }),
             returned: Condvar::new(),
             reopen,
             tune,
@@ -100,7 +115,7 @@ impl<C: redis::ConnectionLike + Send> Conn<C> {
     fn checkout(&self, deadline: Instant, timeout: Duration) -> Result<Checkout<'_, C>, LockError> {
         let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
-            if let Some(conn) = slot.take() {
+            if let Some(conn) = slot.conn.take() {
                 return Ok(Checkout {
                     home: self,
                     conn: Some(conn),
@@ -110,11 +125,13 @@ impl<C: redis::ConnectionLike + Send> Conn<C> {
             if now >= deadline {
                 return Err(LockError::not_sent(timeout));
             }
+            slot.waiting += 1;
             slot = self
                 .returned
                 .wait_timeout(slot, deadline - now)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
+            slot.waiting -= 1;
         }
     }
 

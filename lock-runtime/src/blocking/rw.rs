@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use super::{LockGuard, Locks};
 use crate::LockError;
+use crate::key::Kind;
 use crate::readers::{ReadMark, Readers};
-use crate::settings::Kind;
 
 /// Read/write locks without async; see [`crate::RwLocks`] for the rules. Made by
 /// [`Locks::rw`]; cheap to clone.

@@ -13,8 +13,9 @@ use std::time::Instant;
 use super::Conn;
 use crate::grant::Abandoned;
 use crate::lease::{LeaseState, Sending};
+use crate::reply::Confirmed;
 use crate::schedule::Schedule;
-use crate::settings::{Confirmed, Settings};
+use crate::settings::Settings;
 use crate::{LockError, PipelineExt};
 
 /// Something the thread does at a given time.
