@@ -24,7 +24,8 @@ pub struct RetryPolicy {
 
 impl RetryPolicy {
     /// A policy from `min_delay` up to `max_delay`. Invalid pairs (zero, or min above
-    /// max) are reported as [`LockError::InvalidSettings`] at the first lock call.
+    /// max) are reported as [`LockError::InvalidSettings`](crate::LockError::InvalidSettings)
+    /// at the first lock call.
     ///
     /// ```no_run
     /// # use std::time::Duration;
