@@ -44,6 +44,8 @@ enum Action {
 
 struct Shared {
     delay_us: AtomicU64,
+    /// Every connection's link, to fault one of them alone.
+    links: Mutex<Vec<std::sync::Weak<Link>>>,
     blackhole: AtomicBool,
     refusing: AtomicBool,
     stopped: AtomicBool,
@@ -60,6 +62,8 @@ struct Link {
     cut: AtomicBool,
     /// Cut the connection after forwarding the next reply.
     cut_after_reply: AtomicBool,
+    /// Hold every request of this connection back this long, in microseconds.
+    request_delay_us: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -81,6 +85,7 @@ impl Proxy {
         let port = listener.local_addr().expect("proxy address").port();
         let shared = Arc::new(Shared {
             delay_us: AtomicU64::new(0),
+            links: Mutex::new(Vec::new()),
             blackhole: AtomicBool::new(false),
             refusing: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
@@ -111,6 +116,11 @@ impl Proxy {
                     open.push(s);
                 }
                 let link = Arc::new(Link::default());
+                {
+                    let mut links = lock(&accepting.links);
+                    links.retain(|l| l.strong_count() > 0);
+                    links.push(Arc::downgrade(&link));
+                }
                 pump(
                     client.try_clone().expect("clone"),
                     server.try_clone().expect("clone"),
@@ -194,6 +204,29 @@ impl Proxy {
         });
     }
 
+    /// Holds back every request of one open connection (the `pick`-th of those open,
+    /// modulo their number) by `delay`, and of that one alone: its commands reach the
+    /// server after those another connection sent later. Returns whether one was open.
+    /// `delay` zero ends it for every connection.
+    pub fn delay_one_connection(&self, pick: usize, delay: Duration) -> bool {
+        let us = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
+        let links: Vec<Arc<Link>> = lock(&self.shared.links)
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect();
+        if us == 0 {
+            for link in &links {
+                link.request_delay_us.store(0, Ordering::SeqCst);
+            }
+            return true;
+        }
+        let Some(link) = links.get(pick % links.len().max(1)) else {
+            return false;
+        };
+        link.request_delay_us.store(us, Ordering::SeqCst);
+        true
+    }
+
     /// Once: the next request that contains `pattern` reaches the server `delay` late;
     /// the requests behind it on that connection wait too (other connections do not).
     pub fn delay_request_to(&self, pattern: &[u8], delay: Duration) {
@@ -262,6 +295,14 @@ enum Direction {
     Reply,
 }
 
+/// Holds a request back by its connection's own delay, if it has one.
+fn hold_request(link: &Link) {
+    let us = link.request_delay_us.load(Ordering::SeqCst);
+    if us > 0 {
+        std::thread::sleep(Duration::from_micros(us));
+    }
+}
+
 /// The action of the first trigger whose pattern `chunk` contains; it is used up.
 fn fire(shared: &Shared, chunk: &[u8]) -> Option<Action> {
     let mut triggers = lock(&shared.triggers);
@@ -297,6 +338,9 @@ fn pump(
             }
             let chunk = &buf[..n];
             let mut reset = false;
+            if dir == Direction::Request {
+                hold_request(&link);
+            }
             match dir {
                 Direction::Request => match fire(&shared, chunk) {
                     Some(Action::DelayRequest(d)) => std::thread::sleep(d),

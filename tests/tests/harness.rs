@@ -341,3 +341,31 @@ fn many_servers_in_parallel() {
     ports.dedup();
     assert!(ports.iter().all(|&p| p != 6379));
 }
+
+/// The proxy can hold back the requests of one connection alone: its commands reach the
+/// server after those another connection sent later (the chaos checker's fault that
+/// reorders a handle's two connections).
+#[test]
+fn the_proxy_delays_one_connection_and_not_the_others() {
+    let server = RedisServer::start();
+    let proxy = lockscript_test::proxy::Proxy::start(server.port());
+    let client = redis::Client::open(proxy.url()).unwrap();
+    let mut slow = client.get_connection().unwrap();
+    let mut fast = client.get_connection().unwrap();
+    let ping = |c: &mut redis::Connection| {
+        let started = std::time::Instant::now();
+        let _: String = redis::cmd("PING").query(c).unwrap();
+        started.elapsed()
+    };
+    ping(&mut slow);
+    ping(&mut fast);
+    let delay = Duration::from_millis(300);
+    assert!(proxy.delay_one_connection(0, delay));
+    let (a, b) = (ping(&mut slow), ping(&mut fast));
+    assert!(
+        a.max(b) >= delay && a.min(b) < delay,
+        "one delayed, the other not: {a:?} {b:?}"
+    );
+    assert!(proxy.delay_one_connection(0, Duration::ZERO));
+    assert!(ping(&mut slow) < delay && ping(&mut fast) < delay);
+}

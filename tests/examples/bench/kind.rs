@@ -26,6 +26,7 @@ const FACE_LOCK: &str = "bench:face";
 /// The floors' key and fencing counter, as long as the face's.
 const FLOOR_KEY: &str = "lock:{bench:base}";
 const FLOOR_FENCE: &str = "lock:{bench:base}:fence";
+const FLOOR_HOLDERS: &str = "lock:{bench:base}:holders";
 /// The floors' owner token: 32 hex digits, like the face's.
 const FLOOR_TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
@@ -72,8 +73,9 @@ impl Take {
         }
     }
 
-    /// The command that takes lock `key` (fencing counter `fence`).
-    fn cmd(self, key: &str, fence: &str) -> redis::Cmd {
+    /// The command that takes lock `key` (fencing counter `fence`, shared holders
+    /// `holders`, which the script only reads).
+    fn cmd(self, key: &str, fence: &str, holders: &str) -> redis::Cmd {
         match self {
             Take::Set => {
                 let mut cmd = redis::cmd("SET");
@@ -94,9 +96,10 @@ impl Take {
                 } else {
                     *ACQUIRE_SHA
                 })
-                .arg(2)
+                .arg(3)
                 .arg(key)
                 .arg(fence)
+                .arg(holders)
                 .arg(FLOOR_TOKEN)
                 .arg(30_000)
                 .arg(3_630_000);
@@ -138,9 +141,10 @@ pub async fn floor_cycle(
     conn: &mut MultiplexedConnection,
     key: &str,
     fence: &str,
+    holders: &str,
     take: Take,
 ) -> Result<(), BoxError> {
-    let reply: redis::Value = take.cmd(key, fence).query_async(conn).await?;
+    let reply: redis::Value = take.cmd(key, fence, holders).query_async(conn).await?;
     if !take.granted(&reply) {
         return Err(format!("the floor's key was not free: {reply:?}").into());
     }
@@ -153,7 +157,9 @@ pub async fn floor_cycle(
 
 /// The same on a sync connection.
 fn sync_floor_cycle(conn: &mut redis::Connection, take: Take) -> Result<(), BoxError> {
-    let reply: redis::Value = take.cmd(FLOOR_KEY, FLOOR_FENCE).query(conn)?;
+    let reply: redis::Value = take
+        .cmd(FLOOR_KEY, FLOOR_FENCE, FLOOR_HOLDERS)
+        .query(conn)?;
     if !take.granted(&reply) {
         return Err(format!("the floor's key was not free: {reply:?}").into());
     }
@@ -304,7 +310,7 @@ impl<'rt> AsyncKind<'rt> {
             PerCycle::measure(n, || {
                 self.run(async move {
                     for _ in 0..n {
-                        floor_cycle(&mut conn, FLOOR_KEY, FLOOR_FENCE, take).await?;
+                        floor_cycle(&mut conn, FLOOR_KEY, FLOOR_FENCE, FLOOR_HOLDERS, take).await?;
                     }
                     Ok(())
                 })

@@ -106,8 +106,8 @@ pub async fn round(
             let mut conn = floor_conn.clone();
             async move {
                 let key = format!("lock:{{bench:tp:{i}}}");
-                let fence = format!("{key}:fence");
-                floor_cycle(&mut conn, &key, &fence, take).await
+                let (fence, holders) = (format!("{key}:fence"), format!("{key}:holders"));
+                floor_cycle(&mut conn, &key, &fence, &holders, take).await
             }
         })
         .await?;
