@@ -7,7 +7,8 @@ use std::time::Duration;
 use crate::key::{Keys, Kind};
 use crate::limit::millis;
 use crate::reply::{Acquired, Confirmed};
-use crate::settings::Settings;
+use crate::settings::{ReplicaWait, Settings};
+use crate::{LockError, PipelineExt};
 
 /// The lock protocol's script calls, as every face (async, blocking, Redlock) sends
 /// them: with this handle's ttl arithmetic and its [`Delivery`](crate::Delivery).
@@ -77,6 +78,46 @@ impl Settings {
         keys.kind.shared().then(|| {
             self.fair_call(keys, "holds", token, "", self.ttl)
                 .reply_as()
+        })
+    }
+
+    /// With `wait_for_replicas`: renew.lua and `WAIT` in one pipeline, for the connection
+    /// that acquired, and the `WAIT` timeout; `None` without it. The renewal is a write
+    /// behind the grant in the replication stream, so `WAIT` counts exactly the replicas
+    /// that have the grant, even on a connection re-made since.
+    pub(crate) fn confirm_pipe(
+        &self,
+        keys: &Keys,
+        token: &str,
+    ) -> Result<Option<(redis::Pipeline, Duration)>, LockError> {
+        let Some(ReplicaWait { replicas, timeout }) = self.wait_for_replicas else {
+            return Ok(None);
+        };
+        let mut pipe = redis::pipe();
+        pipe.invoke(&self.renew_call(keys, token, self.ttl))?;
+        pipe.cmd("WAIT").arg(replicas).arg(millis(timeout));
+        Ok(Some((pipe, timeout)))
+    }
+
+    /// What [`confirm_pipe`](Self::confirm_pipe) answered: whether the grant is still
+    /// ours and how many replicas acknowledged it. Too few: `NotReplicated` (and the
+    /// grant is released by its pending marker).
+    pub(crate) fn replicated(
+        &self,
+        keys: &Keys,
+        (Confirmed(ours), acked): (Confirmed, usize),
+    ) -> Result<(), LockError> {
+        let wanted = self.wait_for_replicas.map_or(0, |w| w.replicas);
+        if ours && acked >= wanted {
+            tracing::debug!(lock = %keys.name, acked, "grant acknowledged by replicas");
+            return Ok(());
+        }
+        let acked = if ours { acked } else { 0 };
+        tracing::warn!(lock = %keys.name, acked, wanted, "grant not replicated; releasing it");
+        Err(LockError::NotReplicated {
+            name: keys.name.clone(),
+            acked,
+            wanted,
         })
     }
 

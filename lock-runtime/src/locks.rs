@@ -237,7 +237,7 @@ where
     /// `timeout`, like Redisson's lock. With fewer acknowledgements the grant is released
     /// again (in the background) and `try_lock`/`lock` return
     /// [`LockError::NotReplicated`] at once (no retry: it is a replication problem, not
-    /// contention). Default: off. Only on this async handle.
+    /// contention). Default: off. `blocking::Locks` has it too.
     ///
     /// This narrows, but does not close, the window in which a failover loses a grant:
     /// replication stays asynchronous, `WAIT` only reports how far it got, and a replica

@@ -14,11 +14,10 @@ use crate::backend::Backend;
 use crate::fair::Ticket;
 use crate::grant::{Abandoned, Outcome};
 use crate::key::Keys;
-use crate::limit::millis;
 use crate::reply::Confirmed;
-use crate::settings::{ReplicaWait, Settings};
+use crate::settings::Settings;
 use crate::token::Token;
-use crate::{Invocation, LockError, PipelineExt};
+use crate::{Invocation, LockError};
 
 /// How long to wait before re-sending a script the server refused with a "try again"
 /// reply (a Cluster in the middle of a failover or a slot migration).
@@ -95,28 +94,15 @@ where
         token: &Token,
         left: Duration,
     ) -> Result<(), LockError> {
-        let Some(ReplicaWait { replicas, timeout }) = settings.wait_for_replicas else {
+        let Some((pipe, timeout)) = settings.confirm_pipe(keys, token.as_str())? else {
             return Ok(());
         };
-        let mut pipe = redis::pipe();
-        pipe.invoke(&settings.renew_call(keys, token.as_str(), settings.ttl))?;
-        pipe.cmd("WAIT").arg(replicas).arg(millis(timeout));
         let mut conn = self.conn.clone();
-        let (Confirmed(ours), acked): (Confirmed, usize) = bounded(left + timeout, async {
+        let reply = bounded(left + timeout, async {
             Ok(pipe.query_async(&mut conn).await?)
         })
         .await?;
-        if ours && acked >= replicas {
-            tracing::debug!(lock = %keys.name, acked, "grant acknowledged by replicas");
-            return Ok(());
-        }
-        let acked = if ours { acked } else { 0 };
-        tracing::warn!(lock = %keys.name, acked, wanted = replicas, "grant not replicated; releasing it");
-        Err(LockError::NotReplicated {
-            name: keys.name.clone(),
-            acked,
-            wanted: replicas,
-        })
+        settings.replicated(keys, reply)
     }
 
     async fn renew(

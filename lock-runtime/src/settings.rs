@@ -193,7 +193,7 @@ pub(crate) struct Settings {
     pub(crate) max_hold: Option<Duration>,
     pub(crate) prefix: Arc<str>,
     pub(crate) retry: RetryPolicy,
-    /// `WAIT` after each grant (async `Locks` only; `Locks::wait_for_replicas`).
+    /// `WAIT` after each grant (`Locks::wait_for_replicas`, `blocking::Locks` too).
     pub(crate) wait_for_replicas: Option<ReplicaWait>,
     /// How long one command may wait for its reply.
     pub(crate) response_timeout: Duration,

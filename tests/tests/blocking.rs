@@ -439,3 +439,61 @@ fn a_call_that_needs_the_script_loaded_ends_within_the_response_timeout() {
     let guard = locks.try_lock("slow").unwrap();
     assert!(guard.is_some(), "granted once the replies are on time");
 }
+
+/// The blocking face waits for replicas as the async one does: a grant acknowledged by
+/// the replica stands; with the only replica frozen it is refused with
+/// `NotReplicated { acked: 0 }` within the response timeout plus the `WAIT` timeout, and
+/// released (the next attempt, replica back, is granted).
+#[test]
+fn wait_for_replicas_refuses_a_grant_no_replica_acknowledged() {
+    let primary = RedisServer::builder()
+        .arg("--repl-diskless-sync-delay")
+        .arg("0")
+        .start();
+    let replica = RedisServer::builder()
+        .arg("--replicaof")
+        .arg("127.0.0.1")
+        .arg(primary.port().to_string())
+        .start();
+    let mut conn = primary.connection();
+    within(PATIENCE, "the replica to acknowledge a write", || {
+        let _: () = conn.set("sync", 1).unwrap();
+        let acked: usize = redis::cmd("WAIT").arg(1).arg(100).query(&mut conn).unwrap();
+        acked == 1
+    });
+    let wait = Duration::from_secs(1);
+    let locks = locks(&primary)
+        .ttl(Duration::from_secs(5))
+        .wait_for_replicas(1, wait);
+    let guard = locks.try_lock("replicated").unwrap().expect("replicated");
+    guard.release().unwrap();
+
+    replica.signal("STOP");
+    let started = Instant::now();
+    let err = locks.try_lock("replicated").unwrap_err();
+    let took = started.elapsed();
+    replica.signal("CONT");
+    assert!(
+        matches!(
+            err,
+            LockError::NotReplicated {
+                acked: 0,
+                wanted: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        took <= lockscript::DEFAULT_RESPONSE_TIMEOUT + wait + Duration::from_millis(250),
+        "took {took:?}"
+    );
+    within(PATIENCE, "the refused grant's release", || {
+        !conn.exists::<_, bool>("lock:{replicated}").unwrap()
+    });
+    let guard = locks
+        .try_lock("replicated")
+        .unwrap()
+        .expect("granted again");
+    guard.release().unwrap();
+}

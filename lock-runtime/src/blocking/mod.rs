@@ -43,7 +43,7 @@ use crate::grant::{Abandoned, Attempted, Grant, Outcome, Pending};
 use crate::key::{Keys, Kind};
 use crate::lease::LeaseState;
 use crate::notify::{Notifications, Subscription};
-use crate::settings::Settings;
+use crate::settings::{ReplicaWait, Settings};
 use crate::token::Token;
 use crate::wait::{Progress, Step, Wait};
 
@@ -456,6 +456,23 @@ where
 
     crate::settings::settings_builder!("lockscript::blocking::Locks");
 
+    /// After each grant, renew.lua and `WAIT replicas timeout` in one pipeline on the
+    /// handle's connection, as [`crate::Locks::wait_for_replicas`] describes; a grant
+    /// with fewer acknowledgements is released and the call fails with
+    /// [`LockError::NotReplicated`]. `WAIT` holds the handle's connection meanwhile: keep
+    /// `timeout` short. Default: off.
+    ///
+    /// ```no_run
+    /// # fn f(locks: lockscript::blocking::Locks) -> lockscript::blocking::Locks {
+    /// locks.wait_for_replicas(1, std::time::Duration::from_millis(200))
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn wait_for_replicas(mut self, replicas: usize, timeout: Duration) -> Self {
+        self.settings_mut().wait_for_replicas = Some(ReplicaWait { replicas, timeout });
+        self
+    }
+
     /// Wakes waiters when a lock is released, through a pub/sub connection opened from
     /// `client` on first contention and kept by one background thread.
     ///
@@ -734,6 +751,29 @@ where
             });
             let outcome =
                 pending.read(reply.map(|r| Outcome::from_reply(r, sent)), settings.ttl)?;
+            if let Some(Outcome::Granted { .. }) = outcome
+                && let Some((pipe, timeout)) = settings.confirm_pipe(keys, token.as_str())?
+            {
+                // As the async engine's attempt: the confirmation shares the attempt's
+                // response timeout (plus the WAIT timeout), and a grant that ran out
+                // meanwhile is no grant either.
+                let left = limit
+                    .min(settings.response_timeout)
+                    .saturating_sub(sent.elapsed())
+                    .max(Duration::from_millis(1));
+                let reply = self
+                    .shared
+                    .conn
+                    .with(Some(left + timeout), |c| Ok(pipe.query(c)?))?;
+                settings.replicated(keys, reply)?;
+                if outcome
+                    .as_ref()
+                    .is_some_and(|o| o.is_late(settings.ttl, Instant::now()))
+                {
+                    tracing::debug!(lock = %keys.name, "grant confirmed after its validity; released");
+                    return Ok(Attempted::Held { remaining: None });
+                }
+            }
             if outcome.is_some() {
                 pending.disarm();
             }
