@@ -34,6 +34,7 @@ pub mod chaos;
 pub mod cluster;
 pub mod commands;
 pub mod contenders;
+pub mod faces;
 pub mod fixtures;
 pub mod history;
 pub mod postgres;

@@ -1,0 +1,280 @@
+//! The two faces of the lock API behind one trait, so that a behavioural test is
+//! written once and runs on both: the async face (`lockscript::Locks` on a multi-thread
+//! tokio runtime of the test's own, its calls made with `block_on` from the test's
+//! thread) and the blocking face (`lockscript::blocking::Locks`).
+//!
+//! ```no_run
+//! use lockscript_test::faces::Face;
+//!
+//! fn fences_rise<F: Face>() {
+//!     let server = lockscript_test::server::RedisServer::start();
+//!     let locks = F::connect(&server, F::settings());
+//!     let first = locks.try_lock("x").unwrap().expect("free");
+//!     let fence = lockscript_test::faces::Held::fencing_token(&first);
+//!     lockscript_test::faces::Held::release(first).unwrap();
+//!     let next = locks.try_lock("x").unwrap().expect("free");
+//!     assert!(lockscript_test::faces::Held::fencing_token(&next) > fence);
+//! }
+//! lockscript_test::on_both_faces!(fences_rise);
+//! ```
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lockscript::LockError;
+
+use crate::server::RedisServer;
+
+/// What a test sets on a handle; the rest is the library's defaults.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    /// The lease.
+    pub ttl: Duration,
+    /// How long `lock()` waits.
+    pub wait_timeout: Duration,
+    /// Whether guards are renewed.
+    pub watchdog: bool,
+}
+
+/// A lock handle, whichever face.
+pub trait Face: Clone + Send + 'static {
+    /// Its guard.
+    type Guard: Held;
+
+    /// The face's name, for messages.
+    const NAME: &'static str;
+
+    /// The library's defaults (watchdog on), with a 10 s wait.
+    #[must_use]
+    fn settings() -> Settings {
+        Settings {
+            ttl: Duration::from_secs(30),
+            wait_timeout: Duration::from_secs(10),
+            watchdog: true,
+        }
+    }
+
+    /// A handle on `server` as `connect` makes it (release notifications on).
+    fn connect(server: &RedisServer, settings: Settings) -> Self;
+
+    /// One attempt.
+    fn try_lock(&self, name: &str) -> Result<Option<Self::Guard>, LockError>;
+
+    /// Waits for the lock.
+    fn lock(&self, name: &str) -> Result<Self::Guard, LockError>;
+
+    /// Runs `work` with the lock held (the watchdog on); the work gets the fencing token.
+    fn with_lock<T: Send + 'static>(
+        &self,
+        name: &str,
+        work: impl FnOnce(u64) -> T + Send + 'static,
+    ) -> Result<T, LockError>;
+}
+
+/// A guard, whichever face.
+pub trait Held: Send + 'static {
+    /// See `LockGuard::fencing_token`.
+    fn fencing_token(&self) -> u64;
+    /// See `LockGuard::is_lost`.
+    fn is_lost(&self) -> bool;
+    /// See `LockGuard::valid_until`.
+    fn valid_until(&self) -> Instant;
+    /// See `LockGuard::attempts`.
+    fn attempts(&self) -> u32;
+    /// Blocks until the lease is lost or `timeout` passes; whether it was lost.
+    fn lost_within(&self, timeout: Duration) -> bool;
+    /// See `LockGuard::is_held`.
+    fn is_held(&self) -> Result<bool, LockError>;
+    /// See `LockGuard::extend`.
+    fn extend(&self, ttl: Duration) -> Result<(), LockError>;
+    /// See `LockGuard::release`.
+    fn release(self) -> Result<(), LockError>;
+}
+
+/// The async face, driven from the test's thread.
+#[derive(Clone)]
+pub struct Async {
+    runtime: Arc<tokio::runtime::Runtime>,
+    locks: lockscript::Locks,
+}
+
+/// An async guard and the runtime its calls run on.
+pub struct AsyncGuard {
+    runtime: Arc<tokio::runtime::Runtime>,
+    guard: lockscript::LockGuard,
+}
+
+impl Face for Async {
+    type Guard = AsyncGuard;
+    const NAME: &'static str = "async";
+
+    fn connect(server: &RedisServer, settings: Settings) -> Self {
+        let runtime = Arc::new(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("the async face's runtime"),
+        );
+        let locks = runtime
+            .block_on(lockscript::Locks::connect(&server.client()))
+            .expect("connect")
+            .ttl(settings.ttl)
+            .wait_timeout(settings.wait_timeout)
+            .watchdog(settings.watchdog);
+        Self { runtime, locks }
+    }
+
+    fn try_lock(&self, name: &str) -> Result<Option<AsyncGuard>, LockError> {
+        let guard = self.runtime.block_on(self.locks.try_lock(name))?;
+        Ok(guard.map(|guard| self.guard(guard)))
+    }
+
+    fn lock(&self, name: &str) -> Result<AsyncGuard, LockError> {
+        let guard = self.runtime.block_on(self.locks.lock(name))?;
+        Ok(self.guard(guard))
+    }
+
+    fn with_lock<T: Send + 'static>(
+        &self,
+        name: &str,
+        work: impl FnOnce(u64) -> T + Send + 'static,
+    ) -> Result<T, LockError> {
+        self.runtime.block_on(
+            self.locks
+                .with_lock(name, |lease| async move { work(lease.fencing_token()) }),
+        )
+    }
+}
+
+impl Async {
+    fn guard(&self, guard: lockscript::LockGuard) -> AsyncGuard {
+        AsyncGuard {
+            runtime: Arc::clone(&self.runtime),
+            guard,
+        }
+    }
+}
+
+impl Held for AsyncGuard {
+    fn fencing_token(&self) -> u64 {
+        self.guard.fencing_token()
+    }
+
+    fn is_lost(&self) -> bool {
+        self.guard.is_lost()
+    }
+
+    fn valid_until(&self) -> Instant {
+        self.guard.valid_until()
+    }
+
+    fn attempts(&self) -> u32 {
+        self.guard.attempts()
+    }
+
+    fn lost_within(&self, timeout: Duration) -> bool {
+        self.guard.lease().lost_within(timeout)
+    }
+
+    fn is_held(&self) -> Result<bool, LockError> {
+        self.runtime.block_on(self.guard.is_held())
+    }
+
+    fn extend(&self, ttl: Duration) -> Result<(), LockError> {
+        self.runtime.block_on(self.guard.extend(ttl))
+    }
+
+    fn release(self) -> Result<(), LockError> {
+        self.runtime.block_on(self.guard.release())
+    }
+}
+
+/// The blocking face.
+#[derive(Clone)]
+pub struct Blocking(lockscript::blocking::Locks);
+
+impl Face for Blocking {
+    type Guard = lockscript::blocking::LockGuard;
+    const NAME: &'static str = "blocking";
+
+    fn connect(server: &RedisServer, settings: Settings) -> Self {
+        let locks = lockscript::blocking::Locks::connect(&server.client())
+            .expect("connect")
+            .ttl(settings.ttl)
+            .wait_timeout(settings.wait_timeout)
+            .watchdog(settings.watchdog);
+        Self(locks)
+    }
+
+    fn try_lock(&self, name: &str) -> Result<Option<Self::Guard>, LockError> {
+        self.0.try_lock(name)
+    }
+
+    fn lock(&self, name: &str) -> Result<Self::Guard, LockError> {
+        self.0.lock(name)
+    }
+
+    fn with_lock<T: Send + 'static>(
+        &self,
+        name: &str,
+        work: impl FnOnce(u64) -> T + Send + 'static,
+    ) -> Result<T, LockError> {
+        self.0.with_lock(name, |guard| work(guard.fencing_token()))
+    }
+}
+
+impl Held for lockscript::blocking::LockGuard {
+    fn fencing_token(&self) -> u64 {
+        lockscript::blocking::LockGuard::fencing_token(self)
+    }
+
+    fn is_lost(&self) -> bool {
+        lockscript::blocking::LockGuard::is_lost(self)
+    }
+
+    fn valid_until(&self) -> Instant {
+        lockscript::blocking::LockGuard::valid_until(self)
+    }
+
+    fn attempts(&self) -> u32 {
+        lockscript::blocking::LockGuard::attempts(self)
+    }
+
+    fn lost_within(&self, timeout: Duration) -> bool {
+        lockscript::blocking::LockGuard::lost_within(self, timeout)
+    }
+
+    fn is_held(&self) -> Result<bool, LockError> {
+        lockscript::blocking::LockGuard::is_held(self)
+    }
+
+    fn extend(&self, ttl: Duration) -> Result<(), LockError> {
+        lockscript::blocking::LockGuard::extend(self, ttl)
+    }
+
+    fn release(self) -> Result<(), LockError> {
+        lockscript::blocking::LockGuard::release(self)
+    }
+}
+
+/// Runs the generic test function `$test::<F: Face>()` once per face, as the tests
+/// `$test::on_async` and `$test::on_blocking`.
+#[macro_export]
+macro_rules! on_both_faces {
+    ($($test:ident),+ $(,)?) => {
+        $(
+            mod $test {
+                #[test]
+                fn on_async() {
+                    super::$test::<$crate::faces::Async>();
+                }
+
+                #[test]
+                fn on_blocking() {
+                    super::$test::<$crate::faces::Blocking>();
+                }
+            }
+        )+
+    };
+}

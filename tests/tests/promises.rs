@@ -1,0 +1,225 @@
+//! The README's promises of a lock, each written once and run on both faces (async and
+//! blocking; `lockscript_test::faces`), each bound measured against its deadline.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lockscript::LockError;
+use lockscript_test::faces::{Face, Held};
+use lockscript_test::on_both_faces;
+use lockscript_test::server::RedisServer;
+use redis::Commands;
+
+/// The README's slack on the loss signal.
+const LOSS_SLACK: Duration = Duration::from_millis(100);
+/// The README's scheduling slack on a call's bound.
+const CALL_SLACK: Duration = Duration::from_millis(250);
+const RESPONSE_TIMEOUT: Duration = lockscript::DEFAULT_RESPONSE_TIMEOUT;
+
+fn with<F: Face>(server: &RedisServer, ttl: Duration, watchdog: bool) -> F {
+    F::connect(
+        server,
+        lockscript_test::faces::Settings {
+            ttl,
+            watchdog,
+            ..F::settings()
+        },
+    )
+}
+
+on_both_faces!(
+    try_lock_grants_rising_fences_and_refuses_while_held,
+    a_waiter_gets_the_lock_soon_after_the_release,
+    lock_gives_up_with_a_timeout_within_its_bound,
+    extend_sets_the_new_lease_on_the_server,
+    a_stale_guard_is_refused_and_changes_nothing,
+    the_loss_is_signalled_at_the_validity_end,
+    the_watchdog_keeps_the_lease_across_three_ttls,
+    with_lock_returns_the_work_and_releases,
+    calls_on_a_frozen_server_end_within_the_response_timeout,
+    a_dropped_guard_is_released_in_the_background,
+);
+
+fn try_lock_grants_rising_fences_and_refuses_while_held<F: Face>() {
+    let server = RedisServer::start();
+    let (a, b) = (
+        F::connect(&server, F::settings()),
+        F::connect(&server, F::settings()),
+    );
+    let first = a.try_lock("x").unwrap().expect("free");
+    assert_eq!(first.attempts(), 1);
+    assert!(b.try_lock("x").unwrap().is_none(), "{}: held", F::NAME);
+    let fence = first.fencing_token();
+    first.release().unwrap();
+    let second = b.try_lock("x").unwrap().expect("free again");
+    assert!(second.fencing_token() > fence, "{}: fences rise", F::NAME);
+    second.release().unwrap();
+}
+
+fn a_waiter_gets_the_lock_soon_after_the_release<F: Face>() {
+    let server = RedisServer::start();
+    let (holder, waiter) = (
+        F::connect(&server, F::settings()),
+        F::connect(&server, F::settings()),
+    );
+    let held = holder.lock("w").unwrap();
+    let fence = held.fencing_token();
+    let waiting = thread::spawn(move || {
+        let guard = waiter.lock("w");
+        (guard, Instant::now())
+    });
+    thread::sleep(Duration::from_millis(200));
+    held.release().unwrap();
+    let released = Instant::now();
+    let (guard, granted) = waiting.join().unwrap();
+    let guard = guard.unwrap();
+    assert!(guard.fencing_token() > fence);
+    // Woken by the release notification, not by its backoff (up to 250 ms).
+    assert!(
+        granted - released <= Duration::from_millis(100),
+        "{}: granted {:?} after the release",
+        F::NAME,
+        granted - released
+    );
+    guard.release().unwrap();
+}
+
+fn lock_gives_up_with_a_timeout_within_its_bound<F: Face>() {
+    let server = RedisServer::start();
+    let holder = F::connect(&server, F::settings());
+    let wait = Duration::from_millis(300);
+    let waiter = F::connect(
+        &server,
+        lockscript_test::faces::Settings {
+            wait_timeout: wait,
+            ..F::settings()
+        },
+    );
+    let held = holder.lock("t").unwrap();
+    let started = Instant::now();
+    let err = waiter.lock("t").err().expect("held");
+    let took = started.elapsed();
+    assert!(matches!(err, LockError::Timeout { .. }), "{err:?}");
+    assert!(took >= wait, "{}: gave up early, {took:?}", F::NAME);
+    assert!(
+        took <= wait + RESPONSE_TIMEOUT + CALL_SLACK,
+        "{}: took {took:?}",
+        F::NAME
+    );
+    held.release().unwrap();
+}
+
+fn extend_sets_the_new_lease_on_the_server<F: Face>() {
+    let server = RedisServer::start();
+    let locks = with::<F>(&server, Duration::from_secs(5), false);
+    let guard = locks.lock("e").unwrap();
+    let before = guard.valid_until();
+    guard.extend(Duration::from_secs(60)).unwrap();
+    let pttl: i64 = server.connection().pttl("lock:{e}").unwrap();
+    assert!(pttl > 55_000, "{}: pttl {pttl}", F::NAME);
+    assert!(guard.valid_until() > before + Duration::from_secs(50));
+    guard.release().unwrap();
+}
+
+fn a_stale_guard_is_refused_and_changes_nothing<F: Face>() {
+    let server = RedisServer::start();
+    let locks = with::<F>(&server, Duration::from_millis(100), false);
+    let stale = locks.lock("s").unwrap();
+    assert!(stale.lost_within(Duration::from_secs(5)));
+    let fresh = F::connect(&server, F::settings()).lock("s").unwrap();
+    assert!(fresh.fencing_token() > stale.fencing_token());
+    assert!(matches!(
+        stale.extend(Duration::from_secs(5)),
+        Err(LockError::NotHeld { .. })
+    ));
+    assert!(!stale.is_held().unwrap());
+    assert!(matches!(stale.release(), Err(LockError::NotHeld { .. })));
+    assert!(
+        fresh.is_held().unwrap(),
+        "{}: the fresh holder kept it",
+        F::NAME
+    );
+    fresh.release().unwrap();
+}
+
+fn the_loss_is_signalled_at_the_validity_end<F: Face>() {
+    let server = RedisServer::start();
+    let locks = with::<F>(&server, Duration::from_millis(300), false);
+    let guard = locks.lock("l").unwrap();
+    assert!(guard.lost_within(Duration::from_secs(5)));
+    let fired = Instant::now();
+    let end = guard.valid_until();
+    assert!(fired >= end, "{}: lost {:?} early", F::NAME, end - fired);
+    assert!(
+        fired - end <= LOSS_SLACK,
+        "{}: lost {:?} after the validity end",
+        F::NAME,
+        fired - end
+    );
+    assert!(guard.is_lost());
+}
+
+fn the_watchdog_keeps_the_lease_across_three_ttls<F: Face>() {
+    let server = RedisServer::start();
+    let locks = with::<F>(&server, Duration::from_millis(300), true);
+    let guard = locks.lock("k").unwrap();
+    assert!(!guard.lost_within(Duration::from_secs(1)), "{}", F::NAME);
+    assert!(guard.is_held().unwrap());
+    guard.release().unwrap();
+}
+
+fn with_lock_returns_the_work_and_releases<F: Face>() {
+    let server = RedisServer::start();
+    let locks = F::connect(&server, F::settings());
+    let fence = locks.with_lock("wl", |fence| fence).unwrap();
+    assert!(fence > 0);
+    assert!(
+        !server.connection().exists::<_, bool>("lock:{wl}").unwrap(),
+        "{}: released after the work",
+        F::NAME
+    );
+    let next = locks.try_lock("wl").unwrap().expect("free");
+    assert!(next.fencing_token() > fence);
+    next.release().unwrap();
+}
+
+fn calls_on_a_frozen_server_end_within_the_response_timeout<F: Face>() {
+    let server = RedisServer::start();
+    let locks = F::connect(&server, F::settings());
+    let guard = locks.lock("f").unwrap();
+    server.signal("STOP");
+    let bound = RESPONSE_TIMEOUT + CALL_SLACK;
+    let started = Instant::now();
+    let tried = locks.try_lock("g");
+    let try_took = started.elapsed();
+    let started = Instant::now();
+    let extended = guard.extend(Duration::from_secs(30));
+    let extend_took = started.elapsed();
+    server.signal("CONT");
+    assert!(matches!(tried, Err(LockError::Redis(_))), "{}", F::NAME);
+    assert!(matches!(extended, Err(LockError::Redis(_))), "{extended:?}");
+    assert!(try_took <= bound, "{}: try_lock took {try_took:?}", F::NAME);
+    assert!(
+        extend_took <= bound,
+        "{}: extend took {extend_took:?}",
+        F::NAME
+    );
+    drop(guard);
+}
+
+fn a_dropped_guard_is_released_in_the_background<F: Face>() {
+    let server = RedisServer::start();
+    // A 60 s lease: only the background release frees it this soon.
+    let locks = with::<F>(&server, Duration::from_secs(60), true);
+    drop(locks.lock("d").unwrap());
+    let dropped = Instant::now();
+    let mut conn = server.connection();
+    while conn.exists::<_, bool>("lock:{d}").unwrap() {
+        assert!(
+            dropped.elapsed() <= RESPONSE_TIMEOUT + CALL_SLACK,
+            "{}: not released in the background",
+            F::NAME
+        );
+        thread::sleep(Duration::from_millis(2));
+    }
+}
