@@ -95,6 +95,7 @@ fn bounds() -> Bounds {
         call_slack: CALL_SLACK,
         wait_timeout: Duration::from_secs(2),
         call: lockscript::DEFAULT_RESPONSE_TIMEOUT,
+        drift: run::drift(Duration::from_millis(300)),
     }
 }
 

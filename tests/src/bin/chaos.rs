@@ -49,8 +49,12 @@ fn main() {
                 call_slack: CALL_SLACK,
                 wait_timeout: Duration::from_secs(2),
                 call: lockscript::DEFAULT_RESPONSE_TIMEOUT,
+                drift: run::drift(Duration::from_millis(300)),
             };
             let report = checker::check(&events, &bounds);
+            for v in &report.explained {
+                println!("EXPLAINED (expected: a forward jump of a server's clock) {v}");
+            }
             for v in &report.violations {
                 println!("VIOLATION {v}");
             }
