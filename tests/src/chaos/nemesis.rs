@@ -413,10 +413,13 @@ impl Nemesis {
         };
         let Some(clock) = clock else { return };
         let step_ms = offset_ms - clock.offset_ms();
+        // Dated before the write: the server may see the new offset as soon as the file
+        // is renamed, before this process gets to read the clock again.
+        let t = now_ns();
         clock.set(offset_ms);
         self.history.push(Event::ClockJump {
             target: format!("server:{target}"),
-            t: now_ns(),
+            t,
             step_ms,
             offset_ms,
         });

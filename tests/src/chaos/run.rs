@@ -327,8 +327,8 @@ pub fn print(cfg: &RunConfig, outcome: &Outcome) {
     // One line each: the events are in the histories (`chaos check DIR` prints them).
     for v in &outcome.report.explained {
         println!(
-            "EXPLAINED (seed {}, expected: a forward jump of a server's clock beyond the drift \
-             margin ends leases early on the server) at {:.1} ms: {}: {}",
+            "EXPLAINED (seed {}, expected: a move of a server's clock beyond the drift margin) \
+             at {:.1} ms: {}: {}",
             cfg.seed,
             ms_since(outcome.t0, v.from),
             v.kind,
