@@ -106,12 +106,36 @@ impl RedisCluster {
     /// tail of every node's log.
     #[must_use]
     pub fn start(masters: usize, replicas_per_master: usize) -> RedisCluster {
+        Self::start_with(masters, replicas_per_master, |_, node| node)
+    }
+
+    /// [`start`](Self::start), with each node's builder (node `i` in `redis-cli --cluster
+    /// create` order) passed through `node` first: e.g. to run it under libfaketime.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start).
+    ///
+    /// ```no_run
+    /// # use lockscript_test::cluster::RedisCluster;
+    /// let cluster = RedisCluster::start_with(3, 1, |i, node| {
+    ///     node.env("FAKETIME_TIMESTAMP_FILE", format!("/tmp/clock-{i}"))
+    /// });
+    /// ```
+    #[must_use]
+    pub fn start_with(
+        masters: usize,
+        replicas_per_master: usize,
+        node: impl Fn(usize, ServerBuilder) -> ServerBuilder,
+    ) -> RedisCluster {
         assert!(
             masters >= 3,
             "a Redis Cluster needs at least 3 masters (redis-cli refuses fewer), not {masters}"
         );
         let count = masters * (1 + replicas_per_master);
-        let nodes: Vec<RedisServer> = (0..count).map(|_| node_builder().start()).collect();
+        let nodes: Vec<RedisServer> = (0..count)
+            .map(|i| node(i, node_builder()).start())
+            .collect();
         let ids = nodes
             .iter()
             .map(|node| {

@@ -74,6 +74,8 @@ pub struct RedisServer {
     port: u16,
     /// The builder's extra arguments, replayed on restart.
     extra_args: Vec<String>,
+    /// The builder's environment variables, replayed on restart.
+    envs: Vec<(String, String)>,
     /// Working dir, log file, AOF/RDB files. Declared last so it is removed after the kill.
     dir: TempDir,
 }
@@ -93,6 +95,8 @@ pub struct ServerBuilder {
     args: Vec<String>,
     /// Extra condition a candidate port must meet; see [`ServerBuilder::port_filter`].
     port_filter: Option<fn(u16) -> bool>,
+    /// Environment variables for the server process; see [`ServerBuilder::env`].
+    envs: Vec<(String, String)>,
 }
 
 impl ServerBuilder {
@@ -105,6 +109,21 @@ impl ServerBuilder {
     #[must_use]
     pub fn arg(mut self, a: impl Into<String>) -> Self {
         self.args.push(a.into());
+        self
+    }
+
+    /// Sets an environment variable for the server process, on every start and restart:
+    /// e.g. `LD_PRELOAD` of libfaketime, to run the server on a clock a test can move.
+    ///
+    /// ```no_run
+    /// # use lockscript_test::server::RedisServer;
+    /// let server = RedisServer::builder()
+    ///     .env("FAKETIME_TIMESTAMP_FILE", "/tmp/clock")
+    ///     .start();
+    /// ```
+    #[must_use]
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.envs.push((key.into(), value.into()));
         self
     }
 
@@ -138,13 +157,14 @@ impl ServerBuilder {
                 Some(accept) => free_port_where(accept),
                 None => free_port(),
             };
-            match launch(dir.path(), port, &self.args) {
+            match launch(dir.path(), port, &self.args, &self.envs) {
                 Ok(child) => {
                     return RedisServer {
                         pid: child.id(),
                         child: Some(child),
                         port,
                         extra_args: self.args,
+                        envs: self.envs,
                         dir,
                     };
                 }
@@ -335,7 +355,7 @@ impl RedisServer {
     /// includes the server's log.
     pub fn restart(&mut self) {
         self.stop();
-        match launch(self.dir.path(), self.port, &self.extra_args) {
+        match launch(self.dir.path(), self.port, &self.extra_args, &self.envs) {
             Ok(child) => {
                 self.pid = child.id();
                 self.child = Some(child);
@@ -534,7 +554,12 @@ fn free_port_where(accept: fn(u16) -> bool) -> u16 {
 ///
 /// Returns `Err(diagnostics)` when the server exited because the port was already in use (the
 /// caller may retry with another port); panics on every other failure.
-fn launch(dir: &Path, port: u16, extra_args: &[String]) -> Result<Child, String> {
+fn launch(
+    dir: &Path,
+    port: u16,
+    extra_args: &[String],
+    envs: &[(String, String)],
+) -> Result<Child, String> {
     let bin = std::env::var_os(BIN_ENV);
     let overridden = bin.is_some();
     let bin = bin.unwrap_or_else(|| OsString::from(DEFAULT_BIN));
@@ -561,6 +586,7 @@ fn launch(dir: &Path, port: u16, extra_args: &[String]) -> Result<Child, String>
         .arg(dir.join(LOG_FILE))
         .args(["--daemonize", "no"])
         .args(extra_args)
+        .envs(envs.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(output)
         .stderr(output_err);
@@ -699,7 +725,7 @@ mod tests {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         let port = listener.local_addr().unwrap().port();
         let dir = tempfile::tempdir().unwrap();
-        let err = launch(dir.path(), port, &[]).unwrap_err();
+        let err = launch(dir.path(), port, &[], &[]).unwrap_err();
         assert!(err.contains("Address already in use"), "{err}");
         assert!(err.contains(&format!("port {port}")), "{err}");
     }

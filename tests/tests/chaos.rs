@@ -95,6 +95,7 @@ fn bounds() -> Bounds {
         call_slack: CALL_SLACK,
         wait_timeout: Duration::from_secs(2),
         call: lockscript::DEFAULT_RESPONSE_TIMEOUT,
+        drift: run::drift(Duration::from_millis(300)),
     }
 }
 
@@ -105,6 +106,7 @@ fn kinds(report: &Report) -> Vec<&'static str> {
 /// A recorded run (8 s on one server) is clean; each kind of violation planted in it is
 /// reported, with the window that shows it.
 #[test]
+#[allow(clippy::too_many_lines)] // one recorded history, each plant in turn
 fn planted_violations_in_a_recorded_history_are_each_reported() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_string_lossy().into_owned();
@@ -120,7 +122,8 @@ fn planted_violations_in_a_recorded_history_are_each_reported() {
     ]);
     assert_eq!(code, Some(0), "{out}");
     let recorded = read_all(&dir.path().join("single-3"));
-    assert!(check(&recorded).violations.is_empty());
+    let clean = check(&recorded);
+    assert!(clean.violations.is_empty());
     let grants: Vec<&Event> = recorded
         .iter()
         .filter(|e| matches!(e, Event::Grant { .. }))
@@ -136,7 +139,24 @@ fn planted_violations_in_a_recorded_history_are_each_reported() {
         lost: false,
         t: time_of(b) + 1_000_000,
     });
-    assert_eq!(kinds(&check(&planted)), ["exclusion"]);
+    let report = check(&planted);
+    assert_eq!(kinds(&report), ["exclusion"], "{:?}", report.violations);
+    // The same, with a forward jump of the server's clock beyond the drift margin in
+    // between: expected, reported apart.
+    planted.push(Event::ClockJump {
+        target: "server:0".into(),
+        t: time_of(a) + 1,
+        step_ms: 200,
+        offset_ms: 200,
+    });
+    let report = check(&planted);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    assert_eq!(
+        report.explained.len(),
+        clean.explained.len() + 1,
+        "{:?}",
+        report.explained
+    );
 
     // Fences: a later grant with the same token.
     let mut planted = recorded.clone();
@@ -193,6 +213,33 @@ fn planted_violations_in_a_recorded_history_are_each_reported() {
     });
     assert_eq!(kinds(&check(&planted)), ["call duration"]);
 
+    // Stale write: the fenced store took a write of `a` after one of a newer grant.
+    let mut planted = recorded.clone();
+    let end = planted.iter().filter_map(history_times).max().unwrap_or(0);
+    planted.push(Event::Grant {
+        worker: 98,
+        grant: 1,
+        lock: lock.clone(),
+        fence: fence + 1_000_000_000,
+        how: "lock".into(),
+        t_sent: end + 1_000_000,
+        t: end + 2_000_000,
+        valid_until: end + 300_000_000,
+    });
+    for (worker, grant, at) in [(98, 1, end + 3_000_000), (*worker, *grant, end + 6_000_000)] {
+        planted.push(Event::Write {
+            worker,
+            grant,
+            outcome: "written".into(),
+            t_sent: at,
+            t_done: at + 1_000_000,
+            store: "fenced".into(),
+        });
+    }
+    let report = check(&planted);
+    assert_eq!(kinds(&report), ["stale write"]);
+    assert_eq!(report.figures["stale fenced writes accepted"], 1);
+
     // Store order: the store took a lower token after a higher one.
     let mut planted = recorded;
     let log = planted
@@ -224,6 +271,9 @@ fn two_grants_of_one_lock<'a>(grants: &[&'a Event], all: &[Event]) -> (&'a Event
         all.iter().any(|e| {
             matches!(e, Event::Fault { t_start, t_end, forgets_locks, forgets_fences, .. }
                 if (*forgets_locks || *forgets_fences) && *t_start <= to + 1_000_000_000 && *t_end + 1_000_000_000 >= from)
+            // Nor near a move of the server's clock, which may explain an overlap.
+            || matches!(e, Event::ClockJump { t, .. }
+                if *t <= to + 1_000_000_000 && *t + 1_000_000_000 >= from)
         })
     };
     for (i, a) in grants.iter().enumerate() {
@@ -233,6 +283,7 @@ fn two_grants_of_one_lock<'a>(grants: &[&'a Event], all: &[Event]) -> (&'a Event
                     lock: la,
                     worker: wa,
                     t: ta,
+                    how,
                     ..
                 },
                 Event::Grant {
@@ -243,6 +294,10 @@ fn two_grants_of_one_lock<'a>(grants: &[&'a Event], all: &[Event]) -> (&'a Event
                 },
             ) = (a, b)
                 && la == lb
+                // A grant nobody shares (not a reader's nor a permit).
+                && !how.starts_with("permit")
+                && how != "read"
+                && how != "downgrade"
                 && wa != wb
                 && tb > ta
                 && !forgot(*ta, *tb)
@@ -269,5 +324,17 @@ fn time_of(e: &Event) -> u64 {
     match e {
         Event::Grant { t, .. } => *t,
         _ => unreachable!(),
+    }
+}
+
+/// The latest instant an event names (to plant events after all of a history).
+fn history_times(e: &Event) -> Option<u64> {
+    match e {
+        Event::Grant { t, .. } | Event::Check { t, .. } | Event::Lost { t, .. } => Some(*t),
+        Event::Write { t_done, .. } => Some(*t_done),
+        Event::Release { t_end, .. } | Event::Call { t_end, .. } | Event::Fault { t_end, .. } => {
+            Some(*t_end)
+        }
+        _ => None,
     }
 }

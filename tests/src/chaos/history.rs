@@ -126,13 +126,17 @@ pub enum Event {
         t: u64,
     },
     /// A fenced write, sent at `t_sent`, answered at `t_done`: `written` (the store took
-    /// it), `refused` (a higher token had written), or `error`.
+    /// it), `refused` (a higher token had written), or `error`. `store` says where:
+    /// `guarded` (a guarded script on the lock's own server) or `fenced` (the separate
+    /// fenced store, by token alone; empty in histories recorded before it was kept).
     Write {
         worker: u32,
         grant: u64,
         outcome: String,
         t_sent: u64,
         t_done: u64,
+        #[serde(default)]
+        store: String,
     },
     /// `lost()` fired at `t`; the lease's validity end was then `valid_until`.
     Lost {
@@ -180,6 +184,14 @@ pub enum Event {
     },
     /// The fencing tokens the store accepted for `lock`, in the order it accepted them.
     StoreLog { lock: String, fences: Vec<u64> },
+    /// The nemesis moved `target`'s wall clock at `t` by `step_ms` (positive: forward), to
+    /// `offset_ms` from the real time.
+    ClockJump {
+        target: String,
+        t: u64,
+        step_ms: i64,
+        offset_ms: i64,
+    },
 }
 
 impl Event {
@@ -194,7 +206,7 @@ impl Event {
             | Event::Lost { worker, .. }
             | Event::Release { worker, .. }
             | Event::Call { worker, .. } => Some(*worker),
-            Event::Fault { .. } | Event::StoreLog { .. } => None,
+            Event::Fault { .. } | Event::StoreLog { .. } | Event::ClockJump { .. } => None,
         }
     }
 }

@@ -8,6 +8,7 @@
 //! history and the nemesis's go through [`checker::check`].
 
 pub mod checker;
+pub mod clock;
 pub mod history;
 pub mod nemesis;
 pub mod run;

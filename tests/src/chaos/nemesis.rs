@@ -1,12 +1,19 @@
 //! The nemesis: the servers of a topology, a fault-injecting proxy in front of each
 //! (where clients can be made to use one), and faults drawn from the seed, several at
 //! once at times. Every fault is recorded with its start and end on the shared timeline.
+//!
+//! On one node (with or without AOF) and on the cluster, every lock server runs on a
+//! wall clock the nemesis can move ([`ServerClock`]): a `clock_forward` fault sets it
+//! ahead and back again when it heals, a `clock_back` fault behind and forward again;
+//! every move is recorded as a [`Event::ClockJump`] with its size.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rand::RngExt;
 use rand::rngs::StdRng;
 
+use super::clock::ServerClock;
 use super::history::{Event, now_ns};
 use super::worker::Topology;
 use crate::cluster::{NODE_TIMEOUT, RedisCluster};
@@ -26,16 +33,23 @@ pub struct Node {
     /// The proxy in front of it.
     pub proxy: Proxy,
     resetting: Option<Resetting>,
+    /// Its wall clock, when the nemesis may move it.
+    clock: Option<ServerClock>,
 }
 
 impl Node {
-    fn start(builder: crate::server::ServerBuilder) -> Self {
+    fn start(builder: crate::server::ServerBuilder, clock: Option<ServerClock>) -> Self {
+        let builder = match &clock {
+            Some(clock) => clock.apply(builder),
+            None => builder,
+        };
         let server = builder.start();
         let proxy = Proxy::start(server.port());
         Self {
             server,
             proxy,
             resetting: None,
+            clock,
         }
     }
 }
@@ -44,26 +58,35 @@ impl Node {
 pub enum Servers {
     /// One server (with or without AOF).
     One(Node),
-    /// A Redis Cluster, each node behind a proxy it announces to clients.
-    Cluster(RedisCluster, Vec<Proxy>, Vec<Option<Resetting>>),
+    /// A Redis Cluster, each node behind a proxy it announces to clients, each on a
+    /// clock of its own.
+    Cluster(
+        RedisCluster,
+        Vec<Proxy>,
+        Vec<Option<Resetting>>,
+        Vec<ServerClock>,
+    ),
     /// Independent masters.
     Masters(Vec<Node>),
 }
 
 impl Servers {
-    /// Starts what `topology` needs.
-    pub fn start(topology: Topology) -> Self {
+    /// Starts what `topology` needs; the clocks' control files go in `dir`.
+    pub fn start(topology: Topology, dir: &Path) -> Self {
+        let clock = |i: usize| ServerClock::new(dir.join(format!("clock-{i}")));
         match topology {
-            Topology::Single => Servers::One(Node::start(RedisServer::builder())),
+            Topology::Single => Servers::One(Node::start(RedisServer::builder(), Some(clock(0)))),
             Topology::Aof => Servers::One(Node::start(
                 RedisServer::builder()
                     .arg("--appendonly")
                     .arg("yes")
                     .arg("--appendfsync")
                     .arg("always"),
+                Some(clock(0)),
             )),
             Topology::Cluster => {
-                let cluster = RedisCluster::start(3, 1);
+                let clocks: Vec<ServerClock> = (0..6).map(clock).collect();
+                let cluster = RedisCluster::start_with(3, 1, |i, node| clocks[i].apply(node));
                 let proxies: Vec<Proxy> = cluster
                     .nodes()
                     .iter()
@@ -73,11 +96,11 @@ impl Servers {
                     cluster.announce_port(i, proxy.port());
                 }
                 let resetting = proxies.iter().map(|_| None).collect();
-                Servers::Cluster(cluster, proxies, resetting)
+                Servers::Cluster(cluster, proxies, resetting, clocks)
             }
             Topology::Redlock => Servers::Masters(
                 (0..5)
-                    .map(|_| Node::start(RedisServer::builder()))
+                    .map(|_| Node::start(RedisServer::builder(), None))
                     .collect(),
             ),
         }
@@ -87,7 +110,7 @@ impl Servers {
     pub fn urls(&self) -> Vec<String> {
         match self {
             Servers::One(node) => vec![node.proxy.url()],
-            Servers::Cluster(_, proxies, _) => proxies.iter().map(Proxy::url).collect(),
+            Servers::Cluster(_, proxies, ..) => proxies.iter().map(Proxy::url).collect(),
             Servers::Masters(nodes) => nodes.iter().map(|n| n.proxy.url()).collect(),
         }
     }
@@ -119,6 +142,8 @@ enum Kind {
     KillWorker,
     Failover,
     RestartEmpty,
+    ClockForward,
+    ClockBack,
 }
 
 impl Kind {
@@ -139,6 +164,8 @@ impl Kind {
             Kind::KillWorker => "kill_worker",
             Kind::Failover => "failover",
             Kind::RestartEmpty => "restart_empty",
+            Kind::ClockForward => "clock_forward",
+            Kind::ClockBack => "clock_back",
         }
     }
 }
@@ -253,8 +280,16 @@ impl Nemesis {
             Kind::FreezeWorker,
         ];
         let more: &[Kind] = match self.topology {
-            Topology::Single | Topology::Aof | Topology::Redlock => &[Kind::KillRestart],
-            Topology::Cluster => &[Kind::Failover, Kind::RestartEmpty],
+            Topology::Single | Topology::Aof => {
+                &[Kind::KillRestart, Kind::ClockForward, Kind::ClockBack]
+            }
+            Topology::Redlock => &[Kind::KillRestart],
+            Topology::Cluster => &[
+                Kind::Failover,
+                Kind::RestartEmpty,
+                Kind::ClockForward,
+                Kind::ClockBack,
+            ],
         };
         let menu: Vec<Kind> = ANYWHERE
             .iter()
@@ -294,6 +329,22 @@ impl Nemesis {
         let t_start = now_ns();
         let (mut forgets_locks, mut forgets_fences) = (false, false);
         let lasts = match (kind, &mut *servers) {
+            (Kind::ClockForward | Kind::ClockBack, servers) => {
+                // On the cluster below its node timeout (1 s): a bigger jump of the bus's
+                // timers would make the node count its peers as failing, another fault.
+                let most = match self.topology {
+                    Topology::Cluster => 800,
+                    _ => ttl_ms * 4,
+                };
+                let size = i64::try_from(self.rng.random_range(1..most)).unwrap_or(1);
+                let offset = if kind == Kind::ClockForward {
+                    size
+                } else {
+                    -size
+                };
+                self.move_clock(servers, target, offset);
+                self.ms(200..1_500)
+            }
             (Kind::FreezeWorker, _) => {
                 signal(self.workers[target], rustix::process::Signal::STOP);
                 // Sometimes longer than a lease.
@@ -310,7 +361,7 @@ impl Nemesis {
                 (forgets_locks, forgets_fences) = (true, true);
                 Duration::ZERO
             }
-            (Kind::RestartEmpty, Servers::Cluster(cluster, proxies, _)) => {
+            (Kind::RestartEmpty, Servers::Cluster(cluster, proxies, ..)) => {
                 // Back before the others notice (node timeout 1 s): the same master of
                 // the same slots, with nothing in it.
                 cluster.node_mut(target).restart();
@@ -324,7 +375,7 @@ impl Nemesis {
             }
             (
                 Kind::Delay | Kind::Blackhole | Kind::Resets,
-                Servers::Cluster(_, proxies, resetting),
+                Servers::Cluster(_, proxies, resetting, _),
             ) => self.proxy_fault(kind, &proxies[target], &mut resetting[target]),
             (kind, Servers::Cluster(cluster, ..)) => {
                 self.cluster_fault(kind, cluster.node_mut(target))
@@ -349,6 +400,28 @@ impl Nemesis {
             heal_at: Instant::now() + lasts,
             forgets_locks,
             forgets_fences,
+        });
+    }
+
+    /// Sets server `target`'s clock to `offset_ms` from the real time, and records the
+    /// move.
+    fn move_clock(&mut self, servers: &mut Servers, target: usize, offset_ms: i64) {
+        let clock = match servers {
+            Servers::One(node) => node.clock.as_mut(),
+            Servers::Cluster(.., clocks) => clocks.get_mut(target),
+            Servers::Masters(nodes) => nodes.get_mut(target).and_then(|n| n.clock.as_mut()),
+        };
+        let Some(clock) = clock else { return };
+        let step_ms = offset_ms - clock.offset_ms();
+        // Dated before the write: the server may see the new offset as soon as the file
+        // is renamed, before this process gets to read the clock again.
+        let t = now_ns();
+        clock.set(offset_ms);
+        self.history.push(Event::ClockJump {
+            target: format!("server:{target}"),
+            t,
+            step_ms,
+            offset_ms,
         });
     }
 
@@ -442,7 +515,10 @@ impl Nemesis {
             (Kind::FreezeWorker, _) => {
                 signal(self.workers[fault.target], rustix::process::Signal::CONT);
             }
-            (Kind::Failover, Servers::Cluster(cluster, proxies, _)) => {
+            (Kind::ClockForward | Kind::ClockBack, servers) => {
+                self.move_clock(servers, fault.target, 0);
+            }
+            (Kind::Failover, Servers::Cluster(cluster, proxies, ..)) => {
                 // The killed master comes back and rejoins as a replica.
                 cluster.node_mut(fault.target).restart();
                 cluster.announce_port(fault.target, proxies[fault.target].port());
@@ -452,7 +528,7 @@ impl Nemesis {
             (Kind::FreezeServer, Servers::Cluster(cluster, ..)) => {
                 cluster.node(fault.target).signal("CONT");
             }
-            (kind, Servers::Cluster(_, proxies, resetting)) => {
+            (kind, Servers::Cluster(_, proxies, resetting, _)) => {
                 heal_proxy(kind, &proxies[fault.target], &mut resetting[fault.target]);
             }
             (kind, Servers::One(node)) => heal_node(kind, node),

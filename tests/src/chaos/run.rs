@@ -66,6 +66,22 @@ fn call_bound(topology: Topology) -> Duration {
     }
 }
 
+/// The lease's drift margin for a ttl: 1% + 2 ms (what the holder takes off its lease).
+pub fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// The bounds a run of `cfg` is held to.
+fn bounds(cfg: &RunConfig) -> Bounds {
+    Bounds {
+        slack: SLACK,
+        call_slack: CALL_SLACK,
+        wait_timeout: cfg.wait,
+        call: call_bound(cfg.topology),
+        drift: drift(cfg.ttl),
+    }
+}
+
 /// Runs `cfg` and checks it.
 ///
 /// # Panics
@@ -75,7 +91,7 @@ pub fn run(cfg: &RunConfig) -> Outcome {
     std::fs::create_dir_all(&cfg.dir).expect("the run's directory");
     let t0 = now_ns();
     let store = RedisServer::start();
-    let mut servers = Servers::start(cfg.topology);
+    let mut servers = Servers::start(cfg.topology, &cfg.dir);
     let mut children: Vec<(u32, Child, PathBuf)> = Vec::new();
     for worker in 0..cfg.workers {
         let out = cfg.dir.join(format!("worker-{worker}.jsonl"));
@@ -154,13 +170,7 @@ pub fn run(cfg: &RunConfig) -> Outcome {
         nemesis.history.iter().chain(&logs),
     );
     events.extend(logs);
-    let bounds = Bounds {
-        slack: SLACK,
-        call_slack: CALL_SLACK,
-        wait_timeout: cfg.wait,
-        call: call_bound(cfg.topology),
-    };
-    let mut report = checker::check(&events, &bounds);
+    let mut report = checker::check(&events, &bounds(cfg));
     for what in found {
         report.violations.push(checker::Violation {
             kind: "run",
@@ -184,6 +194,12 @@ fn record_all<'a>(path: &Path, events: impl Iterator<Item = &'a Event>) {
         .filter_map(|e| serde_json::to_string(e).ok())
         .collect();
     let _ = std::fs::write(path, lines.join("\n") + "\n");
+}
+
+fn ms_since(t0: u64, t: u64) -> f64 {
+    #[allow(clippy::cast_precision_loss)]
+    let ms = t.saturating_sub(t0) as f64 / 1e6;
+    ms
 }
 
 fn millis(d: Duration) -> u64 {
@@ -253,13 +269,14 @@ fn masters(servers: &Servers) -> Vec<&RedisServer> {
         .collect()
 }
 
-/// The logs of accepted fencing tokens, one event per lock: on the separate store for
-/// Redlock, on the lock servers' masters (which took the guarded writes) otherwise.
+/// The logs of accepted fencing tokens, one event per lock and store: on the separate
+/// fenced store, and on the lock servers' masters (which took the guarded writes) but on
+/// Redlock.
 fn store_logs(topology: Topology, store: &RedisServer, servers: &Servers) -> Vec<Event> {
-    let stores = match topology {
-        Topology::Redlock => vec![store],
-        _ => masters(servers),
-    };
+    let mut stores = vec![store];
+    if topology != Topology::Redlock {
+        stores.extend(masters(servers));
+    }
     stores
         .iter()
         .flat_map(|store| store_logs_of(store))
@@ -306,6 +323,17 @@ pub fn print(cfg: &RunConfig, outcome: &Outcome) {
     );
     for (what, n) in figures {
         println!("  {what:<48} {n:>8}");
+    }
+    // One line each: the events are in the histories (`chaos check DIR` prints them).
+    for v in &outcome.report.explained {
+        println!(
+            "EXPLAINED (seed {}, expected: a move of a server's clock beyond the drift margin) \
+             at {:.1} ms: {}: {}",
+            cfg.seed,
+            ms_since(outcome.t0, v.from),
+            v.kind,
+            v.what
+        );
     }
     for v in &outcome.report.violations {
         let at = |t: u64| {

@@ -41,11 +41,11 @@ pub fn guarded_append(#[key] value: &str, #[key] log: &str, token: u64, writer: 
 /// How long a store write may take: the response timeout the locks use.
 const WRITE_TIMEOUT: Duration = lockscript::DEFAULT_RESPONSE_TIMEOUT;
 
-/// Where the critical sections write.
+/// Where the critical sections write guarded, besides the fenced store every topology
+/// writes to (`fenced-append.lua` on a separate server, never faulted, its clock never
+/// moved: the fence holds by tokens alone, whatever the lock servers' clocks did). Redlock
+/// writes there only, since a quorum's grant cannot guard a script.
 enum Data {
-    /// Redlock: the separate fenced store (`fenced-append.lua`, never faulted), since a
-    /// quorum's grant cannot guard a script.
-    Store(redis::aio::MultiplexedConnection),
     /// One server: guarded writes (`append.lua`) over the locks' own faulty path.
     Node(redis::aio::ConnectionManager),
     /// A cluster: guarded writes, routed to the lock's master.
@@ -104,8 +104,8 @@ pub struct WorkerConfig {
     pub topology: Topology,
     /// The lock servers (through their proxies), or the cluster's nodes.
     pub urls: Vec<String>,
-    /// The fenced store (never faulted), for Redlock; the other topologies write to the
-    /// lock's own server through guarded scripts.
+    /// The fenced store (never faulted, its clock never moved), every topology's; the
+    /// topologies but Redlock also write to the lock's own server through guarded scripts.
     pub store: String,
     /// Seeds its choices.
     pub seed: u64,
@@ -130,7 +130,10 @@ struct Ctx {
     cfg: WorkerConfig,
     grants: AtomicU64,
     stop: AtomicBool,
-    data: Data,
+    /// The guarded path (`None` on Redlock).
+    data: Option<Data>,
+    /// The fenced store.
+    store: redis::aio::MultiplexedConnection,
 }
 
 impl Ctx {
@@ -237,27 +240,31 @@ impl Ctx {
     }
 
     /// One write of the critical section of `lease` (a grant of `lock`): guarded on the
-    /// lock's server, or fenced in the separate store.
-    async fn write(&self, lease: &Lease, lock: &str, writer: &str) -> Result<i64, LockError> {
+    /// lock's server (but on Redlock), then fenced in the separate store; each recorded.
+    async fn write(&self, grant: u64, lease: &Lease, lock: &str, writer: &str) {
         let [value, seen, log] = store_keys(lock);
         let token = lease.fencing_token();
-        let guarded =
-            || guarded_append(lease, &value, &log, token, writer).delivery(self.delivery());
-        match &self.data {
-            Data::Store(conn) => {
-                within(
-                    fenced_append(&value, &seen, &log, token, writer),
-                    conn.clone(),
-                )
-                .await
-            }
-            Data::Node(conn) => within(guarded(), conn.clone()).await,
-            Data::Cluster(conn) => within(guarded(), conn.clone()).await,
+        if let Some(data) = &self.data {
+            let guarded =
+                || guarded_append(lease, &value, &log, token, writer).delivery(self.delivery());
+            let t_sent = self.now();
+            let written = match data {
+                Data::Node(conn) => within(guarded(), conn.clone()).await,
+                Data::Cluster(conn) => within(guarded(), conn.clone()).await,
+            };
+            self.wrote(grant, t_sent, &written, "guarded");
         }
+        let t_sent = self.now();
+        let written = within(
+            fenced_append(&value, &seen, &log, token, writer),
+            self.store.clone(),
+        )
+        .await;
+        self.wrote(grant, t_sent, &written, "fenced");
     }
 
-    /// Records a fenced write sent at `t_sent` and what the store answered.
-    fn wrote(&self, grant: u64, t_sent: u64, written: &Result<i64, LockError>) {
+    /// Records a write to `store` sent at `t_sent` and what the store answered.
+    fn wrote(&self, grant: u64, t_sent: u64, written: &Result<i64, LockError>, store: &str) {
         let outcome = match written {
             Ok(1) => "written",
             Ok(_) | Err(LockError::NotHeld { .. } | LockError::Stale { .. }) => "refused",
@@ -269,6 +276,7 @@ impl Ctx {
             outcome: outcome.to_owned(),
             t_sent,
             t_done: self.now(),
+            store: store.to_owned(),
         });
     }
 
@@ -432,9 +440,7 @@ async fn section(ctx: &Ctx, grant: u64, lock: &str, lease: &Lease, seed: u64) {
         if !ctx.may_write(grant, lease.is_lost()) {
             return;
         }
-        let t_sent = ctx.now();
-        let written = ctx.write(lease, lock, &writer).await;
-        ctx.wrote(grant, t_sent, &written);
+        ctx.write(grant, lease, lock, &writer).await;
     }
 }
 
@@ -846,16 +852,44 @@ where
     }
 }
 
-/// A sync connection for guarded writes, opened anew after any error (a late reply must
+/// Sync connections for guarded and fenced writes, each opened anew after any error (a late reply must
 /// never be read as the next command's).
 struct SyncData {
     client: redis::Client,
     conn: Option<redis::Connection>,
+    /// The fenced store, and a connection to it.
+    store: redis::Client,
+    store_conn: Option<redis::Connection>,
     /// The worker's [`Ctx::delivery`].
     delivery: Delivery,
 }
 
+/// A sync connection to `client` with the write timeout, `kept` if there is one.
+fn sync_conn(
+    client: &redis::Client,
+    kept: Option<redis::Connection>,
+) -> Result<redis::Connection, LockError> {
+    if let Some(conn) = kept {
+        return Ok(conn);
+    }
+    let conn = client.get_connection_with_timeout(WRITE_TIMEOUT)?;
+    conn.set_read_timeout(Some(WRITE_TIMEOUT))?;
+    conn.set_write_timeout(Some(WRITE_TIMEOUT))?;
+    Ok(conn)
+}
+
 impl SyncData {
+    /// The fenced write of a section, in the separate store.
+    fn fenced(&mut self, token: u64, lock: &str, writer: &str) -> Result<i64, LockError> {
+        let [value, seen, log] = store_keys(lock);
+        let mut conn = sync_conn(&self.store, self.store_conn.take())?;
+        let written = fenced_append(&value, &seen, &log, token, writer).invoke(&mut conn);
+        if !matches!(written, Err(LockError::Redis(_))) {
+            self.store_conn = Some(conn);
+        }
+        written
+    }
+
     fn write(
         &mut self,
         guard: &blocking::LockGuard,
@@ -863,14 +897,7 @@ impl SyncData {
         writer: &str,
     ) -> Result<i64, LockError> {
         let [value, _, log] = store_keys(lock);
-        let mut conn = if let Some(conn) = self.conn.take() {
-            conn
-        } else {
-            let conn = self.client.get_connection_with_timeout(WRITE_TIMEOUT)?;
-            conn.set_read_timeout(Some(WRITE_TIMEOUT))?;
-            conn.set_write_timeout(Some(WRITE_TIMEOUT))?;
-            conn
-        };
+        let mut conn = sync_conn(&self.client, self.conn.take())?;
         let written = guarded_append(guard, &value, &log, guard.fencing_token(), writer)
             .delivery(self.delivery)
             .invoke(&mut conn);
@@ -892,6 +919,8 @@ fn blocking_actor(ctx: &Arc<Ctx>, url: &str) -> Option<std::thread::JoinHandle<(
     let mut data = SyncData {
         client,
         conn: None,
+        store: redis::Client::open(ctx.cfg.store.as_str()).ok()?,
+        store_conn: None,
         delivery: ctx.delivery(),
     };
     let ctx = Arc::clone(ctx);
@@ -939,7 +968,10 @@ fn blocking_actor(ctx: &Arc<Ctx>, url: &str) -> Option<std::thread::JoinHandle<(
                 }
                 let t_sent = ctx.now();
                 let written = data.write(&guard, &name, &writer);
-                ctx.wrote(grant, t_sent, &written);
+                ctx.wrote(grant, t_sent, &written, "guarded");
+                let t_sent = ctx.now();
+                let written = data.fenced(lease.fencing_token(), &name, &writer);
+                ctx.wrote(grant, t_sent, &written, "fenced");
             }
             let ending = Instant::now();
             let valid_until = lease.valid_until();
@@ -953,16 +985,10 @@ fn blocking_actor(ctx: &Arc<Ctx>, url: &str) -> Option<std::thread::JoinHandle<(
     }))
 }
 
-/// Where a worker's critical sections write, by topology.
-async fn data(cfg: &WorkerConfig) -> Data {
-    match cfg.topology {
-        Topology::Redlock => Data::Store(
-            redis::Client::open(cfg.store.as_str())
-                .expect("the store's url")
-                .get_multiplexed_async_connection()
-                .await
-                .expect("the store"),
-        ),
+/// Where a worker's critical sections write guarded, by topology.
+async fn data(cfg: &WorkerConfig) -> Option<Data> {
+    Some(match cfg.topology {
+        Topology::Redlock => return None,
         Topology::Single | Topology::Aof => Data::Node(
             redis::Client::open(cfg.urls[0].as_str())
                 .expect("the server's url")
@@ -977,7 +1003,7 @@ async fn data(cfg: &WorkerConfig) -> Data {
                 .await
                 .expect("the cluster"),
         ),
-    }
+    })
 }
 
 /// Runs a worker process: its actors until `run_for`, then lets them finish their grants
@@ -1003,12 +1029,18 @@ pub fn run(cfg: WorkerConfig) {
     });
     runtime.block_on(async move {
         let data = data(&cfg).await;
+        let store = redis::Client::open(cfg.store.as_str())
+            .expect("the store's url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("the store");
         let ctx = Arc::new(Ctx {
             rec,
             cfg,
             grants: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             data,
+            store,
         });
         let ttl = ctx.ttl();
         let wait = Duration::from_millis(ctx.cfg.wait_ms);

@@ -1,0 +1,182 @@
+//! A server's wall clock the nemesis can move: the server runs under libfaketime (the
+//! Debian package `faketime`), which reads the offset from a control file on every
+//! time call (`FAKETIME_NO_CACHE=1`), and leaves the monotonic clock alone
+//! (`DONT_FAKE_MONOTONIC=1`). What the offset moves is what Redis dates by the wall
+//! clock: key expiry (leases, fencing counters), `TIME` (a counter that restarts, the
+//! fair queue's holder leases), the cluster bus's timers.
+//!
+//! libfaketime cannot start inside a process whose allocator is jemalloc (as Debian's
+//! redis-server's is): jemalloc reads the clock while libfaketime is still resolving its
+//! own symbols, and libfaketime gives up (libfaketime issue #130). So glibc's allocator is
+//! preloaded before it (`libc_malloc_debug.so.0`, glibc's malloc behind debugging hooks
+//! that stay off unless asked for): the server then allocates with glibc, which reads no
+//! clock. Nothing the chaos checker looks at depends on the allocator.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::server::ServerBuilder;
+
+/// Where the libraries may be (Debian and Ubuntu, x86-64 and arm64, then the generic
+/// ones).
+const LIB_DIRS: [&str; 5] = [
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/lib/x86_64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+    "/usr/lib",
+];
+
+const INSTALL_HINT: &str = "libfaketime not found: the chaos checker's clock jumps need it \
+     (`apt-get install -y faketime`, which `./run chaos` does when it is missing)";
+
+/// The preloads that put a server on a movable clock: glibc's allocator, then
+/// libfaketime (its thread-safe build).
+fn preloads() -> Option<String> {
+    let find = |names: &[&str]| {
+        LIB_DIRS.iter().find_map(|dir| {
+            names
+                .iter()
+                .map(|name| Path::new(dir).join(name))
+                .find(|p| p.is_file())
+        })
+    };
+    let faketime = find(&["faketime/libfaketimeMT.so.1", "faketime/libfaketime.so.1"])?;
+    let malloc = find(&["libc_malloc_debug.so.0"])?;
+    Some(format!("{} {}", malloc.display(), faketime.display()))
+}
+
+/// Whether libfaketime (and the allocator it needs beside it) is installed.
+pub fn available() -> bool {
+    preloads().is_some()
+}
+
+/// One server's clock: its control file.
+#[derive(Clone, Debug)]
+pub struct ServerClock {
+    control: PathBuf,
+    offset_ms: i64,
+}
+
+impl ServerClock {
+    /// A clock with its control file at `control`, at offset zero.
+    ///
+    /// # Panics
+    ///
+    /// If the file cannot be written.
+    pub fn new(control: PathBuf) -> Self {
+        let clock = Self {
+            control,
+            offset_ms: 0,
+        };
+        clock.write(0);
+        clock
+    }
+
+    /// `builder`, set to run its server on this clock.
+    ///
+    /// # Panics
+    ///
+    /// If libfaketime is not installed (the message says how to install it).
+    pub fn apply(&self, builder: ServerBuilder) -> ServerBuilder {
+        let preload = preloads().unwrap_or_else(|| panic!("{INSTALL_HINT}"));
+        builder
+            .env("LD_PRELOAD", preload)
+            .env(
+                "FAKETIME_TIMESTAMP_FILE",
+                self.control.to_string_lossy().into_owned(),
+            )
+            .env("FAKETIME_NO_CACHE", "1")
+            .env("DONT_FAKE_MONOTONIC", "1")
+    }
+
+    /// The offset now, in milliseconds (positive: ahead of the real time).
+    pub fn offset_ms(&self) -> i64 {
+        self.offset_ms
+    }
+
+    /// Moves the clock to `offset_ms` from the real time; takes effect at the server's next
+    /// time call. The file is replaced whole (a rename), so the server never reads half
+    /// of it.
+    ///
+    /// # Panics
+    ///
+    /// If the file cannot be written.
+    pub fn set(&mut self, offset_ms: i64) {
+        self.write(offset_ms);
+        self.offset_ms = offset_ms;
+    }
+
+    fn write(&self, offset_ms: i64) {
+        let tmp = self.control.with_extension("new");
+        std::fs::write(&tmp, format!("{}\n", spec(offset_ms)))
+            .and_then(|()| std::fs::rename(&tmp, &self.control))
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", self.control.display()));
+    }
+}
+
+/// libfaketime's relative offset: `+1.250` or `-0.040` seconds.
+fn spec(offset_ms: i64) -> String {
+    let sign = if offset_ms < 0 { '-' } else { '+' };
+    let abs = Duration::from_millis(offset_ms.unsigned_abs());
+    format!("{sign}{}.{:03}", abs.as_secs(), abs.subsec_millis())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::RedisServer;
+
+    #[test]
+    fn offsets_are_written_as_libfaketime_reads_them() {
+        assert_eq!(spec(0), "+0.000");
+        assert_eq!(spec(1_250), "+1.250");
+        assert_eq!(spec(-40), "-0.040");
+    }
+
+    fn server_time_ms(server: &RedisServer) -> i64 {
+        let (secs, micros): (i64, i64) =
+            redis::cmd("TIME").query(&mut server.connection()).unwrap();
+        secs * 1_000 + micros / 1_000
+    }
+
+    fn real_ms() -> i64 {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        i64::try_from(now.as_millis()).unwrap()
+    }
+
+    /// The server's wall clock follows the file both ways, and a lease on it shortens
+    /// by a forward jump: what the nemesis relies on.
+    #[test]
+    fn a_server_on_the_clock_follows_the_control_file() {
+        if !available() {
+            eprintln!("{INSTALL_HINT}: skipped");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut clock = ServerClock::new(dir.path().join("clock"));
+        let server = clock.apply(RedisServer::builder()).start();
+        assert!((server_time_ms(&server) - real_ms()).abs() < 200);
+        let _: () = redis::cmd("SET")
+            .arg("lease")
+            .arg("x")
+            .arg("PX")
+            .arg(5_000)
+            .query(&mut server.connection())
+            .unwrap();
+        clock.set(3_000);
+        let ahead = server_time_ms(&server) - real_ms();
+        assert!((2_800..3_200).contains(&ahead), "{ahead} ms ahead");
+        let pttl: i64 = redis::cmd("PTTL")
+            .arg("lease")
+            .query(&mut server.connection())
+            .unwrap();
+        assert!(pttl <= 2_000, "the lease lost the jump: {pttl} ms left");
+        clock.set(-1_500);
+        let behind = real_ms() - server_time_ms(&server);
+        assert!((1_300..1_700).contains(&behind), "{behind} ms behind");
+        assert_eq!(clock.offset_ms(), -1_500);
+    }
+}
