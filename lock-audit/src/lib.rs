@@ -23,6 +23,7 @@ pub mod audit;
 pub mod commands;
 pub mod functions;
 pub mod guarded;
+pub mod include;
 pub mod lua;
 
 /// The SHA1 of `bytes` as 40 lowercase hex digits: what `sha1sum` prints and what
