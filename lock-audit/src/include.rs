@@ -221,7 +221,7 @@ fn splice(
             out.problems.push(IncludeProblem {
                 place,
                 message: format!(
-                    "`@include \"{written}\"` makes a cycle ({}): a file cannot include itself",
+                    "`@include \"{written}\"` makes a cycle ({}): a file cannot include itself, even through others",
                     chain.join(" -> ")
                 ),
             });
@@ -239,11 +239,15 @@ fn splice(
                     io::ErrorKind::IsADirectory => "it is a directory".to_owned(),
                     _ => e.to_string(),
                 };
+                let mut looked = PathBuf::from(written);
+                if looked.extension().is_none() {
+                    looked.set_extension("lua");
+                }
                 out.problems.push(IncludeProblem {
                     place,
                     message: format!(
-                        "cannot include \"{written}\" ({}): {reason}",
-                        target.display()
+                        "cannot include \"{written}\": {reason} ({} beside this file)",
+                        looked.display()
                     ),
                 });
                 continue;
@@ -373,7 +377,10 @@ mod tests {
             )),
             "{shown:?}"
         );
-        assert!(shown[0].ends_with(": no such file"), "{shown:?}");
+        assert!(
+            shown[0].ends_with(": no such file (nope.lua beside this file)"),
+            "{shown:?}"
+        );
         assert!(
             shown[1].starts_with(&format!("{}:1:1: ", dir.0.join("a.lua").display())),
             "{shown:?}"

@@ -25,6 +25,7 @@ pub mod functions;
 pub mod guarded;
 pub mod include;
 pub mod lua;
+pub mod scope;
 
 /// The SHA1 of `bytes` as 40 lowercase hex digits: what `sha1sum` prints and what
 /// `SCRIPT LOAD` returns for a script with exactly these bytes.

@@ -123,6 +123,7 @@ pub fn analyze(source: &str) -> Analysis {
     }
 
     analysis.parsed = true;
+    crate::scope::check(parsed.ast().nodes(), &mut analysis.problems);
     // The parse succeeded, so lexing succeeds too; the scan wants the flat token list.
     if let LexerResult::Ok(all) = Lexer::new(&body, LuaVersion::lua51()).collect() {
         let tokens: Vec<&Token> = all.iter().filter(|t| !t.token_type().is_trivia()).collect();
@@ -174,6 +175,40 @@ fn read_shebang(source: &str, analysis: &mut Analysis) -> String {
         }
     }
     format!("--{rest}")
+}
+
+/// The candidate closest to `name` by edit distance (ignoring case), when it is close
+/// enough to be a typo: for "did you mean".
+pub(crate) fn closest<'a>(
+    name: &str,
+    candidates: impl Iterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let wanted = name.to_ascii_lowercase();
+    let limit = (wanted.chars().count() / 3).max(1);
+    candidates
+        .filter(|c| !c.eq_ignore_ascii_case(name))
+        .map(|c| (distance(&wanted, &c.to_ascii_lowercase()), c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance, by characters.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 fn position(token: &Token) -> Position {

@@ -20,10 +20,21 @@ pub(crate) fn check(
     errors: &mut Vec<syn::Error>,
 ) {
     let path = lit.value();
+    for problem in &source.expanded.problems {
+        errors.push(syn::Error::new(
+            lit.span(),
+            format!(
+                "{}:{}: {}",
+                source.relative(&problem.place.path),
+                problem.place.at,
+                problem.message
+            ),
+        ));
+    }
     for problem in &analysis.problems {
         errors.push(syn::Error::new(
             lit.span(),
-            format!("{path}:{}: {}", problem.at, problem.message),
+            format!("{}: {}", source.shown(problem.at), problem.message),
         ));
     }
     if !analysis.parsed {
@@ -34,6 +45,7 @@ pub(crate) fn check(
     let args: Vec<&Param> = params.iter().filter(|p| !p.key).collect();
     arity(
         lit,
+        source,
         fn_name,
         "KEYS",
         "`#[key]` parameter",
@@ -43,6 +55,7 @@ pub(crate) fn check(
     );
     arity(
         lit,
+        source,
         fn_name,
         "ARGV",
         "non-key parameter",
@@ -63,8 +76,10 @@ fn plural(n: usize, what: &str) -> String {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn arity(
     lit: &LitStr,
+    source: &Source,
     fn_name: &syn::Ident,
     table: &str,
     what: &str,
@@ -106,15 +121,16 @@ fn arity(
     if usage.highest != fixed {
         let used = match usage.highest_at {
             Some(at) => format!(
-                "its highest {table} index is {table}[{}] (at {at})",
-                usage.highest
+                "{}: the script's highest {table} index is {table}[{}]",
+                source.shown(at),
+                usage.highest,
             ),
-            None => format!("it reads no {table}[n]"),
+            None => format!("{path}: the script reads no {table}[n]"),
         };
         errors.push(syn::Error::new(
             lit.span(),
             format!(
-                "{path}: {used}, but `{fn_name}` has {}; the two numbers must be equal",
+                "{used}, but `{fn_name}` has {}; the two numbers must be equal",
                 plural(fixed, what)
             ),
         ));

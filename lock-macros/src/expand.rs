@@ -91,19 +91,36 @@ struct Sent {
 impl Sent {
     fn of(source: &Source, guarded: Option<&Guarded>) -> Self {
         let absolute = source.absolute.to_string_lossy().into_owned();
+        // Every file of the script is tracked, so editing an included one rebuilds too.
+        let tracked: Vec<String> = source
+            .parts()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
         match guarded {
-            None => Self {
+            None if !source.expanded.has_includes() => Self {
                 name: source.name.clone(),
                 text: quote!(::core::include_str!(#absolute)),
                 sha1: source.sha1.clone(),
                 added: 0,
             },
+            None => {
+                let text = &source.text;
+                Self {
+                    name: source.name.clone(),
+                    text: quote!({
+                        #(const _: &[u8] = ::core::include_bytes!(#tracked);)*
+                        #text
+                    }),
+                    sha1: source.sha1.clone(),
+                    added: 0,
+                }
+            }
             Some(g) => {
                 let text = &g.source;
                 Self {
                     name: format!("{}+guarded", source.name),
                     text: quote!({
-                        const _: &str = ::core::include_str!(#absolute);
+                        #(const _: &[u8] = ::core::include_bytes!(#tracked);)*
                         #text
                     }),
                     sha1: g.sha1.clone(),
@@ -247,7 +264,7 @@ fn expand(
         )
     };
 
-    let warnings = warnings(path, analysis);
+    let warnings = warnings(path, source, analysis);
 
     quote! {
         #(#attrs)*
@@ -281,13 +298,12 @@ fn expand(
 /// function that the generated body calls, both spanned at the path literal. The build
 /// prints "warning: use of deprecated function <fn>::script_warning: <file>:<line>:<col>:
 /// <message>" pointing at the attribute; `#[allow(deprecated)]` on the function silences it.
-fn warnings(lit: &LitStr, analysis: &lua::Analysis) -> TokenStream {
-    let path = lit.value();
+fn warnings(lit: &LitStr, source: &Source, analysis: &lua::Analysis) -> TokenStream {
     analysis
         .warnings
         .iter()
         .map(|warning| {
-            let note = format!("{path}:{}: {}", warning.at, warning.message);
+            let note = format!("{}: {}", source.shown(warning.at), warning.message);
             quote_spanned! {lit.span()=>
                 {
                     #[deprecated(note = #note)]
