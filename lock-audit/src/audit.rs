@@ -34,6 +34,8 @@ pub struct ScriptReport {
     pub problems: Vec<String>,
     /// Every warning (what only some servers would refuse), in the same form.
     pub warnings: Vec<String>,
+    /// Every call whose command is not a literal, so was not checked, as `path:line:col`.
+    pub unchecked: Vec<String>,
 }
 
 /// A directory's `SHA1SUMS` against its files.
@@ -85,6 +87,17 @@ impl DirReport {
     /// ```
     pub fn warning_count(&self) -> usize {
         self.scripts.iter().map(|s| s.warnings.len()).sum()
+    }
+
+    /// How many calls were not checked because their command is not a literal.
+    ///
+    /// ```no_run
+    /// let report = lockscript_audit::audit::audit_dir("scripts".as_ref())?;
+    /// println!("{} unchecked calls", report.unchecked_count());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn unchecked_count(&self) -> usize {
+        self.scripts.iter().map(|s| s.unchecked.len()).sum()
     }
 }
 
@@ -184,6 +197,7 @@ pub fn audit_file(path: &Path) -> io::Result<ScriptReport> {
                 analysis: Analysis::default(),
                 problems: vec![format!("{}: {e}", path.display())],
                 warnings: Vec::new(),
+                unchecked: Vec::new(),
             });
         }
         Err(e) => return Err(e),
@@ -201,6 +215,11 @@ pub fn audit_file(path: &Path) -> io::Result<ScriptReport> {
         .collect();
     problems.extend(located(&analysis.problems));
     let warnings = located(&analysis.warnings);
+    let unchecked = analysis
+        .unchecked
+        .iter()
+        .map(|at| expanded.place(*at).to_string())
+        .collect();
     Ok(ScriptReport {
         path: path.to_path_buf(),
         name,
@@ -210,6 +229,7 @@ pub fn audit_file(path: &Path) -> io::Result<ScriptReport> {
         analysis,
         problems,
         warnings,
+        unchecked,
     })
 }
 

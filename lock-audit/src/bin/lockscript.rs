@@ -199,6 +199,8 @@ fn script_json(script: &ScriptReport) -> Value {
         "includes": includes(script),
         "problems": script.problems,
         "warnings": script.warnings,
+        "unchecked_calls": script.unchecked.len(),
+        "unchecked": script.unchecked,
         "guarded_sha1": script.guarded_sha1(),
     })
 }
@@ -296,6 +298,7 @@ fn audit(dirs: &[PathBuf], as_json: bool, guarded: bool, out: &mut String) -> Re
     let reports = reports(dirs)?;
     let problems: usize = reports.iter().map(DirReport::problem_count).sum();
     let warnings: usize = reports.iter().map(DirReport::warning_count).sum();
+    let unchecked: usize = reports.iter().map(DirReport::unchecked_count).sum();
     if as_json {
         let dirs: Vec<Value> = reports
             .iter()
@@ -311,7 +314,7 @@ fn audit(dirs: &[PathBuf], as_json: bool, guarded: bool, out: &mut String) -> Re
         say!(
             out,
             "{}",
-            json!({ "dirs": dirs, "problems": problems, "warnings": warnings })
+            json!({ "dirs": dirs, "problems": problems, "warnings": warnings, "unchecked_calls": unchecked })
         );
         return Ok(problems);
     }
@@ -320,10 +323,13 @@ fn audit(dirs: &[PathBuf], as_json: bool, guarded: bool, out: &mut String) -> Re
     for report in &reports {
         audit_table(report, widths, guarded, out);
     }
-    let warned = match warnings {
+    let mut warned = match warnings {
         0 => String::new(),
         n => format!(", {}", plural(n, "warning")),
     };
+    if unchecked > 0 {
+        let _ = write!(warned, ", {}", plural(unchecked, "unchecked call"));
+    }
     say!(
         out,
         "{}, {}{warned}",
@@ -412,6 +418,12 @@ fn audit_table(report: &DirReport, widths: Widths, guarded: bool, out: &mut Stri
     }
     for warning in report.scripts.iter().flat_map(|s| &s.warnings) {
         say!(out, "  warning: {warning}");
+    }
+    for at in report.scripts.iter().flat_map(|s| &s.unchecked) {
+        say!(
+            out,
+            "  note: {at}: the command is computed, not a literal: this call is not checked"
+        );
     }
     say!(out,);
 }
