@@ -50,7 +50,7 @@ pub struct Problem {
 }
 
 /// How a script uses `KEYS` or `ARGV`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Usage {
     /// The highest literal index, `KEYS[3]` gives 3; 0 when never indexed literally.
     pub highest: usize,
@@ -59,6 +59,12 @@ pub struct Usage {
     /// The table is also used in a way that needs no fixed count (`#KEYS`, `KEYS[i]`,
     /// `unpack(KEYS)`): a variadic Rust parameter fits it.
     pub dynamic: bool,
+    /// The first use that reads the table by count (`#KEYS`, `ipairs(KEYS)`,
+    /// `unpack(ARGV)`, the table passed whole), as written: such a script takes any
+    /// number of entries, so its Rust function needs a slice parameter for the table.
+    pub counted: Option<(Position, String)>,
+    /// The first read by a computed index (`KEYS[i]`).
+    pub computed_at: Option<Position>,
 }
 
 /// A `redis.call` / `redis.pcall` with a literal command name.
@@ -481,6 +487,24 @@ fn index_use(
     };
     let Some((text, at)) = literal else {
         usage.dynamic = true;
+        let before = i.checked_sub(1).and_then(|j| tokens.get(j));
+        if is_symbol(tokens.get(i + 1), Symbol::LeftBracket) && !is_symbol(before, Symbol::Hash) {
+            usage.computed_at.get_or_insert(position(tokens[i]));
+        } else if usage.counted.is_none() {
+            let how = if is_symbol(before, Symbol::Hash) {
+                format!("#{table}")
+            } else if is_symbol(before, Symbol::LeftParen)
+                && let Some(f) = i.checked_sub(2).and_then(|j| identifier(tokens.get(j)))
+            {
+                format!("{f}({table})")
+            } else {
+                format!("{table} as a whole")
+            };
+            let at = before
+                .filter(|_| how.starts_with('#'))
+                .map_or_else(|| position(tokens[i]), |b| position(b));
+            usage.counted = Some((at, how));
+        }
         return;
     };
     match text.parse::<usize>() {
@@ -844,6 +868,25 @@ mod tests {
         assert!(a.keys.dynamic);
         assert_eq!(a.keys.highest, 0);
         assert!(!a.argv.dynamic);
+    }
+
+    #[test]
+    fn reading_by_count_is_told_apart_from_a_computed_index() {
+        let a = analyze(
+            "for i, k in ipairs(KEYS) do redis.call('DEL', k) end\n\
+             local n = #ARGV\nreturn KEYS[n]",
+        );
+        assert_eq!(
+            a.keys.counted,
+            Some((Position { line: 1, column: 20 }, "ipairs(KEYS)".to_owned()))
+        );
+        assert_eq!(
+            a.argv.counted,
+            Some((Position { line: 2, column: 11 }, "#ARGV".to_owned()))
+        );
+        assert_eq!(a.keys.computed_at, Some(Position { line: 3, column: 8 }));
+        let a = analyze("return redis.call('DEL', unpack(KEYS))");
+        assert_eq!(a.keys.counted.map(|(_, how)| how).as_deref(), Some("unpack(KEYS)"));
     }
 
     #[test]

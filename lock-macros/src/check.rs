@@ -118,14 +118,39 @@ fn arity(
         }
         return;
     }
+    // Read by count, the table holds however many entries the caller sends: only a
+    // slice parameter says how many. The same rule for KEYS and ARGV.
+    if let Some((at, how)) = &usage.counted {
+        let example = if table == "KEYS" {
+            "`#[key] keys: &[&str]`"
+        } else {
+            "`args: &[&str]`"
+        };
+        errors.push(syn::Error::new(
+            lit.span(),
+            format!(
+                "{}: the script reads {table} by count (`{how}`), so `{fn_name}` needs a slice \
+                 parameter for {table}, last among its {what}s (for example {example}); with \
+                 {} it always sends the same number",
+                source.shown(*at),
+                plural(fixed, what)
+            ),
+        ));
+        return;
+    }
     if usage.highest != fixed {
-        let used = match usage.highest_at {
-            Some(at) => format!(
+        let used = match (usage.highest_at, usage.computed_at) {
+            (Some(at), _) => format!(
                 "{}: the script's highest {table} index is {table}[{}]",
                 source.shown(at),
                 usage.highest,
             ),
-            None => format!("{path}: the script reads no {table}[n]"),
+            (None, Some(at)) => format!(
+                "{}: the script reads {table} only by a computed index, no {table}[n] with a \
+                 number",
+                source.shown(at)
+            ),
+            (None, None) => format!("{path}: the script reads no {table}[n]"),
         };
         errors.push(syn::Error::new(
             lit.span(),
