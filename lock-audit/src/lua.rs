@@ -878,15 +878,30 @@ mod tests {
         );
         assert_eq!(
             a.keys.counted,
-            Some((Position { line: 1, column: 20 }, "ipairs(KEYS)".to_owned()))
+            Some((
+                Position {
+                    line: 1,
+                    column: 20
+                },
+                "ipairs(KEYS)".to_owned()
+            ))
         );
         assert_eq!(
             a.argv.counted,
-            Some((Position { line: 2, column: 11 }, "#ARGV".to_owned()))
+            Some((
+                Position {
+                    line: 2,
+                    column: 11
+                },
+                "#ARGV".to_owned()
+            ))
         );
         assert_eq!(a.keys.computed_at, Some(Position { line: 3, column: 8 }));
         let a = analyze("return redis.call('DEL', unpack(KEYS))");
-        assert_eq!(a.keys.counted.map(|(_, how)| how).as_deref(), Some("unpack(KEYS)"));
+        assert_eq!(
+            a.keys.counted.map(|(_, how)| how).as_deref(),
+            Some("unpack(KEYS)")
+        );
     }
 
     #[test]

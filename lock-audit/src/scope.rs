@@ -70,13 +70,19 @@ pub(crate) fn check(block: &Block, problems: &mut Vec<Problem>) {
         seen: Vec::new(),
         defined: Vec::new(),
         found: Vec::new(),
+        functions: Vec::new(),
     };
     walk.block_in(block);
     for (name, at, assigned) in walk.found {
         let message = if assigned {
+            let fix = if walk.functions.contains(&name) {
+                format!("local function {name}")
+            } else {
+                format!("local {name}")
+            };
             format!(
                 "assigns the global `{name}`, which Redis refuses (\"Script attempted to \
-                 create global variable\"): declare it `local {name}`"
+                 create global variable\"): declare it `{fix}`"
             )
         } else {
             let hint = crate::lua::closest(&name, walk.defined.iter().map(String::as_str))
@@ -102,6 +108,8 @@ struct Walk {
     defined: Vec<String>,
     /// Undefined reads (false) and global assignments (true), in order.
     found: Vec<(String, Position, bool)>,
+    /// The global assignments that are `function name()` declarations.
+    functions: Vec<String>,
 }
 
 fn name_of(token: &TokenReference) -> Option<&str> {
@@ -185,7 +193,12 @@ impl Walk {
                 let names: Vec<&TokenReference> = name.names().iter().collect();
                 let method = name.method_name().is_some();
                 match names.as_slice() {
-                    [only] if !method => self.report(only, true),
+                    [only] if !method => {
+                        if let Some(n) = name_of(only) {
+                            self.functions.push(n.to_owned());
+                        }
+                        self.report(only, true);
+                    }
                     [first, ..] => self.report(first, false),
                     [] => {}
                 }

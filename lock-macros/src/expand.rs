@@ -2,6 +2,7 @@
 
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
 use syn::{LitStr, ReturnType};
 
 use crate::args::Args;
@@ -230,17 +231,22 @@ fn expand(
     let args_arity = arity(false);
 
     let fixed_keys = params.iter().filter(|p| p.key && !p.variadic).count();
+    // Every use of a parameter goes through the public `ScriptArg` trait, spanned at
+    // the parameter's type: a type that cannot be sent is one error there, in
+    // lockscript's words.
     let variadic_keys = params.iter().filter(|p| p.key && p.variadic).map(|p| {
         let n = &p.name;
-        quote!(+ #krate::__private::ToRedisArgs::num_of_args(&#n))
+        let ty = &p.ty;
+        quote_spanned!(ty.span()=> + <#ty as #krate::ScriptArg>::__count(&#n))
     });
     let push = |p: &Param| {
         let n = &p.name;
+        let ty = &p.ty;
         let label = n.to_string();
         if p.variadic {
-            quote!(invocation.__many(&#n);)
+            quote_spanned!(ty.span()=> <#ty as #krate::ScriptArg>::__push_many(&#n, &mut invocation);)
         } else {
-            quote!(invocation.__one(#label, &#n);)
+            quote_spanned!(ty.span()=> <#ty as #krate::ScriptArg>::__push_one(&#n, &mut invocation, #label);)
         }
     };
     let key_pushes = params.iter().filter(|p| p.key).map(push);
@@ -265,11 +271,14 @@ fn expand(
     };
 
     let warnings = warnings(path, source, analysis);
+    let placed = placement(source, guarded.is_some());
+    let reply_check = reply_check(func, krate);
 
     quote! {
         #(#attrs)*
         #vis #sig {
             #warnings
+            #reply_check
             static __LOCK_SCRIPT: #krate::Script = #krate::Script::__new(
                 #name,
                 #path,
@@ -279,7 +288,7 @@ fn expand(
                 #args_arity,
                 #read_only,
                 &[#(#flags),*],
-            );
+            )#placed;
             #[#krate::__private::linkme::distributed_slice(#krate::__private::SCRIPTS)]
             #[linkme(crate = #krate::__private::linkme)]
             static __LOCK_SCRIPT_REGISTERED: &#krate::Script = &__LOCK_SCRIPT;
@@ -289,6 +298,34 @@ fn expand(
             #guard_args
             #(#arg_pushes)*
             invocation
+        }
+    }
+}
+
+/// Where each line of the sent source comes from, so a server's error names the file
+/// and line (the included file's own): only needed when the source has includes.
+fn placement(source: &Source, guarded: bool) -> TokenStream {
+    if guarded {
+        quote!(.__unplaced())
+    } else if source.expanded.has_includes() {
+        let parts = source.parts().map(|p| source.relative(p));
+        let lines = source.expanded.line_map().iter().map(|&(part, line)| {
+            let part = u16::try_from(part).unwrap_or(u16::MAX);
+            let line = u32::try_from(line).unwrap_or(u32::MAX);
+            quote!((#part, #line))
+        });
+        quote!(.__with_parts(&[#(#parts),*], &[#(#lines),*]))
+    } else {
+        TokenStream::new()
+    }
+}
+
+/// The return type is checked where it is declared, not at the first `.invoke`.
+fn reply_check(func: &ScriptFn, krate: &syn::Path) -> TokenStream {
+    match &func.sig.output {
+        ReturnType::Default => TokenStream::new(),
+        ReturnType::Type(_, ty) => {
+            quote_spanned!(ty.span()=> let () = <#ty as #krate::ScriptReply>::__CHECKED;)
         }
     }
 }

@@ -28,10 +28,17 @@ use redis::{ErrorKind, RedisError};
 pub enum LockError {
     /// The server ran the script and it raised an error (`redis.error_reply`, a failing
     /// `redis.call`, a wrong-type key...). The server's message is kept as the source.
-    #[error("script `{script}` failed on the server: {message}")]
+    #[error(
+        "script `{script}` failed on the server{}: {message}",
+        at.as_ref().map(|at| format!(" at {at}")).unwrap_or_default()
+    )]
     Script {
         /// The script's name (its file stem).
         script: &'static str,
+        /// The file and line the server's error names, as `path:line`: the included
+        /// file's own line for an error in an included part. `None` when the server names
+        /// no line (`redis.error_reply`) or the script was sent wrapped.
+        at: Option<String>,
         /// The server's message as it sent it, e.g. `ERR value is not an integer...`.
         message: String,
         /// The server's error.

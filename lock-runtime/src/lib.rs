@@ -119,7 +119,7 @@ pub use registry::load_scripts_async;
 pub use registry::{load_scripts, scripts};
 #[cfg(feature = "tokio")]
 pub use rw::{Permit, ReadGuard, RwLocks, Semaphores, WriteGuard};
-pub use script::{Arity, Invocation, Script};
+pub use script::{Arity, Invocation, Script, ScriptArg, ScriptReply};
 #[cfg(feature = "redlock")]
 pub use settings::DEFAULT_NODE_TIMEOUT;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
@@ -141,5 +141,4 @@ pub mod __private {
     pub mod mutants {
         pub use crate::mutants::set_no_deadline;
     }
-    pub use redis::ToRedisArgs;
 }

@@ -56,6 +56,15 @@ pub struct Script {
     args: Arity,
     read_only: bool,
     flags: &'static [&'static str],
+    /// The files the source is made of (the script, then what it `@include`s), as paths
+    /// relative to the declaring crate's manifest.
+    parts: &'static [&'static str],
+    /// For each line of the source, the index in `parts` and the line there, as pairs;
+    /// empty when the source is the script's file line for line.
+    lines: &'static [(u16, u32)],
+    /// The sent source is not the file line for line (a guarded wrapper): server errors
+    /// cannot be placed in it.
+    unplaced: bool,
 }
 
 impl Script {
@@ -81,7 +90,82 @@ impl Script {
             args,
             read_only,
             flags,
+            parts: &[],
+            lines: &[],
+            unplaced: false,
         }
+    }
+
+    /// Not public API: the macro gives the files of a script with includes and where each
+    /// line of its source comes from.
+    #[doc(hidden)]
+    #[must_use]
+    pub const fn __with_parts(
+        self,
+        parts: &'static [&'static str],
+        lines: &'static [(u16, u32)],
+    ) -> Self {
+        Self {
+            parts,
+            lines,
+            ..self
+        }
+    }
+
+    /// Not public API: the sent source is wrapped (guarded), so server errors' lines are
+    /// not the file's.
+    #[doc(hidden)]
+    #[must_use]
+    pub const fn __unplaced(self) -> Self {
+        Self {
+            unplaced: true,
+            ..self
+        }
+    }
+
+    /// The files the script is made of: its own, then each file it `@include`s, as paths
+    /// relative to the declaring crate's manifest. Just [`path`](Self::path) for a script
+    /// that includes nothing.
+    ///
+    /// ```no_run
+    /// for part in lockscript::builtin::renew("k", "t", 1).script().parts() {
+    ///     println!("{part}");
+    /// }
+    /// ```
+    pub fn parts(&self) -> Vec<&'static str> {
+        if self.parts.is_empty() {
+            vec![self.path]
+        } else {
+            self.parts.to_vec()
+        }
+    }
+
+    /// Where line `line` (1-based) of the sent source comes from: the file (the
+    /// script's own, or the included file's) and its line there, as `path:line`. `None`
+    /// when the line is out of range or the source is wrapped.
+    ///
+    /// ```no_run
+    /// let script = lockscript::builtin::renew("k", "t", 1).script();
+    /// assert_eq!(script.place(1).as_deref(), Some("scripts/renew.lua:1"));
+    /// ```
+    pub fn place(&self, line: usize) -> Option<String> {
+        if self.unplaced || line == 0 {
+            return None;
+        }
+        if self.lines.is_empty() {
+            return (line <= self.source.lines().count().max(1))
+                .then(|| format!("{}:{line}", self.path));
+        }
+        let (part, there) = self.lines.get(line - 1)?;
+        let path = self.parts.get(usize::from(*part))?;
+        Some(format!("{path}:{there}"))
+    }
+
+    /// The place of the line a server's error message names (`... on @user_script:13.`).
+    fn place_of_error(&self, message: &str) -> Option<String> {
+        let after = message.rsplit_once("@user_script:")?.1;
+        let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+        self.place(digits.parse().ok()?)
     }
 
     /// The file stem, e.g. `compare-del`.
@@ -215,6 +299,76 @@ impl fmt::Debug for Script {
             .finish_non_exhaustive()
     }
 }
+
+/// A type a script function can take as a parameter: anything the redis crate can send
+/// as arguments (`redis::ToRedisArgs`): strings, byte slices, integers, floats, and
+/// slices or `Vec`s of them for a variadic parameter.
+///
+/// `#[lock_script]` checks each parameter's type against it, so a type that cannot be
+/// sent is an error at that type.
+///
+/// ```no_run
+/// fn sendable<T: lockscript::ScriptArg>() {}
+/// sendable::<&str>();
+/// sendable::<u64>();
+/// sendable::<&[&str]>();
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be sent to a script as a key or argument",
+    label = "a script parameter must be a type the redis crate can send",
+    note = "use a string, bytes or a number (or a slice or Vec of them for a variadic \
+            parameter), or implement `redis::ToRedisArgs` for `{Self}`"
+)]
+pub trait ScriptArg {
+    /// Not public API: appends the value as the one slot of `parameter`.
+    #[doc(hidden)]
+    fn __push_one<R>(&self, invocation: &mut Invocation<R>, parameter: &'static str);
+    /// Not public API: appends the value as any number of slots.
+    #[doc(hidden)]
+    fn __push_many<R>(&self, invocation: &mut Invocation<R>);
+    /// Not public API: how many slots the value fills.
+    #[doc(hidden)]
+    fn __count(&self) -> usize;
+}
+
+impl<T: ToRedisArgs> ScriptArg for T {
+    fn __push_one<R>(&self, invocation: &mut Invocation<R>, parameter: &'static str) {
+        invocation.__one(parameter, self);
+    }
+
+    fn __push_many<R>(&self, invocation: &mut Invocation<R>) {
+        invocation.__many(self);
+    }
+
+    fn __count(&self) -> usize {
+        self.num_of_args()
+    }
+}
+
+/// A type a script function can return: anything the redis crate can read from a reply
+/// (`redis::FromRedisValue`): integers, strings, `Option`s, `Vec`s, tuples, `()`.
+///
+/// `#[lock_script]` checks the declared return type against it, so a type that cannot be
+/// read is an error at the declaration, not at the first `.invoke`.
+///
+/// ```no_run
+/// fn readable<T: lockscript::ScriptReply>() {}
+/// readable::<i64>();
+/// readable::<Option<String>>();
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be read from a script's reply",
+    label = "a script's return type must be a type the redis crate can read",
+    note = "return an integer, a string, bytes, an Option, a Vec or a tuple of them, or \
+            implement `redis::FromRedisValue` for `{Self}`"
+)]
+pub trait ScriptReply {
+    /// Not public API: names the type so the declaration is checked.
+    #[doc(hidden)]
+    const __CHECKED: () = ();
+}
+
+impl<T: FromRedisValue> ScriptReply for T {}
 
 /// One call of a [`Script`] with its keys and arguments, ready to send.
 ///
@@ -636,6 +790,7 @@ impl<R: FromRedisValue> Invocation<R> {
                 }
                 Err(LockError::Script {
                     script: self.script.name,
+                    at: self.script.place_of_error(&message),
                     message,
                     source: err,
                 })

@@ -30,5 +30,5 @@ fn bull_scripts_with_includes_build_unchanged_and_run() {
         out.status.success(),
         "bull's scripts failed:\n{stdout}\n{stderr}"
     );
-    assert!(stdout.contains("3 passed"), "{stdout}");
+    assert!(stdout.contains("4 passed"), "{stdout}");
 }

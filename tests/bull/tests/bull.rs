@@ -1,6 +1,7 @@
 //! bull's scripts with includes, run under a real, private Redis.
 
 use bull_scripts::{add_job, promote};
+use lockscript::LockError;
 use lockscript_test::TestRedis;
 
 const Q: &str = "bull:q:";
@@ -136,4 +137,39 @@ fn promote_moves_a_delayed_job_to_the_paused_list_the_include_picks(redis: &Test
         .query(&mut conn)
         .unwrap();
     assert_eq!(exists, [true]);
+}
+
+#[lockscript_test::test]
+fn an_error_in_an_included_file_names_that_file_and_its_own_line(conn: &mut redis::Connection) {
+    let id = add(conn, 1_700_000_060_000, 5);
+    // The priority set is a string: ZADD in the included addJobWithPriority fails.
+    redis::cmd("SET")
+        .arg("bull:q:priority")
+        .arg("not a sorted set")
+        .exec(conn)
+        .unwrap();
+    let err = promote(
+        "bull:q:delayed",
+        "bull:q:wait",
+        "bull:q:paused",
+        "bull:q:meta-paused",
+        "bull:q:priority",
+        Q,
+        &id,
+        "t1",
+    )
+    .invoke(conn)
+    .unwrap_err();
+    let LockError::Script { at, message, .. } = &err else {
+        panic!("expected a script error, got {err:?}");
+    };
+    assert!(message.contains("WRONGTYPE"), "{message}");
+    assert_eq!(
+        at.as_deref(),
+        Some("../../target/corpus/bull-4.16.5/package/lib/commands/includes/addJobWithPriority.lua:6")
+    );
+    assert!(
+        err.to_string().contains("includes/addJobWithPriority.lua:6: "),
+        "{err}"
+    );
 }
