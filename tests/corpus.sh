@@ -82,7 +82,10 @@ data = json.loads(text)
 scripts = [s for d in data["dirs"] for s in d["scripts"]]
 included = {i for s in scripts for i in s["includes"]}
 unchecked = sum(s.get("unchecked_calls", 0) for s in scripts)
-print(f"| {name} | {version} | {len(scripts)} (+ {len(included)}) | {data['problems']} | see below | {unchecked} |")
+# Every problem found in a corpus is reviewed by hand and counted as a false alarm in
+# the README when the server would in fact accept it; with none, there is none.
+false = "0" if data["problems"] == 0 else "review"
+print(f"| {name} | {version} | {len(scripts)} (+ {len(included)}) | {data['problems']} | {false} | {unchecked} |")
 PY
   done
 }
