@@ -253,7 +253,14 @@ impl Command {
             }
             let since = match product {
                 Product::Redis => self.redis_since,
-                Product::Valkey => self.valkey_since,
+                // Valkey began at 7.2: an older `since` is a Redis version it inherited.
+                Product::Valkey => self.valkey_since.map(|v| {
+                    if version(v) < version("7.2.0") {
+                        "7.2.0"
+                    } else {
+                        v
+                    }
+                }),
             };
             // "from" only when every server of the product that lacks it is older.
             match since {

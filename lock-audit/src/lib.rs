@@ -21,6 +21,7 @@
 
 pub mod audit;
 pub mod commands;
+pub mod floor;
 pub mod functions;
 pub mod guarded;
 pub mod include;

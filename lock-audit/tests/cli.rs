@@ -477,3 +477,22 @@ fn a_closed_pipe_ends_the_output_quietly() {
     // The exit status is the audit's (no problem in the shipped scripts), not a crash.
     assert_eq!(out.status.code(), Some(0));
 }
+
+#[test]
+fn audit_names_the_oldest_servers_a_script_runs_on() {
+    let out = lockscript(&["audit", "lock-audit/tests/fixtures/matrix"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "needs no Redis (none has `DELIFEQ`); Valkey 9.0.0 or later (for `DELIFEQ`)"
+        ),
+        "{text}"
+    );
+    let out = lockscript(&["audit", "--json", "tests/lua/peek.lua"]);
+    let v = json(&out);
+    let requires = &v["dirs"][0]["scripts"][0]["requires"];
+    assert_eq!(requires["redis"]["version"], "7.0.0");
+    assert_eq!(requires["redis"]["because"], "the `#!lua` shebang");
+    // Valkey began at 7.2, with shebangs: any Valkey runs it.
+    assert_eq!(requires["valkey"], Value::Null);
+}

@@ -179,3 +179,31 @@ fn check_pin(pin: &LitStr, path: &str, actual: &str, errors: &mut Vec<syn::Error
         ));
     }
 }
+
+/// `requires = "redis 7.0, valkey 8.0"` against what the script needs: an error on the
+/// literal for a declaration that does not parse, and for each declared server the script
+/// cannot run on, naming the command (and where it is) that needs more.
+pub(crate) fn requires(
+    lit: &LitStr,
+    source: &Source,
+    floor: &lockscript_audit::floor::Floor,
+    errors: &mut Vec<syn::Error>,
+) {
+    let declared = match lockscript_audit::floor::Requires::parse(&lit.value()) {
+        Ok(declared) => declared,
+        Err(why) => {
+            errors.push(syn::Error::new(lit.span(), format!("requires: {why}")));
+            return;
+        }
+    };
+    for (product, version, need) in declared.unmet(floor) {
+        errors.push(syn::Error::new(
+            lit.span(),
+            format!(
+                "{}: the script needs {}, but `requires` names {product} {version}",
+                source.shown(need.at),
+                need.describe(product)
+            ),
+        ));
+    }
+}

@@ -9,6 +9,8 @@ use crate::args::Args;
 use crate::item::{Param, ScriptFn};
 use crate::source::Source;
 use crate::{check, source};
+use lockscript_audit::commands::Product;
+use lockscript_audit::floor::Floor;
 use lockscript_audit::lua;
 
 /// The whole attribute: parse, check, expand. Errors come out as `compile_error!`s next
@@ -51,6 +53,9 @@ pub(crate) fn lock_script(attr: TokenStream, item: TokenStream) -> TokenStream {
             args.sha1.as_ref(),
             &mut errors,
         );
+        if let Some(requires) = &args.requires {
+            check::requires(requires, source, &Floor::of(&analysis), &mut errors);
+        }
         let guarded = args.guarded.map(|_| Guarded::new(source));
         if errors.is_empty() {
             return expand(&args, &func, &params, source, &analysis, guarded.as_ref());
@@ -162,6 +167,7 @@ fn with_stub(error: &syn::Error, item: TokenStream) -> TokenStream {
                 sha1: None,
                 krate: syn::parse_quote!(::lockscript),
                 guarded: None,
+                requires: None,
             };
             stub(&func, &args)
         }
@@ -270,7 +276,14 @@ fn expand(
         )
     };
 
-    let warnings = warnings(path, source, analysis);
+    // With `requires`, the script's floor was checked against it: the warnings about
+    // commands some servers lack are answered.
+    let warnings = if args.requires.is_some() {
+        TokenStream::new()
+    } else {
+        warnings(path, source, analysis)
+    };
+    let floor = floor(&Floor::of(analysis));
     let placed = placement(source, guarded.is_some());
     let reply_check = reply_check(func, krate);
 
@@ -288,7 +301,7 @@ fn expand(
                 #args_arity,
                 #read_only,
                 &[#(#flags),*],
-            )#placed;
+            )#placed #floor;
             #[#krate::__private::linkme::distributed_slice(#krate::__private::SCRIPTS)]
             #[linkme(crate = #krate::__private::linkme)]
             static __LOCK_SCRIPT_REGISTERED: &#krate::Script = &__LOCK_SCRIPT;
@@ -299,6 +312,30 @@ fn expand(
             #(#arg_pushes)*
             invocation
         }
+    }
+}
+
+/// The oldest server of each product that runs the script, for `load_scripts` to hold
+/// against the server it loads into: `(product, version, command)`, an empty version
+/// when no version of the product runs it.
+fn floor(floor: &Floor) -> TokenStream {
+    let needs = [
+        (Product::Redis, &floor.redis),
+        (Product::Valkey, &floor.valkey),
+    ]
+    .into_iter()
+    .filter_map(|(product, need)| {
+        let need = need.as_ref()?;
+        let product = product.to_string();
+        let version = need.version.map(|v| v.to_string()).unwrap_or_default();
+        let because = &need.because;
+        Some(quote!((#product, #version, #because)))
+    })
+    .collect::<Vec<_>>();
+    if needs.is_empty() {
+        TokenStream::new()
+    } else {
+        quote!(.__with_floor(&[#(#needs),*]))
     }
 }
 

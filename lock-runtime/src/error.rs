@@ -246,6 +246,21 @@ pub enum LockError {
         advice: &'static str,
     },
 
+    /// The server is older than a script needs: it lacks a command the script calls,
+    /// or its shebang. Nothing was loaded or run.
+    #[error(
+        "script `{script}` needs {needs}, but the server is {server}: run it on a newer \
+         server, or change the script"
+    )]
+    ServerTooOld {
+        /// The script's name.
+        script: &'static str,
+        /// What it needs, naming the command: "Redis 7.4.0 or later (for `HEXPIRE`)".
+        needs: String,
+        /// The server, as its `INFO` names it: "Redis 7.0.15".
+        server: String,
+    },
+
     /// A builder setting that cannot work, reported at the first call that uses it.
     /// Nothing was sent.
     #[error("invalid lock settings: {0}")]

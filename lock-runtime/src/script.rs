@@ -65,6 +65,9 @@ pub struct Script {
     /// The sent source is not the file line for line (a guarded wrapper): server errors
     /// cannot be placed in it.
     unplaced: bool,
+    /// The oldest server of each product that runs it: `(product, version, what needs
+    /// it)`, an empty version when no version does. A product not listed: any version.
+    floor: &'static [(&'static str, &'static str, &'static str)],
 }
 
 impl Script {
@@ -93,7 +96,57 @@ impl Script {
             parts: &[],
             lines: &[],
             unplaced: false,
+            floor: &[],
         }
+    }
+
+    /// Not public API: the macro gives the oldest servers that run the script.
+    #[doc(hidden)]
+    #[must_use]
+    pub const fn __with_floor(
+        self,
+        floor: &'static [(&'static str, &'static str, &'static str)],
+    ) -> Self {
+        Self { floor, ..self }
+    }
+
+    /// The oldest server of each product that runs the script, as `(product, version,
+    /// what needs it)`: `("Redis", "7.0.0", "the `#!lua` shebang")`. An empty version
+    /// means no version of that product runs it; a product not listed, any version.
+    ///
+    /// ```no_run
+    /// for (product, version, why) in lockscript::builtin::renew("k", "t", 1).script().floor() {
+    ///     println!("{product} {version} ({why})");
+    /// }
+    /// ```
+    pub fn floor(&self) -> &'static [(&'static str, &'static str, &'static str)] {
+        self.floor
+    }
+
+    /// Refuses a server older than the script needs, from its `INFO server` text.
+    pub(crate) fn check_server(&self, info: &str) -> Result<(), LockError> {
+        let Some((product, version)) = server_of(info) else {
+            return Ok(());
+        };
+        for (needed_product, needed, because) in self.floor {
+            if !needed_product.eq_ignore_ascii_case(product) {
+                continue;
+            }
+            let refused = needed.is_empty() || numbers(needed) > numbers(version);
+            if refused {
+                let needs = if needed.is_empty() {
+                    format!("a server other than {product} (none has {because})")
+                } else {
+                    format!("{product} {needed} or later (for {because})")
+                };
+                return Err(LockError::ServerTooOld {
+                    script: self.name,
+                    needs,
+                    server: format!("{product} {version}"),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Not public API: the macro gives the files of a script with includes and where each
@@ -298,6 +351,25 @@ impl fmt::Debug for Script {
             .field("read_only", &self.read_only)
             .finish_non_exhaustive()
     }
+}
+
+/// The product and version an `INFO server` reply names: Valkey by its
+/// `valkey_version` (it also reports the Redis version it forked from), Redis otherwise.
+pub(crate) fn server_of(info: &str) -> Option<(&'static str, &str)> {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+    };
+    match field("valkey_version") {
+        Some(v) => Some(("Valkey", v)),
+        None => field("redis_version").map(|v| ("Redis", v)),
+    }
+}
+
+/// "7.0.15" as numbers, for comparing.
+fn numbers(version: &str) -> Vec<u32> {
+    version.split('.').map(|p| p.parse().unwrap_or(0)).collect()
 }
 
 /// A type a script function can take as a parameter: anything the redis crate can send

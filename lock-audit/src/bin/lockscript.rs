@@ -197,6 +197,7 @@ fn script_json(script: &ScriptReport) -> Value {
         "read_only": a.read_only(),
         "commands": a.commands.iter().map(|c| c.name.replace('|', " ").to_ascii_uppercase()).collect::<Vec<_>>(),
         "includes": includes(script),
+        "requires": floor_json(script),
         "problems": script.problems,
         "warnings": script.warnings,
         "unchecked_calls": script.unchecked.len(),
@@ -219,6 +220,31 @@ impl GuardedDigest for ScriptReport {
             lockscript_audit::guarded::wrap(&self.source).as_bytes(),
         ))
     }
+}
+
+/// The oldest Redis and Valkey the script runs on: `{"redis": {"version": "7.0.0",
+/// "because": "the `#!lua` shebang"}, "valkey": null}` (null: any version; a null
+/// version: none runs it).
+fn floor_json(script: &ScriptReport) -> Value {
+    let floor = lockscript_audit::floor::Floor::of(&script.analysis);
+    let need = |n: Option<&lockscript_audit::floor::Need>| {
+        n.map(|n| json!({ "version": n.version.map(|v| v.to_string()), "because": n.because }))
+    };
+    json!({ "redis": need(floor.redis.as_ref()), "valkey": need(floor.valkey.as_ref()) })
+}
+
+/// The oldest servers the script runs on, when it does not run on every one:
+/// "Redis 7.0.0 or later (for the `#!lua` shebang)".
+fn needs(script: &ScriptReport) -> Option<String> {
+    let floor = lockscript_audit::floor::Floor::of(&script.analysis);
+    let needs: Vec<String> = [
+        (lockscript_audit::commands::Product::Redis, &floor.redis),
+        (lockscript_audit::commands::Product::Valkey, &floor.valkey),
+    ]
+    .into_iter()
+    .filter_map(|(product, need)| need.as_ref().map(|n| n.describe(product)))
+    .collect();
+    (!needs.is_empty()).then(|| needs.join("; "))
 }
 
 /// The files a script includes, as paths relative to the script's directory.
@@ -385,6 +411,9 @@ fn audit_table(report: &DirReport, widths: Widths, guarded: bool, out: &mut Stri
                 widths,
             )
         );
+        if let Some(needs) = needs(s) {
+            say!(out, "  {:<w$} needs {needs}", "", w = widths.name);
+        }
         let parts = includes(s);
         if !parts.is_empty() {
             say!(
