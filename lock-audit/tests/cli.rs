@@ -483,9 +483,7 @@ fn audit_names_the_oldest_servers_a_script_runs_on() {
     let out = lockscript(&["audit", "lock-audit/tests/fixtures/matrix"]);
     let text = stdout(&out);
     assert!(
-        text.contains(
-            "needs no Redis (none has `DELIFEQ`); Valkey 9.0.0 or later (for `DELIFEQ`)"
-        ),
+        text.contains("needs no Redis (none has `DELIFEQ`); Valkey 9.0.0 or later (for `DELIFEQ`)"),
         "{text}"
     );
     let out = lockscript(&["audit", "--json", "tests/lua/peek.lua"]);

@@ -675,6 +675,14 @@ impl<R: FromRedisValue> Invocation<R> {
             // first command, and `SCRIPT LOAD` has no key (alone, it goes to every node).
             // The load never runs the script, so after any failure of it EVAL is safe.
             Err(err) if is_noscript(&err) => {
+                // The script's first call on this server: refuse a server too old for it.
+                if !self.script.floor.is_empty()
+                    && let Ok(info) = con
+                        .req_command(&redis::cmd("INFO").arg("server").clone())
+                        .and_then(|v| redis::from_redis_value::<String>(v).map_err(Into::into))
+                {
+                    self.script.check_server(&info)?;
+                }
                 let loaded = match con
                     .req_command(&self.script.load_cmd())
                     .and_then(Value::extract_error)
@@ -803,6 +811,15 @@ impl<R: FromRedisValue> Invocation<R> {
         &self,
         con: &mut C,
     ) -> Result<Result<Value, RedisError>, LockError> {
+        // The script's first call on this server: refuse a server too old for it.
+        if !self.script.floor.is_empty()
+            && let Ok(info) = con
+                .req_packed_command(&redis::cmd("INFO").arg("server").clone())
+                .await
+                .and_then(|v| redis::from_redis_value::<String>(v).map_err(Into::into))
+        {
+            self.script.check_server(&info)?;
+        }
         let (loaded, reply) = match load_then_call(con, self.script.load_cmd(), &self.cmd).await {
             Ok(replies) => replies,
             Err(err) => return Ok(Err(err)),

@@ -1,5 +1,6 @@
-//! The oldest server a script runs on: `load_scripts` refuses an older one, naming the
-//! script, the command and both versions, before loading anything. (Its own test binary:
+//! The oldest server a script runs on: `load_scripts` and a script's first call on a
+//! server (its `NOSCRIPT`) refuse an older one, naming the script, the command and both
+//! versions, before loading anything. (Its own test binary:
 //! every `load_scripts` of a binary that registers this script needs such a server.)
 
 use lockscript::{LockError, lock_script};
@@ -59,6 +60,19 @@ fn load_scripts_refuses_a_server_older_than_a_script_needs() {
             .query(&mut conn)
             .unwrap();
         assert_eq!(exists, [false]);
+        // The script's first call on the server says the same, instead of the server's
+        // "unknown command" from inside the script.
+        let err = take("h", "f").invoke(&mut conn).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                LockError::ServerTooOld {
+                    script: "hgetdel",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
     } else {
         assert!(lockscript::load_scripts(&mut conn).unwrap() > 0);
         redis::cmd("HSET")
