@@ -23,9 +23,10 @@ pub struct ScriptReport {
     /// SHA1 of the expanded body (the file's bytes when it includes nothing): what
     /// `#[lock_script]` embeds and `SCRIPT LOAD` returns.
     pub sha1: String,
-    /// The expanded body: what is sent to the server. Empty when the file cannot be read
-    /// as text.
+    /// The expanded body as text (a byte sequence that is not UTF-8 shows as U+FFFD).
     pub source: String,
+    /// The expanded body, byte for byte: what is sent to the server.
+    pub bytes: Vec<u8>,
     /// The files the body is made of: the script first, then what it includes.
     pub parts: Vec<PathBuf>,
     /// What the analysis found (of the expanded body); empty when the file is not UTF-8.
@@ -184,24 +185,7 @@ pub fn audit_file(path: &Path) -> io::Result<ScriptReport> {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let expanded = match include::expand(path) {
-        Ok(expanded) => expanded,
-        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-            let bytes = std::fs::read(path)?;
-            return Ok(ScriptReport {
-                path: path.to_path_buf(),
-                name,
-                sha1: sha1_hex(&bytes),
-                source: String::new(),
-                parts: vec![path.to_path_buf()],
-                analysis: Analysis::default(),
-                problems: vec![format!("{}: {e}", path.display())],
-                warnings: Vec::new(),
-                unchecked: Vec::new(),
-            });
-        }
-        Err(e) => return Err(e),
-    };
+    let expanded = include::expand(path)?;
     let analysis = lua::analyze(&expanded.text);
     let located = |list: &[lua::Problem]| -> Vec<String> {
         list.iter()
@@ -214,7 +198,16 @@ pub fn audit_file(path: &Path) -> io::Result<ScriptReport> {
         .map(|p| format!("{}: {}", p.place, p.message))
         .collect();
     problems.extend(located(&analysis.problems));
-    let warnings = located(&analysis.warnings);
+    let mut warnings = located(&analysis.warnings);
+    if let Some(place) = expanded.first_invalid() {
+        warnings.insert(
+            0,
+            format!(
+                "{place}: not UTF-8 here: Redis runs the bytes as they are; the checks read \
+                 them as text with U+FFFD in place of what is not"
+            ),
+        );
+    }
     let unchecked = analysis
         .unchecked
         .iter()
@@ -223,9 +216,10 @@ pub fn audit_file(path: &Path) -> io::Result<ScriptReport> {
     Ok(ScriptReport {
         path: path.to_path_buf(),
         name,
-        sha1: sha1_hex(expanded.text.as_bytes()),
+        sha1: sha1_hex(&expanded.bytes),
         parts: expanded.parts.iter().map(|p| p.path.clone()).collect(),
         source: expanded.text,
+        bytes: expanded.bytes,
         analysis,
         problems,
         warnings,
@@ -396,7 +390,7 @@ mod tests {
     fn script_problems_carry_file_line_and_column() {
         let dir = dir_with(&[
             ("bad.lua", b"redis.call('SLEEP', 1)\n"),
-            ("bin.lua", b"\xff"),
+            ("bin.lua", b"return '\xff'\n"),
         ]);
         let report = audit_dir(&dir.0).unwrap();
         assert!(!report.sums.present);
@@ -405,6 +399,13 @@ mod tests {
             all[0].ends_with("bad.lua:1:12: `SLEEP` is not a Redis command"),
             "{all:?}"
         );
-        assert!(all[1].contains("bin.lua: not valid UTF-8"), "{all:?}");
+        // Redis runs any bytes: a file that is not UTF-8 is a warning, not a problem.
+        assert_eq!(all.len(), 1, "{all:?}");
+        let bin = report.scripts.iter().find(|s| s.name == "bin").unwrap();
+        assert!(
+            bin.warnings[0].contains("bin.lua:1:9: not UTF-8 here"),
+            "{bin:?}"
+        );
+        assert_eq!(bin.sha1, crate::sha1_hex(b"return '\xff'\n"));
     }
 }

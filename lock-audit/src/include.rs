@@ -66,9 +66,12 @@ pub struct IncludeProblem {
 /// A script with its includes expanded.
 #[derive(Clone, Debug)]
 pub struct Expanded {
-    /// The body that is hashed and sent: the file byte for byte when it includes
-    /// nothing.
+    /// The body as text, for the checks: [`bytes`](Self::bytes) with any sequence that
+    /// is not UTF-8 shown as U+FFFD (one character each, so lines and columns stay true).
     pub text: String,
+    /// The body that is hashed and sent: the file byte for byte when it includes
+    /// nothing. Redis takes any bytes; only what reads as text is checked.
+    pub bytes: Vec<u8>,
     /// The script's own file first, then each included file in the order met.
     pub parts: Vec<Part>,
     /// Includes that could not be followed; the body leaves them out.
@@ -81,6 +84,24 @@ impl Expanded {
     /// The script includes other files.
     pub fn has_includes(&self) -> bool {
         self.parts.len() > 1
+    }
+
+    /// The body is UTF-8 ([`text`](Self::text) is [`bytes`](Self::bytes) exactly).
+    pub fn is_utf8(&self) -> bool {
+        self.text.as_bytes() == self.bytes.as_slice()
+    }
+
+    /// Where the first byte that is not UTF-8 is, when there is one.
+    pub fn first_invalid(&self) -> Option<Place> {
+        let at = std::str::from_utf8(&self.bytes).err()?.valid_up_to();
+        let before = &self.bytes[..at];
+        let line = before.split(|b| *b == b'\n').count();
+        let start = before
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |i| i + 1);
+        let column = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
+        Some(self.place(Position { line, column }))
     }
 
     /// Where a position of the expanded body comes from: its file, line and column.
@@ -118,9 +139,10 @@ impl Expanded {
 /// Reads `path` and expands its includes. Only a failure to read `path` itself is an
 /// `Err`; an include that cannot be followed is one of [`Expanded::problems`].
 pub fn expand(path: &Path) -> io::Result<Expanded> {
-    let text = read(path)?;
+    let text = std::fs::read(path)?;
     let mut expanded = Expanded {
-        text: String::with_capacity(text.len()),
+        text: String::new(),
+        bytes: Vec::with_capacity(text.len()),
         parts: vec![Part {
             path: path.to_path_buf(),
             included_at: None,
@@ -131,31 +153,8 @@ pub fn expand(path: &Path) -> io::Result<Expanded> {
     let mut seen = vec![identity(path)];
     let mut stack = vec![identity(path)];
     splice(&text, 0, &mut expanded, &mut seen, &mut stack);
+    expanded.text = String::from_utf8_lossy(&expanded.bytes).into_owned();
     Ok(expanded)
-}
-
-fn read(path: &Path) -> io::Result<String> {
-    let bytes = std::fs::read(path)?;
-    match String::from_utf8(bytes) {
-        Ok(text) => Ok(text),
-        Err(e) => {
-            let bytes = e.as_bytes();
-            let at = e.utf8_error().valid_up_to();
-            let before = &bytes[..at];
-            let line = before.split(|b| *b == b'\n').count();
-            let start = before
-                .iter()
-                .rposition(|b| *b == b'\n')
-                .map_or(0, |i| i + 1);
-            let column = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
-            Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "not valid UTF-8 at {line}:{column}: lockscript reads scripts as UTF-8 text"
-                ),
-            ))
-        }
-    }
 }
 
 /// The same file under any spelling of its path, for "each file once" and cycles.
@@ -182,16 +181,17 @@ fn include_path(line: &str) -> Option<&str> {
 
 /// Appends `text` (the body of part `part`) to the expansion, following its includes.
 fn splice(
-    text: &str,
+    text: &[u8],
     part: usize,
     out: &mut Expanded,
     seen: &mut Vec<PathBuf>,
     stack: &mut Vec<PathBuf>,
 ) {
-    for (n, line) in text.split_inclusive('\n').enumerate() {
+    for (n, line) in text.split_inclusive(|b| *b == b'\n').enumerate() {
         let number = n + 1;
-        let Some(written) = include_path(line) else {
-            out.text.push_str(line);
+        let shown = String::from_utf8_lossy(line);
+        let Some(written) = include_path(&shown) else {
+            out.bytes.extend_from_slice(line);
             out.lines.push((part, number));
             continue;
         };
@@ -231,7 +231,7 @@ fn splice(
             // Each file once, as bull's and BullMQ's loaders do.
             continue;
         }
-        let body = match read(&target) {
+        let body = match std::fs::read(&target) {
             Ok(body) => body,
             Err(e) => {
                 let reason = match e.kind() {
@@ -253,7 +253,7 @@ fn splice(
                 continue;
             }
         };
-        if body.starts_with("#!") {
+        if body.starts_with(b"#!") {
             out.problems.push(IncludeProblem {
                 place,
                 message: format!(
@@ -272,8 +272,8 @@ fn splice(
         stack.push(id);
         splice(&body, child, out, seen, stack);
         stack.pop();
-        if !out.text.is_empty() && !out.text.ends_with('\n') {
-            out.text.push('\n');
+        if !out.bytes.is_empty() && !out.bytes.ends_with(b"\n") {
+            out.bytes.push(b'\n');
         }
     }
 }
@@ -400,11 +400,21 @@ mod tests {
     }
 
     #[test]
-    fn a_file_that_is_not_utf8_names_its_line_and_column() {
+    fn a_file_that_is_not_utf8_is_kept_byte_for_byte_and_read_as_text_around_it() {
         let dir = Dir::with(&[]);
         std::fs::create_dir_all(&dir.0).unwrap();
-        std::fs::write(dir.0.join("x.lua"), b"return 1\nlocal s = '\xff'\n").unwrap();
-        let e = expand(&dir.0.join("x.lua")).unwrap_err();
-        assert!(e.to_string().contains("at 2:12"), "{e}");
+        let raw: &[u8] = b"local s = '\xff\xfe'\nreturn s .. 'x'\n";
+        std::fs::write(dir.0.join("x.lua"), raw).unwrap();
+        let e = expand(&dir.0.join("x.lua")).unwrap();
+        assert_eq!(e.bytes, raw);
+        assert!(!e.is_utf8());
+        assert_eq!(e.text, "local s = '\u{fffd}\u{fffd}'\nreturn s .. 'x'\n");
+        assert_eq!(
+            e.first_invalid().unwrap().at,
+            Position {
+                line: 1,
+                column: 12
+            }
+        );
     }
 }

@@ -494,3 +494,16 @@ fn audit_names_the_oldest_servers_a_script_runs_on() {
     // Valkey began at 7.2, with shebangs: any Valkey runs it.
     assert_eq!(requires["valkey"], Value::Null);
 }
+
+#[test]
+fn a_file_that_is_not_utf8_is_audited_as_redis_runs_it() {
+    let out = lockscript(&["audit", "--json", "tests/lua/latin1.lua"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let v = json(&out);
+    let script = &v["dirs"][0]["scripts"][0];
+    let bytes = std::fs::read(workspace().join("tests/lua/latin1.lua")).unwrap();
+    assert_eq!(script["sha1"], lockscript_audit::sha1_hex(&bytes));
+    assert_eq!(script["commands"], serde_json::json!(["SET"]));
+    let warning = script["warnings"][0].as_str().unwrap();
+    assert!(warning.ends_with("latin1.lua:6:39: not UTF-8 here: Redis runs the bytes as they are; the checks read them as text with U+FFFD in place of what is not"), "{warning}");
+}

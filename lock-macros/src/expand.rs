@@ -42,6 +42,19 @@ pub(crate) fn lock_script(attr: TokenStream, item: TokenStream) -> TokenStream {
              `guard`: rename this one",
         ));
     }
+    if let (Some(source), Some(_)) = (&source, &args.guarded)
+        && let Some(place) = source.expanded.first_invalid()
+    {
+        errors.push(syn::Error::new(
+            args.path.span(),
+            format!(
+                "{}:{}: not UTF-8, so it cannot be `guarded`: the guard is Lua text wrapped \
+                 around the script's text",
+                source.relative(&place.path),
+                place.at
+            ),
+        ));
+    }
     if let Some(source) = &source {
         let analysis = lua::analyze(&source.text);
         check::check(
@@ -89,6 +102,8 @@ impl Guarded {
 struct Sent {
     name: String,
     text: TokenStream,
+    /// The exact bytes, for a script that is not UTF-8.
+    bytes: Option<TokenStream>,
     sha1: String,
     /// Keys and arguments the guard puts before the script's own.
     added: usize,
@@ -103,9 +118,31 @@ impl Sent {
             .map(|p| p.to_string_lossy().into_owned())
             .collect();
         match guarded {
+            None if !source.expanded.is_utf8() => {
+                // Redis runs any bytes: they are sent as they are, and `source()` shows
+                // them as text.
+                let text = &source.text;
+                let bytes = if source.expanded.has_includes() {
+                    let literal = proc_macro2::Literal::byte_string(&source.expanded.bytes);
+                    quote!({
+                        #(const _: &[u8] = ::core::include_bytes!(#tracked);)*
+                        #literal
+                    })
+                } else {
+                    quote!(::core::include_bytes!(#absolute))
+                };
+                Self {
+                    name: source.name.clone(),
+                    text: quote!(#text),
+                    bytes: Some(bytes),
+                    sha1: source.sha1.clone(),
+                    added: 0,
+                }
+            }
             None if !source.expanded.has_includes() => Self {
                 name: source.name.clone(),
                 text: quote!(::core::include_str!(#absolute)),
+                bytes: None,
                 sha1: source.sha1.clone(),
                 added: 0,
             },
@@ -117,6 +154,7 @@ impl Sent {
                         #(const _: &[u8] = ::core::include_bytes!(#tracked);)*
                         #text
                     }),
+                    bytes: None,
                     sha1: source.sha1.clone(),
                     added: 0,
                 }
@@ -129,6 +167,7 @@ impl Sent {
                         #(const _: &[u8] = ::core::include_bytes!(#tracked);)*
                         #text
                     }),
+                    bytes: None,
                     sha1: g.sha1.clone(),
                     added: lockscript_audit::guarded::ADDED,
                 }
@@ -216,9 +255,11 @@ fn expand(
     let Sent {
         name,
         text,
+        bytes,
         sha1,
         added,
     } = Sent::of(source, guarded);
+    let bytes = bytes.map(|b| quote!(.__with_bytes(#b)));
     let read_only = analysis.read_only();
     let flags = &analysis.flags;
     let arity = |key: bool| {
@@ -301,7 +342,7 @@ fn expand(
                 #args_arity,
                 #read_only,
                 &[#(#flags),*],
-            )#placed #floor;
+            )#placed #floor #bytes;
             #[#krate::__private::linkme::distributed_slice(#krate::__private::SCRIPTS)]
             #[linkme(crate = #krate::__private::linkme)]
             static __LOCK_SCRIPT_REGISTERED: &#krate::Script = &__LOCK_SCRIPT;

@@ -12,7 +12,8 @@ use syn::LitStr;
 pub(crate) struct Source {
     /// Absolute path, for `include_str!`.
     pub(crate) absolute: PathBuf,
-    /// The text, byte for byte: the file's, or with includes, the expanded body.
+    /// The text, byte for byte: the file's, or with includes, the expanded body (with
+    /// U+FFFD for what is not UTF-8; `expanded.bytes` is then what is sent).
     pub(crate) text: String,
     /// SHA1 of `text` as 40 lowercase hex digits.
     pub(crate) sha1: String,
@@ -54,17 +55,14 @@ pub(crate) fn load(lit: &LitStr) -> syn::Result<Source> {
     let absolute = resolve(lit, "script")?;
     let relative = Path::new(&written);
     let expanded = expand(&absolute).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::InvalidData {
-            fail(format!("script `{written}` is {e}"))
-        } else {
-            fail(format!(
-                "cannot read script `{written}` (relative to CARGO_MANIFEST_DIR): {}",
-                io_reason(&e)
-            ))
-        }
+        fail(format!(
+            "cannot read script `{written}` (relative to CARGO_MANIFEST_DIR): {}",
+            io_reason(&e)
+        ))
     })?;
     let text = expanded.text.clone();
-    let sha1 = sha1_smol::Sha1::from(text.as_bytes()).digest().to_string();
+    // Over the bytes sent, which differ from `text` only in a file that is not UTF-8.
+    let sha1 = sha1_smol::Sha1::from(&expanded.bytes).digest().to_string();
     let name = relative
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())

@@ -68,6 +68,9 @@ pub struct Script {
     /// The oldest server of each product that runs it: `(product, version, what needs
     /// it)`, an empty version when no version does. A product not listed: any version.
     floor: &'static [(&'static str, &'static str, &'static str)],
+    /// The exact bytes sent, when the file is not UTF-8 (`source` is then its text with
+    /// U+FFFD in place of what is not).
+    bytes: Option<&'static [u8]>,
 }
 
 impl Script {
@@ -97,6 +100,32 @@ impl Script {
             lines: &[],
             unplaced: false,
             floor: &[],
+            bytes: None,
+        }
+    }
+
+    /// Not public API: the exact bytes of a script file that is not UTF-8.
+    #[doc(hidden)]
+    #[must_use]
+    pub const fn __with_bytes(self, bytes: &'static [u8]) -> Self {
+        Self {
+            bytes: Some(bytes),
+            ..self
+        }
+    }
+
+    /// The bytes sent to the server, which its digest is computed over: the source's,
+    /// or, for a script file that is not UTF-8, the file's exact bytes (Redis runs any
+    /// bytes; [`source`](Self::source) then shows U+FFFD in place of what is not UTF-8).
+    ///
+    /// ```no_run
+    /// let script = lockscript::builtin::renew("k", "t", 1).script();
+    /// assert_eq!(script.bytes(), script.source().as_bytes());
+    /// ```
+    pub fn bytes(&self) -> &'static [u8] {
+        match self.bytes {
+            Some(bytes) => bytes,
+            None => self.source.as_bytes(),
         }
     }
 
@@ -311,7 +340,7 @@ impl Script {
 
     pub(crate) fn load_cmd(&self) -> Cmd {
         let mut cmd = redis::cmd("SCRIPT");
-        cmd.arg("LOAD").arg(self.source);
+        cmd.arg("LOAD").arg(self.bytes());
         cmd
     }
 
@@ -625,7 +654,7 @@ impl<R> Invocation<R> {
     /// The same call as EVAL[_RO] with the embedded source.
     pub(crate) fn eval_cmd(&self) -> Cmd {
         let mut cmd = Cmd::with_capacity(self.cmd.args_iter().len(), self.script.source.len() + 64);
-        cmd.arg(self.script.eval_name()).arg(self.script.source);
+        cmd.arg(self.script.eval_name()).arg(self.script.bytes());
         for arg in self.cmd.args_iter().skip(2) {
             if let redis::Arg::Simple(bytes) = arg {
                 cmd.arg(bytes);

@@ -213,7 +213,8 @@ trait GuardedDigest {
 
 impl GuardedDigest for ScriptReport {
     fn guarded_sha1(&self) -> Option<String> {
-        if self.source.is_empty() && !self.problems.is_empty() {
+        // The wrapper is text around text: a body that is not UTF-8 has no guarded form.
+        if self.source.as_bytes() != self.bytes.as_slice() {
             return None;
         }
         Some(lockscript_audit::sha1_hex(
@@ -266,6 +267,11 @@ fn wrap(file: &std::path::Path, out: &mut String) -> Result<usize, Fatal> {
         .map_err(|e| Fatal(format!("cannot read {}: {e}", file.display())))?;
     if let Some(problem) = script.problems.first() {
         return Err(Fatal(format!("{}: {}", problem.place, problem.message)));
+    }
+    if let Some(place) = script.first_invalid() {
+        return Err(Fatal(format!(
+            "{place}: not UTF-8: the guarded wrapper is text around the script's text"
+        )));
     }
     say_raw!(out, "{}", lockscript_audit::guarded::wrap(&script.text));
     Ok(0)
@@ -472,11 +478,10 @@ fn files_library(
 ) -> Result<lockscript_audit::functions::Library, Fatal> {
     let mut texts = Vec::new();
     for script in reports.iter().flat_map(|r| &r.scripts) {
-        if script.source.is_empty() && !script.problems.is_empty() {
+        if script.source.as_bytes() != script.bytes.as_slice() {
             return Err(Fatal(format!(
-                "cannot put {} in a library: {}",
+                "cannot put {} in a library: it is not UTF-8, and a library is one Lua text",
                 script.path.display(),
-                script.problems.join("; ")
             )));
         }
         let text = script.source.clone();
@@ -722,7 +727,7 @@ fn verify(
         } else if !load {
             Cached::Missing
         } else {
-            let source = script.source.as_bytes();
+            let source = script.bytes.as_slice();
             let loaded: redis::RedisResult<String> = redis::cmd("SCRIPT")
                 .arg("LOAD")
                 .arg(source)
