@@ -7,8 +7,12 @@
 //! lockscript functions [--guarded] [DIR...]
 //! ```
 //!
-//! `audit` runs the checks `#[lock_script]` runs at compile time on every `.lua` file
-//! of each directory (default `scripts`) and checks the directory's `SHA1SUMS`.
+//! `audit` runs the checks `#[lock_script]` runs at compile time on every script of each
+//! directory and its subdirectories (default `scripts`; a single `.lua` file works too),
+//! with its `--- @include`s expanded (a file only included is checked inside what includes
+//! it), and checks the directory's `SHA1SUMS` (expanded digests). Finding no script is a
+//! problem. Each script's includes and the oldest servers it needs are shown; a call whose
+//! command is computed is noted as unchecked (`unchecked` in `--json`).
 //! `verify` asks a server (`SCRIPT EXISTS`) which of those digests it holds, and with
 //! `--load` loads the missing ones, refusing any digest the server reports differently.
 //! With `--functions` it reads the server's lockscript function libraries instead
