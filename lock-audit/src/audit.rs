@@ -1,12 +1,17 @@
 //! Auditing a directory of scripts as plain files: what each one is, what is wrong
 //! with it, and whether the directory's `SHA1SUMS` still matches.
+//!
+//! A directory is read with its subdirectories. Each script is audited with its
+//! `@include`s expanded ([`crate::include`]): its digest is the expanded body's, its
+//! problems point into the file (included or not) they are in, and a file that only
+//! other scripts include is checked as part of them, not as a script of its own.
 
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::lua::{self, Analysis};
-use crate::sha1_hex;
+use crate::{include, sha1_hex};
 
 /// One `.lua` file.
 #[derive(Clone, Debug)]
@@ -15,14 +20,23 @@ pub struct ScriptReport {
     pub path: PathBuf,
     /// The file stem, the name the runtime gives the script.
     pub name: String,
-    /// SHA1 of the file's bytes.
+    /// SHA1 of the expanded body (the file's bytes when it includes nothing): what
+    /// `#[lock_script]` embeds and `SCRIPT LOAD` returns.
     pub sha1: String,
-    /// What the analysis found; empty when the file is not UTF-8.
+    /// The expanded body as text (a byte sequence that is not UTF-8 shows as U+FFFD).
+    pub source: String,
+    /// The expanded body, byte for byte: what is sent to the server.
+    pub bytes: Vec<u8>,
+    /// The files the body is made of: the script first, then what it includes.
+    pub parts: Vec<PathBuf>,
+    /// What the analysis found (of the expanded body); empty when the file is not UTF-8.
     pub analysis: Analysis,
     /// Every problem, each as `path:line:col: message`.
     pub problems: Vec<String>,
     /// Every warning (what only some servers would refuse), in the same form.
     pub warnings: Vec<String>,
+    /// Every call whose command is not a literal, so was not checked, as `path:line:col`.
+    pub unchecked: Vec<String>,
 }
 
 /// A directory's `SHA1SUMS` against its files.
@@ -37,15 +51,18 @@ pub struct SumsReport {
     pub problems: Vec<String>,
 }
 
-/// Everything found in one directory.
+/// Everything found in one directory (or one file given alone).
 #[derive(Clone, Debug)]
 pub struct DirReport {
-    /// The directory.
+    /// The directory, or the file.
     pub dir: PathBuf,
-    /// Its `.lua` files, sorted by name.
+    /// Its scripts: the `.lua` files of it and its subdirectories that no other script
+    /// includes, sorted by path.
     pub scripts: Vec<ScriptReport>,
     /// Its `SHA1SUMS`.
     pub sums: SumsReport,
+    /// Problems of the directory itself: no script in it.
+    pub problems: Vec<String>,
 }
 
 impl DirReport {
@@ -57,7 +74,9 @@ impl DirReport {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn problem_count(&self) -> usize {
-        self.scripts.iter().map(|s| s.problems.len()).sum::<usize>() + self.sums.problems.len()
+        self.scripts.iter().map(|s| s.problems.len()).sum::<usize>()
+            + self.sums.problems.len()
+            + self.problems.len()
     }
 
     /// How many warnings: calls of commands that some servers of the matrix lack.
@@ -70,9 +89,21 @@ impl DirReport {
     pub fn warning_count(&self) -> usize {
         self.scripts.iter().map(|s| s.warnings.len()).sum()
     }
+
+    /// How many calls were not checked because their command is not a literal.
+    ///
+    /// ```no_run
+    /// let report = lockscript_audit::audit::audit_dir("scripts".as_ref())?;
+    /// println!("{} unchecked calls", report.unchecked_count());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn unchecked_count(&self) -> usize {
+        self.scripts.iter().map(|s| s.unchecked.len()).sum()
+    }
 }
 
-/// Audits every `.lua` file directly inside `dir`, and `dir/SHA1SUMS` when present.
+/// Audits every script of `dir` and its subdirectories, and `dir/SHA1SUMS` when
+/// present; `dir` may also be a single `.lua` file. Finding no script is a problem.
 ///
 /// ```no_run
 /// let report = lockscript_audit::audit::audit_dir("scripts".as_ref())?;
@@ -82,24 +113,67 @@ impl DirReport {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn audit_dir(dir: &Path) -> io::Result<DirReport> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .map(|entry| entry.map(|e| e.path()))
-        .collect::<io::Result<_>>()?;
-    files.retain(|p| p.extension().is_some_and(|e| e == "lua") && p.is_file());
+    if std::fs::metadata(dir)?.is_file() {
+        let script = audit_file(dir)?;
+        return Ok(DirReport {
+            dir: dir.to_path_buf(),
+            scripts: vec![script],
+            sums: SumsReport::default(),
+            problems: Vec::new(),
+        });
+    }
+    let mut files = Vec::new();
+    lua_files(dir, &mut files)?;
     files.sort();
-    let scripts = files
+    let mut scripts = files
         .iter()
         .map(|path| audit_file(path))
         .collect::<io::Result<Vec<_>>>()?;
+    // A file another script includes is checked inside that script, not alone: it uses
+    // the locals of the file that includes it.
+    let included: Vec<PathBuf> = scripts
+        .iter()
+        .flat_map(|s| s.parts.iter().skip(1))
+        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+        .collect();
+    scripts.retain(|s| {
+        let id = std::fs::canonicalize(&s.path).unwrap_or_else(|_| s.path.clone());
+        !included.contains(&id)
+    });
     let sums = check_sums(dir, &scripts)?;
+    let problems = if scripts.is_empty() {
+        vec![format!(
+            "{}: no script found (no .lua file here or below)",
+            dir.display()
+        )]
+    } else {
+        Vec::new()
+    };
     Ok(DirReport {
         dir: dir.to_path_buf(),
         scripts,
         sums,
+        problems,
     })
 }
 
-/// Audits one script file.
+/// The `.lua` files of `dir` and its subdirectories (not following links to directories,
+/// so a loop of links cannot recurse forever).
+fn lua_files(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            lua_files(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "lua") && path.is_file() {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Audits one script file, with its includes.
 ///
 /// ```no_run
 /// let report = lockscript_audit::audit::audit_file("scripts/renew.lua".as_ref())?;
@@ -107,41 +181,49 @@ pub fn audit_dir(dir: &Path) -> io::Result<DirReport> {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn audit_file(path: &Path) -> io::Result<ScriptReport> {
-    let bytes = std::fs::read(path)?;
-    let sha1 = sha1_hex(&bytes);
     let name = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let shown = path.display();
-    let (analysis, problems, warnings) = match std::str::from_utf8(&bytes) {
-        Ok(text) => {
-            let analysis = lua::analyze(text);
-            let located = |list: &[lua::Problem]| {
-                list.iter()
-                    .map(|p| format!("{shown}:{}: {}", p.at, p.message))
-                    .collect()
-            };
-            let problems = located(&analysis.problems);
-            let warnings = located(&analysis.warnings);
-            (analysis, problems, warnings)
-        }
-        Err(e) => (
-            Analysis::default(),
-            vec![format!(
-                "{shown}: not valid UTF-8 (byte {}): Redis scripts are Lua text",
-                e.valid_up_to()
-            )],
-            Vec::new(),
-        ),
+    let expanded = include::expand(path)?;
+    let analysis = lua::analyze(&expanded.text);
+    let located = |list: &[lua::Problem]| -> Vec<String> {
+        list.iter()
+            .map(|p| format!("{}: {}", expanded.place(p.at), p.message))
+            .collect()
     };
+    let mut problems: Vec<String> = expanded
+        .problems
+        .iter()
+        .map(|p| format!("{}: {}", p.place, p.message))
+        .collect();
+    problems.extend(located(&analysis.problems));
+    let mut warnings = located(&analysis.warnings);
+    if let Some(place) = expanded.first_invalid() {
+        warnings.insert(
+            0,
+            format!(
+                "{place}: not UTF-8 here: Redis runs the bytes as they are; the checks read \
+                 them as text with U+FFFD in place of what is not"
+            ),
+        );
+    }
+    let unchecked = analysis
+        .unchecked
+        .iter()
+        .map(|at| expanded.place(*at).to_string())
+        .collect();
     Ok(ScriptReport {
         path: path.to_path_buf(),
         name,
-        sha1,
+        sha1: sha1_hex(&expanded.bytes),
+        parts: expanded.parts.iter().map(|p| p.path.clone()).collect(),
+        source: expanded.text,
+        bytes: expanded.bytes,
         analysis,
         problems,
         warnings,
+        unchecked,
     })
 }
 
@@ -180,11 +262,13 @@ fn check_sums(dir: &Path, scripts: &[ScriptReport]) -> io::Result<SumsReport> {
     }
     report.listed = listed.len();
     for script in scripts {
+        // Listed by its path below the directory, as `sha1sum` run there writes it.
         let file = script
             .path
-            .file_name()
-            .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_default();
+            .strip_prefix(dir)
+            .unwrap_or(&script.path)
+            .to_string_lossy()
+            .into_owned();
         match listed.remove(&file) {
             Some(digest) if digest == script.sha1 => {}
             Some(digest) => report.problems.push(format!(
@@ -306,7 +390,7 @@ mod tests {
     fn script_problems_carry_file_line_and_column() {
         let dir = dir_with(&[
             ("bad.lua", b"redis.call('SLEEP', 1)\n"),
-            ("bin.lua", b"\xff"),
+            ("bin.lua", b"return '\xff'\n"),
         ]);
         let report = audit_dir(&dir.0).unwrap();
         assert!(!report.sums.present);
@@ -315,6 +399,13 @@ mod tests {
             all[0].ends_with("bad.lua:1:12: `SLEEP` is not a Redis command"),
             "{all:?}"
         );
-        assert!(all[1].contains("bin.lua: not valid UTF-8"), "{all:?}");
+        // Redis runs any bytes: a file that is not UTF-8 is a warning, not a problem.
+        assert_eq!(all.len(), 1, "{all:?}");
+        let bin = report.scripts.iter().find(|s| s.name == "bin").unwrap();
+        assert!(
+            bin.warnings[0].contains("bin.lua:1:9: not UTF-8 here"),
+            "{bin:?}"
+        );
+        assert_eq!(bin.sha1, crate::sha1_hex(b"return '\xff'\n"));
     }
 }

@@ -181,9 +181,50 @@ pub struct Command {
     pub redis_since: Option<&'static str>,
     /// The version Valkey's `COMMAND DOCS` gives (a Redis version for what it inherited).
     pub valkey_since: Option<&'static str>,
+    /// How many arguments a call takes, the name included, as `COMMAND` says (the most
+    /// lenient of the servers): `n` exactly n, `-n` at least n, 0 unknown.
+    pub arity: i64,
 }
 
 impl Command {
+    /// Whether a call with `given` arguments (the name included) fits the arity; `open`
+    /// when the last argument may expand to more values (`unpack(t)`, `...`, a call), so
+    /// `given` is only a floor.
+    ///
+    /// ```
+    /// let zadd = lockscript_audit::commands::find("ZADD").unwrap();
+    /// assert!(!zadd.accepts(3, false)); // ZADD key score: the member is missing
+    /// assert!(zadd.accepts(4, false));
+    /// assert!(zadd.accepts(3, true));
+    /// ```
+    pub fn accepts(&self, given: usize, open: bool) -> bool {
+        let needed = usize::try_from(self.arity.unsigned_abs()).unwrap_or(usize::MAX);
+        match self.arity {
+            0 => true,
+            a if a > 0 => given == needed || (open && given <= needed),
+            _ => given >= needed || open,
+        }
+    }
+
+    /// The arity in words: "exactly 2 arguments", "at least 3 arguments" (the name not
+    /// counted, as a reader counts them after it).
+    pub fn arity_text(&self) -> String {
+        let after = self.arity.unsigned_abs().saturating_sub(1);
+        let how = if self.arity > 0 {
+            "exactly"
+        } else {
+            "at least"
+        };
+        let s = if after == 1 { "" } else { "s" };
+        format!("{how} {after} argument{s}")
+    }
+
+    /// The subcommands of a container command (`OBJECT` has `ENCODING`, `FREQ`, ...).
+    pub fn subcommands(&self) -> impl Iterator<Item = &'static Command> {
+        let prefix = format!("{}|", self.name);
+        COMMANDS.iter().filter(move |c| c.name.starts_with(&prefix))
+    }
+
     /// Some server refuses it inside any script.
     pub fn refused_in_scripts(&self) -> bool {
         !self.noscript.is_empty()
@@ -212,7 +253,14 @@ impl Command {
             }
             let since = match product {
                 Product::Redis => self.redis_since,
-                Product::Valkey => self.valkey_since,
+                // Valkey began at 7.2: an older `since` is a Redis version it inherited.
+                Product::Valkey => self.valkey_since.map(|v| {
+                    if version(v) < version("7.2.0") {
+                        "7.2.0"
+                    } else {
+                        v
+                    }
+                }),
             };
             // "from" only when every server of the product that lacks it is older.
             match since {
@@ -268,6 +316,7 @@ const fn entry(
     on: &str,
     write: bool,
     noscript: &str,
+    arity: i64,
     redis_since: &'static str,
     valkey_since: &'static str,
 ) -> Command {
@@ -276,6 +325,7 @@ const fn entry(
         on: marks(on),
         write,
         noscript: marks(noscript),
+        arity,
         redis_since: if redis_since.is_empty() {
             None
         } else {

@@ -6,11 +6,14 @@
 //!   `#!lua` shebang, finds the highest literal `KEYS[n]` / `ARGV[n]`, and lints every
 //!   literal `redis.call` / `redis.pcall` command against [`commands`], the table of
 //!   which command exists on which server of the test matrix (a command that only some
-//!   have is a warning).
+//!   have is a warning): its arity and subcommands too, through aliases, wrapper
+//!   functions and `pcall`; [`scope`] finds globals Redis's Lua does not define.
+//! - [`include::expand`] expands `--- @include` lines into the body that is sent.
+//! - [`floor::Floor`] is the oldest Redis and Valkey a script runs on.
 //! - [`guarded::wrap`] writes the owner-guarded form of a script.
 //! - [`functions::library`] writes the scripts as one Redis Functions library.
-//! - [`audit::audit_dir`] does that for every `.lua` file of a directory and checks the
-//!   directory's `SHA1SUMS`.
+//! - [`audit::audit_dir`] does that for every script of a directory (and below it) and
+//!   checks the directory's `SHA1SUMS`.
 //!
 //! ```
 //! let analysis = lockscript_audit::lua::analyze("return redis.call('SLEEP', KEYS[1])");
@@ -21,9 +24,12 @@
 
 pub mod audit;
 pub mod commands;
+pub mod floor;
 pub mod functions;
 pub mod guarded;
+pub mod include;
 pub mod lua;
+pub mod scope;
 
 /// The SHA1 of `bytes` as 40 lowercase hex digits: what `sha1sum` prints and what
 /// `SCRIPT LOAD` returns for a script with exactly these bytes.

@@ -50,7 +50,7 @@ pub struct Problem {
 }
 
 /// How a script uses `KEYS` or `ARGV`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Usage {
     /// The highest literal index, `KEYS[3]` gives 3; 0 when never indexed literally.
     pub highest: usize,
@@ -59,15 +59,28 @@ pub struct Usage {
     /// The table is also used in a way that needs no fixed count (`#KEYS`, `KEYS[i]`,
     /// `unpack(KEYS)`): a variadic Rust parameter fits it.
     pub dynamic: bool,
+    /// The first use that reads the table by count (`#KEYS`, `ipairs(KEYS)`,
+    /// `unpack(ARGV)`, the table passed whole), as written: such a script takes any
+    /// number of entries, so its Rust function needs a slice parameter for the table.
+    pub counted: Option<(Position, String)>,
+    /// The first read by a computed index (`KEYS[i]`).
+    pub computed_at: Option<Position>,
 }
 
 /// A `redis.call` / `redis.pcall` with a literal command name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommandUse {
-    /// The name as written (case preserved).
+    /// The name as written (case preserved); `PARENT|SUB` for a known subcommand.
     pub name: String,
     /// Where the name literal is.
     pub at: Position,
+    /// How many arguments the call passes, the name included (and the subcommand).
+    pub given: usize,
+    /// The last argument may expand to several values (`unpack(t)`, `...`, a call's
+    /// results), so `given` is a floor.
+    pub open: bool,
+    /// The literal second argument, for a command with subcommands.
+    pub sub: Option<(String, Position)>,
 }
 
 /// Everything the checks need to know about one script.
@@ -83,6 +96,8 @@ pub struct Analysis {
     pub flags: Vec<String>,
     /// Literal command names the script calls.
     pub commands: Vec<CommandUse>,
+    /// Calls whose command is not a literal (`rcall(ARGV[10], ...)`): not checked.
+    pub unchecked: Vec<Position>,
     /// Every problem found, in file order within each kind: what the server would
     /// refuse. The macro fails the build on these; `lockscript audit` exits with 1.
     pub problems: Vec<Problem>,
@@ -123,6 +138,7 @@ pub fn analyze(source: &str) -> Analysis {
     }
 
     analysis.parsed = true;
+    crate::scope::check(parsed.ast().nodes(), &mut analysis.problems);
     // The parse succeeded, so lexing succeeds too; the scan wants the flat token list.
     if let LexerResult::Ok(all) = Lexer::new(&body, LuaVersion::lua51()).collect() {
         let tokens: Vec<&Token> = all.iter().filter(|t| !t.token_type().is_trivia()).collect();
@@ -176,6 +192,40 @@ fn read_shebang(source: &str, analysis: &mut Analysis) -> String {
     format!("--{rest}")
 }
 
+/// The candidate closest to `name` by edit distance (ignoring case), when it is close
+/// enough to be a typo: for "did you mean".
+pub(crate) fn closest<'a>(
+    name: &str,
+    candidates: impl Iterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let wanted = name.to_ascii_lowercase();
+    let limit = (wanted.chars().count() / 3).max(1);
+    candidates
+        .filter(|c| !c.eq_ignore_ascii_case(name))
+        .map(|c| (distance(&wanted, &c.to_ascii_lowercase()), c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance, by characters.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 fn position(token: &Token) -> Position {
     let p = token.start_position();
     Position {
@@ -225,8 +275,18 @@ fn scan(tokens: &[&Token], analysis: &mut Analysis) {
                 };
                 index_use(name, tokens, i, usage, &mut analysis.problems);
             }
+            "pcall" | "xpcall" if is_symbol(tokens.get(i + 1), Symbol::LeftParen) => {
+                // `pcall(redis.call, 'GET', k)`: the command follows the callee.
+                if let Some(after) = aliases.callee(tokens, i + 2)
+                    && is_symbol(tokens.get(after), Symbol::Comma)
+                {
+                    command_use(tokens, after, analysis);
+                }
+            }
             _ => {
-                if let Some(args) = aliases.callee(tokens, i) {
+                if let Some(args) = aliases.callee(tokens, i)
+                    && !is_pcall_argument(tokens, i)
+                {
                     command_use(tokens, args, analysis);
                 }
             }
@@ -309,7 +369,79 @@ impl Aliases {
         }
         calls.retain(|c| !other.contains(c));
         modules.retain(|m| m == "redis" || !other.contains(m));
-        Self { calls, modules }
+        let mut aliases = Self { calls, modules };
+        aliases.find_wrappers(tokens);
+        aliases
+    }
+
+    /// Functions that only pass their arguments on to `redis.call` (or an alias):
+    /// `local function rc(...) return redis.call(...) end`, `function M.call(cmd, ...)
+    /// return rcall(cmd, ...) end`. Calls through them are checked like direct ones.
+    fn find_wrappers(&mut self, tokens: &[&Token]) {
+        for i in 0..tokens.len() {
+            if !matches!(
+                tokens[i].token_type(),
+                TokenType::Symbol {
+                    symbol: Symbol::Function
+                }
+            ) {
+                continue;
+            }
+            // The name: `name` or `table.name`, then `(`.
+            let (name, open) = match (
+                identifier(tokens.get(i + 1)),
+                is_symbol(tokens.get(i + 2), Symbol::Dot),
+            ) {
+                (Some(table), true) => match identifier(tokens.get(i + 3)) {
+                    Some(field) => (format!("{table}.{field}"), i + 4),
+                    None => continue,
+                },
+                (Some(name), false) => (name.to_owned(), i + 2),
+                (None, _) => continue,
+            };
+            if !is_symbol(tokens.get(open), Symbol::LeftParen) {
+                continue;
+            }
+            let Some(close) =
+                (open..tokens.len()).find(|&k| is_symbol(tokens.get(k), Symbol::RightParen))
+            else {
+                continue;
+            };
+            let params = &tokens[open + 1..close];
+            if params.is_empty()
+                || !matches!(
+                    tokens.get(close + 1).map(|t| t.token_type()),
+                    Some(TokenType::Symbol {
+                        symbol: Symbol::Return
+                    })
+                )
+            {
+                continue;
+            }
+            let Some(args) = self.callee(tokens, close + 2) else {
+                continue;
+            };
+            // `return callee(<the same parameters>) end`
+            let same = params.iter().enumerate().all(|(k, p)| {
+                tokens
+                    .get(args + 1 + k)
+                    .is_some_and(|t| t.token_type() == p.token_type())
+            });
+            let end = args + 1 + params.len();
+            if is_symbol(tokens.get(args), Symbol::LeftParen)
+                && same
+                && is_symbol(tokens.get(end), Symbol::RightParen)
+                && matches!(
+                    tokens.get(end + 1).map(|t| t.token_type()),
+                    Some(TokenType::Symbol {
+                        symbol: Symbol::End
+                    })
+                )
+                && !self.calls.contains(&name)
+            {
+                self.calls.push(name);
+            }
+        }
     }
 
     /// Where the arguments start when the identifier at `i` begins a call of
@@ -355,6 +487,24 @@ fn index_use(
     };
     let Some((text, at)) = literal else {
         usage.dynamic = true;
+        let before = i.checked_sub(1).and_then(|j| tokens.get(j));
+        if is_symbol(tokens.get(i + 1), Symbol::LeftBracket) && !is_symbol(before, Symbol::Hash) {
+            usage.computed_at.get_or_insert(position(tokens[i]));
+        } else if usage.counted.is_none() {
+            let how = if is_symbol(before, Symbol::Hash) {
+                format!("#{table}")
+            } else if is_symbol(before, Symbol::LeftParen)
+                && let Some(f) = i.checked_sub(2).and_then(|j| identifier(tokens.get(j)))
+            {
+                format!("{f}({table})")
+            } else {
+                format!("{table} as a whole")
+            };
+            let at = before
+                .filter(|_| how.starts_with('#'))
+                .map_or_else(|| position(tokens[i]), |b| position(b));
+            usage.counted = Some((at, how));
+        }
         return;
     };
     match text.parse::<usize>() {
@@ -372,23 +522,97 @@ fn index_use(
     }
 }
 
+/// The callee at `i` is the first argument of `pcall(...)`: its command comes after it,
+/// and is read from there.
+fn is_pcall_argument(tokens: &[&Token], i: usize) -> bool {
+    i.checked_sub(2).is_some_and(|j| {
+        matches!(identifier(tokens.get(j)), Some("pcall" | "xpcall"))
+            && is_symbol(tokens.get(j + 1), Symbol::LeftParen)
+    })
+}
+
+/// The arguments of a call whose list starts at `open` (a `(`): the index of the first
+/// token of each, and the index of the closing `)`.
+fn arguments(tokens: &[&Token], open: usize) -> (Vec<usize>, usize) {
+    let mut starts = Vec::new();
+    let mut depth = 0usize;
+    let mut k = open + 1;
+    if is_symbol(tokens.get(k), Symbol::RightParen) {
+        return (starts, k);
+    }
+    starts.push(k);
+    while let Some(t) = tokens.get(k) {
+        match t.token_type() {
+            TokenType::Symbol {
+                symbol: Symbol::LeftParen | Symbol::LeftBracket | Symbol::LeftBrace,
+            } => depth += 1,
+            TokenType::Symbol {
+                symbol: Symbol::RightParen | Symbol::RightBracket | Symbol::RightBrace,
+            } => {
+                if depth == 0 {
+                    return (starts, k);
+                }
+                depth -= 1;
+            }
+            TokenType::Symbol {
+                symbol: Symbol::Comma,
+            } if depth == 0 => starts.push(k + 1),
+            // A function body inside the arguments has its own `end`: keep counting depth
+            // by brackets only; `function` bodies hold no top-level commas of the call.
+            _ => {}
+        }
+        k += 1;
+    }
+    (starts, k)
+}
+
 /// Records `redis.call("NAME", ...)`, `redis.pcall('NAME', ...)` and `redis.call "NAME"`
-/// (or the same through an alias), whose arguments start at token `args`.
+/// (or the same through an alias or wrapper), whose arguments start at token `args`: a
+/// `(`, a string, or, after a `pcall(callee`, the `,` before the command.
 fn command_use(tokens: &[&Token], args: usize, analysis: &mut Analysis) {
-    let name_at = if is_symbol(tokens.get(args), Symbol::LeftParen) {
-        args + 1
+    let (name_at, given, open) = if is_symbol(tokens.get(args), Symbol::LeftParen)
+        || is_symbol(tokens.get(args), Symbol::Comma)
+    {
+        let (starts, close) = arguments(tokens, args);
+        let Some(&first) = starts.first() else {
+            return;
+        };
+        // The last argument expands when it is `...` or ends in a call's `)`.
+        let last_end = close.saturating_sub(1);
+        let open = starts.last().is_some_and(|&last| {
+            matches!(
+                tokens.get(last).map(|t| t.token_type()),
+                Some(TokenType::Symbol {
+                    symbol: Symbol::Ellipsis
+                })
+            ) || (is_symbol(tokens.get(last_end), Symbol::RightParen) && last_end > last)
+        });
+        (first, starts.len(), open)
+    } else if string_literal(tokens.get(args)).is_some() {
+        (args, 1, false)
     } else {
-        args
+        // Not a call (`local rcall = redis.call`), or called with a table.
+        return;
     };
     let Some(name) = string_literal(tokens.get(name_at)) else {
+        analysis.unchecked.push(position(tokens[name_at]));
         return;
+    };
+    let single = |k: usize| {
+        string_literal(tokens.get(k)).filter(|_| {
+            is_symbol(tokens.get(k + 1), Symbol::Comma)
+                || is_symbol(tokens.get(k + 1), Symbol::RightParen)
+        })
+    };
+    let sub = if is_symbol(tokens.get(name_at + 1), Symbol::Comma) {
+        single(name_at + 2).map(|s| (s.to_owned(), position(tokens[name_at + 2])))
+    } else {
+        None
     };
     let mut full = name.to_owned();
     // A container command (`CLIENT KILL`, `SCRIPT FLUSH`) is checked by its subcommand
     // when that is a literal too.
-    if is_symbol(tokens.get(name_at + 1), Symbol::Comma)
-        && let Some(sub) = string_literal(tokens.get(name_at + 2))
-    {
+    if let Some((sub, _)) = &sub {
         let candidate = format!("{name}|{sub}");
         if commands::find(&candidate).is_some() {
             full = candidate;
@@ -397,6 +621,9 @@ fn command_use(tokens: &[&Token], args: usize, analysis: &mut Analysis) {
     analysis.commands.push(CommandUse {
         name: full,
         at: position(tokens[name_at]),
+        given,
+        open,
+        sub,
     });
 }
 
@@ -409,12 +636,56 @@ fn lint_commands(analysis: &mut Analysis) {
         }
         let shown = used.name.replace('|', " ").to_ascii_uppercase();
         let Some(c) = commands::find(&used.name) else {
+            let hint = closest(
+                &used.name,
+                commands::COMMANDS
+                    .iter()
+                    .map(|c| c.name)
+                    .filter(|n| !n.contains('|')),
+            )
+            .map(|near| format!("; did you mean `{near}`?"))
+            .unwrap_or_default();
             analysis.problems.push(Problem {
                 at: used.at,
-                message: format!("`{shown}` is not a Redis command"),
+                message: format!("`{shown}` is not a Redis command{hint}"),
             });
             continue;
         };
+        if !c.name.contains('|') && c.subcommands().next().is_some() {
+            let Some((sub, at)) = &used.sub else {
+                // The subcommand is computed: nothing more to check.
+                continue;
+            };
+            let names: Vec<&str> = c
+                .subcommands()
+                .map(|s| s.name.split_once('|').map_or(s.name, |(_, n)| n))
+                .collect();
+            let hint = closest(sub, names.iter().copied()).map_or_else(
+                || format!(" (it has {})", names.join(", ")),
+                |near| format!("; did you mean `{shown} {near}`?"),
+            );
+            analysis.problems.push(Problem {
+                at: *at,
+                message: format!(
+                    "`{shown} {}` is not a Redis command: `{shown}` has no subcommand `{}`{hint}",
+                    sub.to_ascii_uppercase(),
+                    sub.to_ascii_uppercase()
+                ),
+            });
+            continue;
+        }
+        if !c.accepts(used.given, used.open) {
+            let passed = used.given.saturating_sub(1);
+            let at_least = if used.open { "at least " } else { "" };
+            analysis.problems.push(Problem {
+                at: used.at,
+                message: format!(
+                    "`{shown}` takes {}, but this call passes {at_least}{passed}: Redis \
+                     refuses it (\"wrong number of arguments\")",
+                    c.arity_text()
+                ),
+            });
+        }
         if let Some(note) = c.availability() {
             analysis.warnings.push(Problem {
                 at: used.at,
@@ -552,7 +823,7 @@ mod tests {
         assert!(a.warnings.is_empty(), "{:?}", warnings(&a));
         assert_eq!(
             messages(&a),
-            vec!["2:12: `HGETDELL` is not a Redis command".to_owned()]
+            vec!["2:12: `HGETDELL` is not a Redis command; did you mean `HGETDEL`?".to_owned()]
         );
     }
 
@@ -600,6 +871,40 @@ mod tests {
     }
 
     #[test]
+    fn reading_by_count_is_told_apart_from_a_computed_index() {
+        let a = analyze(
+            "for i, k in ipairs(KEYS) do redis.call('DEL', k) end\n\
+             local n = #ARGV\nreturn KEYS[n]",
+        );
+        assert_eq!(
+            a.keys.counted,
+            Some((
+                Position {
+                    line: 1,
+                    column: 20
+                },
+                "ipairs(KEYS)".to_owned()
+            ))
+        );
+        assert_eq!(
+            a.argv.counted,
+            Some((
+                Position {
+                    line: 2,
+                    column: 11
+                },
+                "#ARGV".to_owned()
+            ))
+        );
+        assert_eq!(a.keys.computed_at, Some(Position { line: 3, column: 8 }));
+        let a = analyze("return redis.call('DEL', unpack(KEYS))");
+        assert_eq!(
+            a.keys.counted.map(|(_, how)| how).as_deref(),
+            Some("unpack(KEYS)")
+        );
+    }
+
+    #[test]
     fn field_named_keys_is_not_the_global() {
         let a = analyze("local t = {KEYS = 1}\nreturn t.KEYS");
         assert_eq!(a.keys, Usage::default());
@@ -642,9 +947,9 @@ mod tests {
         assert_eq!(
             messages(&a),
             vec![
-                "5:7: `SETT` is not a Redis command".to_owned(),
-                "6:8: `GETT` is not a Redis command".to_owned(),
-                "7:9: `DELL` is not a Redis command".to_owned(),
+                "5:7: `SETT` is not a Redis command; did you mean `SET`?".to_owned(),
+                "6:8: `GETT` is not a Redis command; did you mean `GET`?".to_owned(),
+                "7:9: `DELL` is not a Redis command; did you mean `DEL`?".to_owned(),
             ]
         );
         assert_eq!(a.commands.len(), 4);
@@ -728,6 +1033,96 @@ mod tests {
     #[test]
     fn lua_5_2_goto_is_a_syntax_error() {
         assert!(!analyze("goto done\n::done::").problems.is_empty());
+    }
+
+    #[test]
+    fn a_literal_argument_count_outside_the_arity_is_an_error() {
+        let a = analyze(
+            "redis.call('ZADD', KEYS[1], 1)\n\
+             redis.call('GET', KEYS[1], 'extra')\n\
+             redis.call('ZADD', KEYS[1], unpack(ARGV))\n\
+             redis.call('HMSET', KEYS[1], 'a', 1, unpack(ARGV))\n\
+             redis.call('GET', ...)\n\
+             return redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))",
+        );
+        assert_eq!(
+            messages(&a),
+            vec![
+                "1:12: `ZADD` takes at least 3 arguments, but this call passes 2: Redis refuses \
+                 it (\"wrong number of arguments\")"
+                    .to_owned(),
+                "2:12: `GET` takes exactly 1 argument, but this call passes 2: Redis refuses \
+                 it (\"wrong number of arguments\")"
+                    .to_owned(),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unknown_subcommand_is_an_error_with_did_you_mean() {
+        let a = analyze(
+            "local rcall = redis.call\n\
+             rcall('OBJECT', 'ENCODINGG', KEYS[1])\n\
+             rcall('XINFO', 'STREAMM', KEYS[1])\n\
+             rcall('OBJECT', 'encoding', KEYS[1])\n\
+             return rcall('CLIENT', ARGV[1])",
+        );
+        assert_eq!(
+            messages(&a),
+            vec![
+                "2:17: `OBJECT ENCODINGG` is not a Redis command: `OBJECT` has no subcommand \
+                 `ENCODINGG`; did you mean `OBJECT ENCODING`?"
+                    .to_owned(),
+                "3:16: `XINFO STREAMM` is not a Redis command: `XINFO` has no subcommand \
+                 `STREAMM`; did you mean `XINFO STREAM`?"
+                    .to_owned(),
+            ]
+        );
+    }
+
+    #[test]
+    fn calls_through_wrapper_functions_and_pcall_are_checked() {
+        let a = analyze(
+            "local rcall = redis.call\n\
+             local function rc(...) return redis.call(...) end\n\
+             local M = {}\n\
+             function M.call(cmd, ...) return rcall(cmd, ...) end\n\
+             rc('GETT', KEYS[1])\n\
+             M.call('ZADD', KEYS[1], 1)\n\
+             local ok = pcall(redis.call, 'SETT', KEYS[1], 1)\n\
+             local ok2 = pcall(rcall, 'DELL', KEYS[1])\n\
+             return pcall(rc, 'GET', KEYS[1])",
+        );
+        assert_eq!(
+            messages(&a),
+            vec![
+                "5:4: `GETT` is not a Redis command; did you mean `GET`?".to_owned(),
+                "6:8: `ZADD` takes at least 3 arguments, but this call passes 2: Redis \
+                 refuses it (\"wrong number of arguments\")"
+                    .to_owned(),
+                "7:30: `SETT` is not a Redis command; did you mean `SET`?".to_owned(),
+                "8:26: `DELL` is not a Redis command; did you mean `DEL`?".to_owned(),
+            ]
+        );
+        assert_eq!(a.commands.len(), 5);
+    }
+
+    #[test]
+    fn a_computed_command_is_counted_as_unchecked_not_an_error() {
+        let a = analyze(
+            "local rcall = redis.call\nrcall(ARGV[10], KEYS[1], 1)\nreturn redis.call(ARGV[1])",
+        );
+        assert!(a.problems.is_empty(), "{:?}", messages(&a));
+        assert_eq!(
+            a.unchecked,
+            vec![
+                Position { line: 2, column: 7 },
+                Position {
+                    line: 3,
+                    column: 19
+                }
+            ]
+        );
     }
 
     #[test]

@@ -347,3 +347,163 @@ fn verify_refuses_a_server_without_lua() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot run Lua scripts"), "{err}");
 }
+
+#[test]
+fn audit_expands_includes_reads_nested_directories_and_counts_unchecked_calls() {
+    let dir = "lock-audit/tests/fixtures/modules";
+    let out = lockscript(&["audit", "--json", dir]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let v = json(&out);
+    let scripts = v["dirs"][0]["scripts"].as_array().unwrap();
+    // The included file is part of add-job, not a script of its own; the nested one is read.
+    let names: Vec<&str> = scripts
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["add-job", "computed-call"]);
+    let add = &scripts[0];
+    assert_eq!(
+        add["includes"],
+        serde_json::json!(["includes/getTargetQueueList.lua"])
+    );
+    assert_eq!(add["problems"], serde_json::json!([]));
+    // The digest is the expanded body's: the include line replaced by the file.
+    let root = workspace().join(dir);
+    let main = std::fs::read_to_string(root.join("add-job.lua")).unwrap();
+    let included = std::fs::read_to_string(root.join("includes/getTargetQueueList.lua")).unwrap();
+    let expanded = main.replace("--- @include \"includes/getTargetQueueList\"\n", &included);
+    assert_eq!(add["sha1"], lockscript_audit::sha1_hex(expanded.as_bytes()));
+    let computed = &scripts[1];
+    assert_eq!(computed["unchecked_calls"], 1);
+    assert_eq!(v["unchecked_calls"], 1);
+    let problems = computed["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].as_str().unwrap().ends_with(
+            "nested/deeper/computed-call.lua:5:24: `OBJECT ENCODINGG` is not a Redis command: \
+             `OBJECT` has no subcommand `ENCODINGG`; did you mean `OBJECT ENCODING`?"
+        ),
+        "{problems:?}"
+    );
+
+    let text = stdout(&lockscript(&["audit", dir]));
+    assert!(
+        text.contains("includes includes/getTargetQueueList.lua"),
+        "{text}"
+    );
+    assert!(
+        text.contains("computed-call.lua:4:7: the command is computed, not a literal"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("2 scripts, 1 problem, 1 unchecked call\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn audit_takes_a_single_file_and_counts_an_empty_directory_as_a_problem() {
+    let out = lockscript(&["audit", "lock-audit/tests/fixtures/modules/add-job.lua"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(
+        stdout(&out).ends_with("1 script, 0 problems\n"),
+        "{}",
+        stdout(&out)
+    );
+
+    let empty = tempfile::tempdir().unwrap();
+    let out = lockscript(&["audit", empty.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.contains("no script found"), "{text}");
+    assert!(text.ends_with("0 scripts, 1 problem\n"), "{text}");
+}
+
+#[test]
+fn a_long_name_widens_the_table_instead_of_breaking_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "a-script-name-well-over-twenty-two-characters";
+    std::fs::write(dir.path().join(format!("{long}.lua")), "return 1\n").unwrap();
+    std::fs::write(dir.path().join("x.lua"), "return 2\n").unwrap();
+    let out = lockscript(&["audit", dir.path().to_str().unwrap()]);
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    // The SHA1 column starts at the same place on every row.
+    let column = |line: &str, word: &str| line.find(word).unwrap();
+    let header = lines.iter().find(|l| l.contains("SCRIPT")).unwrap();
+    let long_row = lines.iter().find(|l| l.contains(long)).unwrap();
+    let short_row = lines
+        .iter()
+        .find(|l| l.trim_start().starts_with("x "))
+        .unwrap();
+    let sha_long = lockscript_audit::sha1_hex(b"return 1\n");
+    let sha_short = lockscript_audit::sha1_hex(b"return 2\n");
+    assert_eq!(
+        column(header, "SHA1"),
+        column(long_row, &sha_long),
+        "{text}"
+    );
+    assert_eq!(
+        column(header, "SHA1"),
+        column(short_row, &sha_short),
+        "{text}"
+    );
+    assert!(column(long_row, &sha_long) > long.len(), "{text}");
+}
+
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    use std::io::Read;
+    use std::process::Stdio;
+    // Far more output than a pipe holds, so the writer meets the closed end.
+    let mut args = vec!["audit", "--json"];
+    args.extend(std::iter::repeat_n("scripts", 200));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockscript"))
+        .args(&args)
+        .current_dir(workspace())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read 10 bytes, then close the pipe, as `| head -c 10` does.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 10];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+    // The exit status is the audit's (no problem in the shipped scripts), not a crash.
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn audit_names_the_oldest_servers_a_script_runs_on() {
+    let out = lockscript(&["audit", "lock-audit/tests/fixtures/matrix"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("needs no Redis (none has `DELIFEQ`); Valkey 9.0.0 or later (for `DELIFEQ`)"),
+        "{text}"
+    );
+    let out = lockscript(&["audit", "--json", "tests/lua/peek.lua"]);
+    let v = json(&out);
+    let requires = &v["dirs"][0]["scripts"][0]["requires"];
+    assert_eq!(requires["redis"]["version"], "7.0.0");
+    assert_eq!(requires["redis"]["because"], "the `#!lua` shebang");
+    // Valkey began at 7.2, with shebangs: any Valkey runs it.
+    assert_eq!(requires["valkey"], Value::Null);
+}
+
+#[test]
+fn a_file_that_is_not_utf8_is_audited_as_redis_runs_it() {
+    let out = lockscript(&["audit", "--json", "tests/lua/latin1.lua"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let v = json(&out);
+    let script = &v["dirs"][0]["scripts"][0];
+    let bytes = std::fs::read(workspace().join("tests/lua/latin1.lua")).unwrap();
+    assert_eq!(script["sha1"], lockscript_audit::sha1_hex(&bytes));
+    assert_eq!(script["commands"], serde_json::json!(["SET"]));
+    let warning = script["warnings"][0].as_str().unwrap();
+    assert!(warning.ends_with("latin1.lua:6:39: not UTF-8 here: Redis runs the bytes as they are; the checks read them as text with U+FFFD in place of what is not"), "{warning}");
+}

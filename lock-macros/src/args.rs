@@ -1,5 +1,5 @@
-//! The attribute's arguments: `"path"`, then optional `guarded`, `sha1 = "..."` and
-//! `crate = "..."`.
+//! The attribute's arguments: `"path"`, then optional `guarded`, `sha1 = "..."`,
+//! `requires = "..."` and `crate = "..."`.
 
 use syn::parse::{Parse, ParseStream};
 use syn::{LitStr, Path, Token};
@@ -7,6 +7,7 @@ use syn::{LitStr, Path, Token};
 mod kw {
     syn::custom_keyword!(sha1);
     syn::custom_keyword!(guarded);
+    syn::custom_keyword!(requires);
 }
 
 /// `#[lock_script("scripts/x.lua", guarded, sha1 = "...", crate = "...")]`.
@@ -19,6 +20,8 @@ pub(crate) struct Args {
     pub(crate) krate: Path,
     /// `guarded`: the call takes a guard and runs only while it holds its lock.
     pub(crate) guarded: Option<kw::guarded>,
+    /// `requires = "redis 7.0, valkey 8.0"`: the oldest servers the script must run on.
+    pub(crate) requires: Option<LitStr>,
 }
 
 impl Parse for Args {
@@ -33,6 +36,7 @@ impl Parse for Args {
         let mut sha1 = None;
         let mut krate = None;
         let mut guarded = None;
+        let mut requires = None;
         while !input.is_empty() {
             input.parse::<Token![,]>()?;
             if input.is_empty() {
@@ -55,6 +59,16 @@ impl Parse for Args {
                     ));
                 }
                 sha1 = Some(input.parse::<LitStr>()?);
+            } else if lookahead.peek(kw::requires) {
+                let key: kw::requires = input.parse()?;
+                input.parse::<Token![=]>()?;
+                if requires.is_some() {
+                    return Err(syn::Error::new(
+                        key.span,
+                        "expected only a single `requires` argument",
+                    ));
+                }
+                requires = Some(input.parse::<LitStr>()?);
             } else if lookahead.peek(Token![crate]) {
                 let key: Token![crate] = input.parse()?;
                 input.parse::<Token![=]>()?;
@@ -71,7 +85,7 @@ impl Parse for Args {
                 return Err(syn::Error::new(
                     unknown.span(),
                     format!(
-                        "unknown argument `{unknown}`: expected `guarded`, `sha1 = \"...\"` or `crate = \"...\"`"
+                        "unknown argument `{unknown}`: expected `guarded`, `sha1 = \"...\"`, `requires = \"...\"` or `crate = \"...\"`"
                     ),
                 ));
             } else {
@@ -83,6 +97,7 @@ impl Parse for Args {
             sha1,
             krate: krate.unwrap_or_else(|| syn::parse_quote!(::lockscript)),
             guarded,
+            requires,
         })
     }
 }

@@ -20,10 +20,21 @@ pub(crate) fn check(
     errors: &mut Vec<syn::Error>,
 ) {
     let path = lit.value();
+    for problem in &source.expanded.problems {
+        errors.push(syn::Error::new(
+            lit.span(),
+            format!(
+                "{}:{}: {}",
+                source.relative(&problem.place.path),
+                problem.place.at,
+                problem.message
+            ),
+        ));
+    }
     for problem in &analysis.problems {
         errors.push(syn::Error::new(
             lit.span(),
-            format!("{path}:{}: {}", problem.at, problem.message),
+            format!("{}: {}", source.shown(problem.at), problem.message),
         ));
     }
     if !analysis.parsed {
@@ -34,6 +45,7 @@ pub(crate) fn check(
     let args: Vec<&Param> = params.iter().filter(|p| !p.key).collect();
     arity(
         lit,
+        source,
         fn_name,
         "KEYS",
         "`#[key]` parameter",
@@ -43,6 +55,7 @@ pub(crate) fn check(
     );
     arity(
         lit,
+        source,
         fn_name,
         "ARGV",
         "non-key parameter",
@@ -63,8 +76,10 @@ fn plural(n: usize, what: &str) -> String {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn arity(
     lit: &LitStr,
+    source: &Source,
     fn_name: &syn::Ident,
     table: &str,
     what: &str,
@@ -103,18 +118,44 @@ fn arity(
         }
         return;
     }
-    if usage.highest != fixed {
-        let used = match usage.highest_at {
-            Some(at) => format!(
-                "its highest {table} index is {table}[{}] (at {at})",
-                usage.highest
-            ),
-            None => format!("it reads no {table}[n]"),
+    // Read by count, the table holds however many entries the caller sends: only a
+    // slice parameter says how many. The same rule for KEYS and ARGV.
+    if let Some((at, how)) = &usage.counted {
+        let example = if table == "KEYS" {
+            "`#[key] keys: &[&str]`"
+        } else {
+            "`args: &[&str]`"
         };
         errors.push(syn::Error::new(
             lit.span(),
             format!(
-                "{path}: {used}, but `{fn_name}` has {}; the two numbers must be equal",
+                "{}: the script reads {table} by count (`{how}`), so `{fn_name}` needs a slice \
+                 parameter for {table}, last among its {what}s (for example {example}); with \
+                 {} it always sends the same number",
+                source.shown(*at),
+                plural(fixed, what)
+            ),
+        ));
+        return;
+    }
+    if usage.highest != fixed {
+        let used = match (usage.highest_at, usage.computed_at) {
+            (Some(at), _) => format!(
+                "{}: the script's highest {table} index is {table}[{}]",
+                source.shown(at),
+                usage.highest,
+            ),
+            (None, Some(at)) => format!(
+                "{}: the script reads {table} only by a computed index, no {table}[n] with a \
+                 number",
+                source.shown(at)
+            ),
+            (None, None) => format!("{path}: the script reads no {table}[n]"),
+        };
+        errors.push(syn::Error::new(
+            lit.span(),
+            format!(
+                "{used}, but `{fn_name}` has {}; the two numbers must be equal",
                 plural(fixed, what)
             ),
         ));
@@ -134,6 +175,34 @@ fn check_pin(pin: &LitStr, path: &str, actual: &str, errors: &mut Vec<syn::Error
             format!(
                 "{path} changed: its SHA1 is now {actual}, but the attribute pins {pinned}; \
                  review the change, then set sha1 = \"{actual}\""
+            ),
+        ));
+    }
+}
+
+/// `requires = "redis 7.0, valkey 8.0"` against what the script needs: an error on the
+/// literal for a declaration that does not parse, and for each declared server the script
+/// cannot run on, naming the command (and where it is) that needs more.
+pub(crate) fn requires(
+    lit: &LitStr,
+    source: &Source,
+    floor: &lockscript_audit::floor::Floor,
+    errors: &mut Vec<syn::Error>,
+) {
+    let declared = match lockscript_audit::floor::Requires::parse(&lit.value()) {
+        Ok(declared) => declared,
+        Err(why) => {
+            errors.push(syn::Error::new(lit.span(), format!("requires: {why}")));
+            return;
+        }
+    };
+    for (product, version, need) in declared.unmet(floor) {
+        errors.push(syn::Error::new(
+            lit.span(),
+            format!(
+                "{}: the script needs {}, but `requires` names {product} {version}",
+                source.shown(need.at),
+                need.describe(product)
             ),
         ));
     }

@@ -2,12 +2,15 @@
 
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
 use syn::{LitStr, ReturnType};
 
 use crate::args::Args;
 use crate::item::{Param, ScriptFn};
 use crate::source::Source;
 use crate::{check, source};
+use lockscript_audit::commands::Product;
+use lockscript_audit::floor::Floor;
 use lockscript_audit::lua;
 
 /// The whole attribute: parse, check, expand. Errors come out as `compile_error!`s next
@@ -39,6 +42,19 @@ pub(crate) fn lock_script(attr: TokenStream, item: TokenStream) -> TokenStream {
              `guard`: rename this one",
         ));
     }
+    if let (Some(source), Some(_)) = (&source, &args.guarded)
+        && let Some(place) = source.expanded.first_invalid()
+    {
+        errors.push(syn::Error::new(
+            args.path.span(),
+            format!(
+                "{}:{}: not UTF-8, so it cannot be `guarded`: the guard is Lua text wrapped \
+                 around the script's text",
+                source.relative(&place.path),
+                place.at
+            ),
+        ));
+    }
     if let Some(source) = &source {
         let analysis = lua::analyze(&source.text);
         check::check(
@@ -50,6 +66,9 @@ pub(crate) fn lock_script(attr: TokenStream, item: TokenStream) -> TokenStream {
             args.sha1.as_ref(),
             &mut errors,
         );
+        if let Some(requires) = &args.requires {
+            check::requires(requires, source, &Floor::of(&analysis), &mut errors);
+        }
         let guarded = args.guarded.map(|_| Guarded::new(source));
         if errors.is_empty() {
             return expand(&args, &func, &params, source, &analysis, guarded.as_ref());
@@ -83,6 +102,8 @@ impl Guarded {
 struct Sent {
     name: String,
     text: TokenStream,
+    /// The exact bytes, for a script that is not UTF-8.
+    bytes: Option<TokenStream>,
     sha1: String,
     /// Keys and arguments the guard puts before the script's own.
     added: usize,
@@ -91,21 +112,62 @@ struct Sent {
 impl Sent {
     fn of(source: &Source, guarded: Option<&Guarded>) -> Self {
         let absolute = source.absolute.to_string_lossy().into_owned();
+        // Every file of the script is tracked, so editing an included one rebuilds too.
+        let tracked: Vec<String> = source
+            .parts()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
         match guarded {
-            None => Self {
+            None if !source.expanded.is_utf8() => {
+                // Redis runs any bytes: they are sent as they are, and `source()` shows
+                // them as text.
+                let text = &source.text;
+                let bytes = if source.expanded.has_includes() {
+                    let literal = proc_macro2::Literal::byte_string(&source.expanded.bytes);
+                    quote!({
+                        #(const _: &[u8] = ::core::include_bytes!(#tracked);)*
+                        #literal
+                    })
+                } else {
+                    quote!(::core::include_bytes!(#absolute))
+                };
+                Self {
+                    name: source.name.clone(),
+                    text: quote!(#text),
+                    bytes: Some(bytes),
+                    sha1: source.sha1.clone(),
+                    added: 0,
+                }
+            }
+            None if !source.expanded.has_includes() => Self {
                 name: source.name.clone(),
                 text: quote!(::core::include_str!(#absolute)),
+                bytes: None,
                 sha1: source.sha1.clone(),
                 added: 0,
             },
+            None => {
+                let text = &source.text;
+                Self {
+                    name: source.name.clone(),
+                    text: quote!({
+                        #(const _: &[u8] = ::core::include_bytes!(#tracked);)*
+                        #text
+                    }),
+                    bytes: None,
+                    sha1: source.sha1.clone(),
+                    added: 0,
+                }
+            }
             Some(g) => {
                 let text = &g.source;
                 Self {
                     name: format!("{}+guarded", source.name),
                     text: quote!({
-                        const _: &str = ::core::include_str!(#absolute);
+                        #(const _: &[u8] = ::core::include_bytes!(#tracked);)*
                         #text
                     }),
+                    bytes: None,
                     sha1: g.sha1.clone(),
                     added: lockscript_audit::guarded::ADDED,
                 }
@@ -144,6 +206,7 @@ fn with_stub(error: &syn::Error, item: TokenStream) -> TokenStream {
                 sha1: None,
                 krate: syn::parse_quote!(::lockscript),
                 guarded: None,
+                requires: None,
             };
             stub(&func, &args)
         }
@@ -192,9 +255,11 @@ fn expand(
     let Sent {
         name,
         text,
+        bytes,
         sha1,
         added,
     } = Sent::of(source, guarded);
+    let bytes = bytes.map(|b| quote!(.__with_bytes(#b)));
     let read_only = analysis.read_only();
     let flags = &analysis.flags;
     let arity = |key: bool| {
@@ -213,17 +278,22 @@ fn expand(
     let args_arity = arity(false);
 
     let fixed_keys = params.iter().filter(|p| p.key && !p.variadic).count();
+    // Every use of a parameter goes through the public `ScriptArg` trait, spanned at
+    // the parameter's type: a type that cannot be sent is one error there, in
+    // lockscript's words.
     let variadic_keys = params.iter().filter(|p| p.key && p.variadic).map(|p| {
         let n = &p.name;
-        quote!(+ #krate::__private::ToRedisArgs::num_of_args(&#n))
+        let ty = &p.ty;
+        quote_spanned!(ty.span()=> + <#ty as #krate::ScriptArg>::__count(&#n))
     });
     let push = |p: &Param| {
         let n = &p.name;
+        let ty = &p.ty;
         let label = n.to_string();
         if p.variadic {
-            quote!(invocation.__many(&#n);)
+            quote_spanned!(ty.span()=> <#ty as #krate::ScriptArg>::__push_many(&#n, &mut invocation);)
         } else {
-            quote!(invocation.__one(#label, &#n);)
+            quote_spanned!(ty.span()=> <#ty as #krate::ScriptArg>::__push_one(&#n, &mut invocation, #label);)
         }
     };
     let key_pushes = params.iter().filter(|p| p.key).map(push);
@@ -247,12 +317,22 @@ fn expand(
         )
     };
 
-    let warnings = warnings(path, analysis);
+    // With `requires`, the script's floor was checked against it: the warnings about
+    // commands some servers lack are answered.
+    let warnings = if args.requires.is_some() {
+        TokenStream::new()
+    } else {
+        warnings(path, source, analysis)
+    };
+    let floor = floor(&Floor::of(analysis));
+    let placed = placement(source, guarded.is_some());
+    let reply_check = reply_check(func, krate);
 
     quote! {
         #(#attrs)*
         #vis #sig {
             #warnings
+            #reply_check
             static __LOCK_SCRIPT: #krate::Script = #krate::Script::__new(
                 #name,
                 #path,
@@ -262,7 +342,7 @@ fn expand(
                 #args_arity,
                 #read_only,
                 &[#(#flags),*],
-            );
+            )#placed #floor #bytes;
             #[#krate::__private::linkme::distributed_slice(#krate::__private::SCRIPTS)]
             #[linkme(crate = #krate::__private::linkme)]
             static __LOCK_SCRIPT_REGISTERED: &#krate::Script = &__LOCK_SCRIPT;
@@ -276,18 +356,69 @@ fn expand(
     }
 }
 
+/// The oldest server of each product that runs the script, for `load_scripts` to hold
+/// against the server it loads into: `(product, version, command)`, an empty version
+/// when no version of the product runs it.
+fn floor(floor: &Floor) -> TokenStream {
+    let needs = [
+        (Product::Redis, &floor.redis),
+        (Product::Valkey, &floor.valkey),
+    ]
+    .into_iter()
+    .filter_map(|(product, need)| {
+        let need = need.as_ref()?;
+        let product = product.to_string();
+        let version = need.version.map(|v| v.to_string()).unwrap_or_default();
+        let because = &need.because;
+        Some(quote!((#product, #version, #because)))
+    })
+    .collect::<Vec<_>>();
+    if needs.is_empty() {
+        TokenStream::new()
+    } else {
+        quote!(.__with_floor(&[#(#needs),*]))
+    }
+}
+
+/// Where each line of the sent source comes from, so a server's error names the file
+/// and line (the included file's own): only needed when the source has includes.
+fn placement(source: &Source, guarded: bool) -> TokenStream {
+    if guarded {
+        quote!(.__unplaced())
+    } else if source.expanded.has_includes() {
+        let parts = source.parts().map(|p| source.relative(p));
+        let lines = source.expanded.line_map().iter().map(|&(part, line)| {
+            let part = u16::try_from(part).unwrap_or(u16::MAX);
+            let line = u32::try_from(line).unwrap_or(u32::MAX);
+            quote!((#part, #line))
+        });
+        quote!(.__with_parts(&[#(#parts),*], &[#(#lines),*]))
+    } else {
+        TokenStream::new()
+    }
+}
+
+/// The return type is checked where it is declared, not at the first `.invoke`.
+fn reply_check(func: &ScriptFn, krate: &syn::Path) -> TokenStream {
+    match &func.sig.output {
+        ReturnType::Default => TokenStream::new(),
+        ReturnType::Type(_, ty) => {
+            quote_spanned!(ty.span()=> let () = <#ty as #krate::ScriptReply>::__CHECKED;)
+        }
+    }
+}
+
 /// The analysis's warnings (commands some servers lack), shown by the compiler on stable
 /// Rust, which gives a macro no way to warn: each is the note of a `#[deprecated]`
 /// function that the generated body calls, both spanned at the path literal. The build
 /// prints "warning: use of deprecated function <fn>::script_warning: <file>:<line>:<col>:
 /// <message>" pointing at the attribute; `#[allow(deprecated)]` on the function silences it.
-fn warnings(lit: &LitStr, analysis: &lua::Analysis) -> TokenStream {
-    let path = lit.value();
+fn warnings(lit: &LitStr, source: &Source, analysis: &lua::Analysis) -> TokenStream {
     analysis
         .warnings
         .iter()
         .map(|warning| {
-            let note = format!("{path}:{}: {}", warning.at, warning.message);
+            let note = format!("{}: {}", source.shown(warning.at), warning.message);
             quote_spanned! {lit.span()=>
                 {
                     #[deprecated(note = #note)]

@@ -20,6 +20,8 @@ pub(crate) struct Param {
     pub(crate) key: bool,
     /// A slice or `Vec` (not of `u8`): fills any number of slots.
     pub(crate) variadic: bool,
+    /// The declared type, which errors about sending it point at.
+    pub(crate) ty: Type,
 }
 
 impl Parse for ScriptFn {
@@ -107,6 +109,7 @@ impl ScriptFn {
                 name,
                 key,
                 variadic: is_variadic(&arg.ty),
+                ty: (*arg.ty).clone(),
             });
         }
         params

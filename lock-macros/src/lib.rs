@@ -32,17 +32,29 @@ use proc_macro::TokenStream;
 /// lockscript::Guarded`) and run the script only while that guard holds its lock (the file
 /// is sent wrapped by `lockscript_audit::guarded::wrap`; `lockscript wrap FILE` prints it),
 /// `sha1 = "<40 hex>"` pins the reviewed digest (the build fails when the file
-/// changes), `crate = "path"` names the runtime crate when it was renamed.
+/// changes), `requires = "redis 7.0, valkey 8.0"` declares the oldest servers the script
+/// must run on, `crate = "path"` names the runtime crate when it was renamed.
 ///
-/// Checked at compile time, all problems reported in one build: the file exists and is
-/// UTF-8; it parses as Lua 5.1; the highest `KEYS[n]` equals the number of `#[key]`
-/// parameters and the highest `ARGV[n]` the number of the others (a slice parameter is
-/// variadic); every literal `redis.call`/`redis.pcall` command exists, may run in a
-/// script, and does not write in a `#!lua flags=no-writes` script; shebang flags are
-/// known; the pin matches. A command that only some servers of the test matrix have
-/// (Valkey's `DELIFEQ`, Redis 8.2's `XACKDEL`) is a warning at the attribute, naming the
-/// servers that lack it (shown as the use of a deprecated item, the one warning a macro
-/// can raise on stable Rust; `#[allow(deprecated)]` on the function silences it).
+/// `--- @include "relative/path"` lines (bull's and BullMQ's form) are expanded by
+/// `lockscript_audit::include`, each file once; the expanded body is what is hashed and
+/// sent, and every included file is tracked so that editing it rebuilds.
+///
+/// Checked at compile time, all problems reported in one build, each at the file and
+/// line it is in (an included file's own): the file and its includes exist, with no
+/// cycle; it parses as Lua 5.1; it reads or assigns no global that neither it, its
+/// includes nor Redis's Lua define; the highest `KEYS[n]` equals the number of `#[key]`
+/// parameters and the highest `ARGV[n]` the number of the others, and a script that
+/// reads either by count has a slice parameter for it; every literal
+/// `redis.call`/`redis.pcall` command (directly, through an alias or a wrapper function,
+/// or in `pcall`) exists, with its subcommand and a literal argument count within its
+/// arity, may run in a script, and does not write in a `#!lua flags=no-writes` script;
+/// shebang flags are known; the pin matches; `requires` is met; each parameter type can
+/// be sent and the return type read (`lockscript::ScriptArg` / `ScriptReply`). A file
+/// that is not UTF-8 is sent as it is and checked as text. A command that only some
+/// servers of the test matrix have (Valkey's `DELIFEQ`, Redis 8.2's `XACKDEL`) is a
+/// warning at the attribute, naming the servers that lack it (shown as the use of a
+/// deprecated item, the one warning a macro can raise on stable Rust;
+/// `#[allow(deprecated)]` on the function, or a `requires` the script meets, silences it).
 #[proc_macro_attribute]
 pub fn lock_script(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::lock_script(attr.into(), item.into()).into()

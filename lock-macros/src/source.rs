@@ -1,19 +1,50 @@
-//! Finds the script file, reads it, and hashes the exact bytes that will be embedded.
+//! Finds the script file, reads it with its `@include`s expanded (by
+//! `lockscript_audit::include`, as the CLI does), and hashes the exact bytes that will
+//! be embedded.
 
 use std::path::{Path, PathBuf};
 
+use lockscript_audit::include::{Expanded, expand};
+use lockscript_audit::lua::Position;
 use syn::LitStr;
 
 /// A script file read at compile time.
 pub(crate) struct Source {
     /// Absolute path, for `include_str!`.
     pub(crate) absolute: PathBuf,
-    /// The text, byte for byte.
+    /// The text, byte for byte: the file's, or with includes, the expanded body (with
+    /// U+FFFD for what is not UTF-8; `expanded.bytes` is then what is sent).
     pub(crate) text: String,
     /// SHA1 of `text` as 40 lowercase hex digits.
     pub(crate) sha1: String,
     /// The file stem, e.g. `compare-del`.
     pub(crate) name: String,
+    /// The file and what it includes, and where each line of `text` comes from.
+    pub(crate) expanded: Expanded,
+    /// The calling crate's manifest directory, which file names are shown relative to.
+    manifest_dir: PathBuf,
+}
+
+impl Source {
+    /// Where a position of the expanded body is, as the user names the file:
+    /// `scripts/includes/x.lua:3:5`.
+    pub(crate) fn shown(&self, at: Position) -> String {
+        let place = self.expanded.place(at);
+        format!("{}:{}", self.relative(&place.path), place.at)
+    }
+
+    /// `path` relative to the manifest directory, when it is below it.
+    pub(crate) fn relative(&self, path: &Path) -> String {
+        path.strip_prefix(&self.manifest_dir)
+            .unwrap_or(path)
+            .display()
+            .to_string()
+    }
+
+    /// Every file the text is made of (the script first), absolute, for `include_bytes!`.
+    pub(crate) fn parts(&self) -> impl Iterator<Item = &Path> {
+        self.expanded.parts.iter().map(|p| p.path.as_path())
+    }
 }
 
 /// Resolves `lit` against the calling crate's `CARGO_MANIFEST_DIR` and reads it. Every
@@ -23,28 +54,31 @@ pub(crate) fn load(lit: &LitStr) -> syn::Result<Source> {
     let fail = |msg: String| syn::Error::new(lit.span(), msg);
     let absolute = resolve(lit, "script")?;
     let relative = Path::new(&written);
-    let bytes = std::fs::read(&absolute).map_err(|e| {
+    let expanded = expand(&absolute).map_err(|e| {
         fail(format!(
             "cannot read script `{written}` (relative to CARGO_MANIFEST_DIR): {}",
             io_reason(&e)
         ))
     })?;
-    let text = String::from_utf8(bytes).map_err(|e| {
-        fail(format!(
-            "script `{written}` is not valid UTF-8 (byte {}): Redis scripts are Lua text",
-            e.utf8_error().valid_up_to()
-        ))
-    })?;
-    let sha1 = sha1_smol::Sha1::from(text.as_bytes()).digest().to_string();
+    let text = expanded.text.clone();
+    // Over the bytes sent, which differ from `text` only in a file that is not UTF-8.
+    let sha1 = sha1_smol::Sha1::from(&expanded.bytes).digest().to_string();
     let name = relative
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let manifest_dir = absolute
+        .ancestors()
+        .nth(relative.components().count())
+        .map(Path::to_path_buf)
         .unwrap_or_default();
     Ok(Source {
         absolute,
         text,
         sha1,
         name,
+        expanded,
+        manifest_dir,
     })
 }
 

@@ -28,10 +28,17 @@ use redis::{ErrorKind, RedisError};
 pub enum LockError {
     /// The server ran the script and it raised an error (`redis.error_reply`, a failing
     /// `redis.call`, a wrong-type key...). The server's message is kept as the source.
-    #[error("script `{script}` failed on the server: {message}")]
+    #[error(
+        "script `{script}` failed on the server{}: {message}",
+        at.as_ref().map(|at| format!(" at {at}")).unwrap_or_default()
+    )]
     Script {
         /// The script's name (its file stem).
         script: &'static str,
+        /// The file and line the server's error names, as `path:line`: the included
+        /// file's own line for an error in an included part. `None` when the server names
+        /// no line (`redis.error_reply`) or the script was sent wrapped.
+        at: Option<String>,
         /// The server's message as it sent it, e.g. `ERR value is not an integer...`.
         message: String,
         /// The server's error.
@@ -254,6 +261,21 @@ pub enum LockError {
         message: String,
         /// What to do about it.
         advice: &'static str,
+    },
+
+    /// The server is older than a script needs: it lacks a command the script calls,
+    /// or its shebang. Nothing was loaded or run.
+    #[error(
+        "script `{script}` needs {needs}, but the server is {server}: run it on a newer \
+         server, or change the script"
+    )]
+    ServerTooOld {
+        /// The script's name.
+        script: &'static str,
+        /// What it needs, naming the command: "Redis 7.4.0 or later (for `HEXPIRE`)".
+        needs: String,
+        /// The server, as its `INFO` names it: "Redis 7.0.15".
+        server: String,
     },
 
     /// A builder setting that cannot work, reported at the first call that uses it.

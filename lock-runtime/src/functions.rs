@@ -155,6 +155,7 @@ pub(crate) fn load_refused(err: RedisError) -> LockError {
     match err.kind() {
         ErrorKind::Server(_) | ErrorKind::Extension => LockError::Script {
             script: "FUNCTION LOAD",
+            at: None,
             message,
             source: err,
         },

@@ -138,7 +138,7 @@ pub use registry::{load_scripts, scripts};
 pub use retry::RetryPolicy;
 #[cfg(feature = "tokio")]
 pub use rw::{Permit, ReadGuard, RwLocks, Semaphores, WriteGuard};
-pub use script::{Arity, Invocation, Script};
+pub use script::{Arity, Invocation, Script, ScriptArg, ScriptReply};
 
 /// Not public API: what `#[lock_script]` expands to. May change in any release.
 #[doc(hidden)]
@@ -153,5 +153,4 @@ pub mod __private {
     pub mod mutants {
         pub use crate::mutants::set_no_deadline;
     }
-    pub use redis::ToRedisArgs;
 }

@@ -48,6 +48,15 @@ pub fn scripts() -> impl ExactSizeIterator<Item = &'static Script> {
 /// # }
 /// ```
 pub fn load_scripts<C: redis::ConnectionLike + ?Sized>(con: &mut C) -> Result<usize, LockError> {
+    // A server that refuses INFO (an ACL without +info) is not checked.
+    if let Ok(info) = con
+        .req_command(&redis::cmd("INFO").arg("server").clone())
+        .and_then(|v| redis::from_redis_value::<String>(v).map_err(Into::into))
+    {
+        for script in scripts() {
+            script.check_server(&info)?;
+        }
+    }
     let mut loaded = 0;
     for script in scripts() {
         let reply = con
@@ -74,6 +83,15 @@ pub fn load_scripts<C: redis::ConnectionLike + ?Sized>(con: &mut C) -> Result<us
 pub async fn load_scripts_async<C: redis::aio::ConnectionLike>(
     con: &mut C,
 ) -> Result<usize, LockError> {
+    if let Ok(info) = con
+        .req_packed_command(&redis::cmd("INFO").arg("server").clone())
+        .await
+        .and_then(|v| redis::from_redis_value::<String>(v).map_err(Into::into))
+    {
+        for script in scripts() {
+            script.check_server(&info)?;
+        }
+    }
     let mut loaded = 0;
     for script in scripts() {
         let reply = con

@@ -57,6 +57,21 @@ pub struct Script {
     args: Arity,
     read_only: bool,
     flags: &'static [&'static str],
+    /// The files the source is made of (the script, then what it `@include`s), as paths
+    /// relative to the declaring crate's manifest.
+    parts: &'static [&'static str],
+    /// For each line of the source, the index in `parts` and the line there, as pairs;
+    /// empty when the source is the script's file line for line.
+    lines: &'static [(u16, u32)],
+    /// The sent source is not the file line for line (a guarded wrapper): server errors
+    /// cannot be placed in it.
+    unplaced: bool,
+    /// The oldest server of each product that runs it: `(product, version, what needs
+    /// it)`, an empty version when no version does. A product not listed: any version.
+    floor: &'static [(&'static str, &'static str, &'static str)],
+    /// The exact bytes sent, when the file is not UTF-8 (`source` is then its text with
+    /// U+FFFD in place of what is not).
+    bytes: Option<&'static [u8]>,
 }
 
 impl Script {
@@ -82,7 +97,158 @@ impl Script {
             args,
             read_only,
             flags,
+            parts: &[],
+            lines: &[],
+            unplaced: false,
+            floor: &[],
+            bytes: None,
         }
+    }
+
+    /// Not public API: the exact bytes of a script file that is not UTF-8.
+    #[doc(hidden)]
+    #[must_use]
+    pub const fn __with_bytes(self, bytes: &'static [u8]) -> Self {
+        Self {
+            bytes: Some(bytes),
+            ..self
+        }
+    }
+
+    /// The bytes sent to the server, which its digest is computed over: the source's,
+    /// or, for a script file that is not UTF-8, the file's exact bytes (Redis runs any
+    /// bytes; [`source`](Self::source) then shows U+FFFD in place of what is not UTF-8).
+    ///
+    /// ```no_run
+    /// let script = lockscript::builtin::renew("k", "t", 1).script();
+    /// assert_eq!(script.bytes(), script.source().as_bytes());
+    /// ```
+    pub fn bytes(&self) -> &'static [u8] {
+        match self.bytes {
+            Some(bytes) => bytes,
+            None => self.source.as_bytes(),
+        }
+    }
+
+    /// Not public API: the macro gives the oldest servers that run the script.
+    #[doc(hidden)]
+    #[must_use]
+    pub const fn __with_floor(
+        self,
+        floor: &'static [(&'static str, &'static str, &'static str)],
+    ) -> Self {
+        Self { floor, ..self }
+    }
+
+    /// The oldest server of each product that runs the script, as `(product, version,
+    /// what needs it)`: `("Redis", "7.0.0", "the `#!lua` shebang")`. An empty version
+    /// means no version of that product runs it; a product not listed, any version.
+    ///
+    /// ```no_run
+    /// for (product, version, why) in lockscript::builtin::renew("k", "t", 1).script().floor() {
+    ///     println!("{product} {version} ({why})");
+    /// }
+    /// ```
+    pub fn floor(&self) -> &'static [(&'static str, &'static str, &'static str)] {
+        self.floor
+    }
+
+    /// Refuses a server older than the script needs, from its `INFO server` text.
+    pub(crate) fn check_server(&self, info: &str) -> Result<(), LockError> {
+        let Some((product, version)) = server_of(info) else {
+            return Ok(());
+        };
+        for (needed_product, needed, because) in self.floor {
+            if !needed_product.eq_ignore_ascii_case(product) {
+                continue;
+            }
+            let refused = needed.is_empty() || numbers(needed) > numbers(version);
+            if refused {
+                let needs = if needed.is_empty() {
+                    format!("a server other than {product} (none has {because})")
+                } else {
+                    format!("{product} {needed} or later (for {because})")
+                };
+                return Err(LockError::ServerTooOld {
+                    script: self.name,
+                    needs,
+                    server: format!("{product} {version}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Not public API: the macro gives the files of a script with includes and where each
+    /// line of its source comes from.
+    #[doc(hidden)]
+    #[must_use]
+    pub const fn __with_parts(
+        self,
+        parts: &'static [&'static str],
+        lines: &'static [(u16, u32)],
+    ) -> Self {
+        Self {
+            parts,
+            lines,
+            ..self
+        }
+    }
+
+    /// Not public API: the sent source is wrapped (guarded), so server errors' lines are
+    /// not the file's.
+    #[doc(hidden)]
+    #[must_use]
+    pub const fn __unplaced(self) -> Self {
+        Self {
+            unplaced: true,
+            ..self
+        }
+    }
+
+    /// The files the script is made of: its own, then each file it `@include`s, as paths
+    /// relative to the declaring crate's manifest. Just [`path`](Self::path) for a script
+    /// that includes nothing.
+    ///
+    /// ```no_run
+    /// for part in lockscript::builtin::renew("k", "t", 1).script().parts() {
+    ///     println!("{part}");
+    /// }
+    /// ```
+    pub fn parts(&self) -> Vec<&'static str> {
+        if self.parts.is_empty() {
+            vec![self.path]
+        } else {
+            self.parts.to_vec()
+        }
+    }
+
+    /// Where line `line` (1-based) of the sent source comes from: the file (the
+    /// script's own, or the included file's) and its line there, as `path:line`. `None`
+    /// when the line is out of range or the source is wrapped.
+    ///
+    /// ```no_run
+    /// let script = lockscript::builtin::renew("k", "t", 1).script();
+    /// assert_eq!(script.place(1).as_deref(), Some("scripts/renew.lua:1"));
+    /// ```
+    pub fn place(&self, line: usize) -> Option<String> {
+        if self.unplaced || line == 0 {
+            return None;
+        }
+        if self.lines.is_empty() {
+            return (line <= self.source.lines().count().max(1))
+                .then(|| format!("{}:{line}", self.path));
+        }
+        let (part, there) = self.lines.get(line - 1)?;
+        let path = self.parts.get(usize::from(*part))?;
+        Some(format!("{path}:{there}"))
+    }
+
+    /// The place of the line a server's error message names (`... on @user_script:13.`).
+    fn place_of_error(&self, message: &str) -> Option<String> {
+        let after = message.rsplit_once("@user_script:")?.1;
+        let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+        self.place(digits.parse().ok()?)
     }
 
     /// The file stem, e.g. `compare-del`.
@@ -175,7 +341,7 @@ impl Script {
 
     pub(crate) fn load_cmd(&self) -> Cmd {
         let mut cmd = redis::cmd("SCRIPT");
-        cmd.arg("LOAD").arg(self.source);
+        cmd.arg("LOAD").arg(self.bytes());
         cmd
     }
 
@@ -216,6 +382,95 @@ impl fmt::Debug for Script {
             .finish_non_exhaustive()
     }
 }
+
+/// The product and version an `INFO server` reply names: Valkey by its
+/// `valkey_version` (it also reports the Redis version it forked from), Redis otherwise.
+pub(crate) fn server_of(info: &str) -> Option<(&'static str, &str)> {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+    };
+    match field("valkey_version") {
+        Some(v) => Some(("Valkey", v)),
+        None => field("redis_version").map(|v| ("Redis", v)),
+    }
+}
+
+/// "7.0.15" as numbers, for comparing.
+fn numbers(version: &str) -> Vec<u32> {
+    version.split('.').map(|p| p.parse().unwrap_or(0)).collect()
+}
+
+/// A type a script function can take as a parameter: anything the redis crate can send
+/// as arguments (`redis::ToRedisArgs`): strings, byte slices, integers, floats, and
+/// slices or `Vec`s of them for a variadic parameter.
+///
+/// `#[lock_script]` checks each parameter's type against it, so a type that cannot be
+/// sent is an error at that type.
+///
+/// ```no_run
+/// fn sendable<T: lockscript::ScriptArg>() {}
+/// sendable::<&str>();
+/// sendable::<u64>();
+/// sendable::<&[&str]>();
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be sent to a script as a key or argument",
+    label = "a script parameter must be a type the redis crate can send",
+    note = "use a string, bytes or a number (or a slice or Vec of them for a variadic \
+            parameter), or implement `redis::ToRedisArgs` for `{Self}`"
+)]
+pub trait ScriptArg {
+    /// Not public API: appends the value as the one slot of `parameter`.
+    #[doc(hidden)]
+    fn __push_one<R>(&self, invocation: &mut Invocation<R>, parameter: &'static str);
+    /// Not public API: appends the value as any number of slots.
+    #[doc(hidden)]
+    fn __push_many<R>(&self, invocation: &mut Invocation<R>);
+    /// Not public API: how many slots the value fills.
+    #[doc(hidden)]
+    fn __count(&self) -> usize;
+}
+
+impl<T: ToRedisArgs> ScriptArg for T {
+    fn __push_one<R>(&self, invocation: &mut Invocation<R>, parameter: &'static str) {
+        invocation.__one(parameter, self);
+    }
+
+    fn __push_many<R>(&self, invocation: &mut Invocation<R>) {
+        invocation.__many(self);
+    }
+
+    fn __count(&self) -> usize {
+        self.num_of_args()
+    }
+}
+
+/// A type a script function can return: anything the redis crate can read from a reply
+/// (`redis::FromRedisValue`): integers, strings, `Option`s, `Vec`s, tuples, `()`.
+///
+/// `#[lock_script]` checks the declared return type against it, so a type that cannot be
+/// read is an error at the declaration, not at the first `.invoke`.
+///
+/// ```no_run
+/// fn readable<T: lockscript::ScriptReply>() {}
+/// readable::<i64>();
+/// readable::<Option<String>>();
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be read from a script's reply",
+    label = "a script's return type must be a type the redis crate can read",
+    note = "return an integer, a string, bytes, an Option, a Vec or a tuple of them, or \
+            implement `redis::FromRedisValue` for `{Self}`"
+)]
+pub trait ScriptReply {
+    /// Not public API: names the type so the declaration is checked.
+    #[doc(hidden)]
+    const __CHECKED: () = ();
+}
+
+impl<T: FromRedisValue> ScriptReply for T {}
 
 /// One call of a [`Script`] with its keys and arguments, ready to send.
 ///
@@ -409,7 +664,7 @@ impl<R> Invocation<R> {
     /// The same call as EVAL[_RO] with the embedded source.
     pub(crate) fn eval_cmd(&self) -> Cmd {
         let mut cmd = Cmd::with_capacity(self.cmd.args_iter().len(), self.script.source.len() + 64);
-        cmd.arg(self.script.eval_name()).arg(self.script.source);
+        cmd.arg(self.script.eval_name()).arg(self.script.bytes());
         for arg in self.cmd.args_iter().skip(2) {
             if let redis::Arg::Simple(bytes) = arg {
                 cmd.arg(bytes);
@@ -459,6 +714,14 @@ impl<R: FromRedisValue> Invocation<R> {
             // first command, and `SCRIPT LOAD` has no key (alone, it goes to every node).
             // The load never runs the script, so after any failure of it EVAL is safe.
             Err(err) if is_noscript(&err) => {
+                // The script's first call on this server: refuse a server too old for it.
+                if !self.script.floor.is_empty()
+                    && let Ok(info) = con
+                        .req_command(&redis::cmd("INFO").arg("server").clone())
+                        .and_then(|v| redis::from_redis_value::<String>(v).map_err(Into::into))
+                {
+                    self.script.check_server(&info)?;
+                }
                 let loaded = match con
                     .req_command(&self.script.load_cmd())
                     .and_then(Value::extract_error)
@@ -587,6 +850,15 @@ impl<R: FromRedisValue> Invocation<R> {
         &self,
         con: &mut C,
     ) -> Result<Result<Value, RedisError>, LockError> {
+        // The script's first call on this server: refuse a server too old for it.
+        if !self.script.floor.is_empty()
+            && let Ok(info) = con
+                .req_packed_command(&redis::cmd("INFO").arg("server").clone())
+                .await
+                .and_then(|v| redis::from_redis_value::<String>(v).map_err(Into::into))
+        {
+            self.script.check_server(&info)?;
+        }
         let (loaded, reply) = match load_then_call(con, self.script.load_cmd(), &self.cmd).await {
             Ok(replies) => replies,
             Err(err) => return Ok(Err(err)),
@@ -645,6 +917,7 @@ impl<R: FromRedisValue> Invocation<R> {
                 }
                 Err(LockError::Script {
                     script: self.script.name,
+                    at: self.script.place_of_error(&message),
                     message,
                     source: err,
                 })

@@ -148,10 +148,15 @@ fn script_error_is_returned_with_script_name_and_never_resent() {
     let err = fail("k", "reply").invoke(&mut conn).unwrap_err();
     match &err {
         LockError::Script {
-            script, message, ..
+            script,
+            message,
+            at,
+            ..
         } => {
             assert_eq!(*script, "fail");
             assert_eq!(message, "boom: refused on purpose");
+            // `redis.error_reply` names no line.
+            assert_eq!(*at, None);
         }
         other => panic!("expected a script error, got {other:?}"),
     }
@@ -176,13 +181,23 @@ async fn failing_redis_call_keeps_the_servers_message() {
 
     let err = fail("k", "incr").invoke_async(&mut conn).await.unwrap_err();
     let LockError::Script {
-        script, message, ..
+        script,
+        message,
+        at,
+        ..
     } = &err
     else {
         panic!("expected a script error, got {err:?}");
     };
     assert_eq!(*script, "fail");
     assert!(message.contains("not an integer"), "{message}");
+    // The server's `@user_script:10` as the file and line.
+    assert_eq!(at.as_deref(), Some("lua/fail.lua:10"));
+    assert!(
+        err.to_string()
+            .starts_with("script `fail` failed on the server at lua/fail.lua:10: "),
+        "{err}"
+    );
     assert!(
         message.contains("script: "),
         "the server names the script's digest: {message}"

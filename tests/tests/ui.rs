@@ -18,13 +18,21 @@ fn stage_scripts() {
         .join("tests")
         .join("trybuild")
         .join(env!("CARGO_PKG_NAME"));
-    let scripts = project.join("scripts");
-    std::fs::create_dir_all(&scripts).expect("create trybuild scripts dir");
     let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("ui/scripts");
-    for entry in std::fs::read_dir(&source).expect("ui/scripts") {
+    copy_dir(&source, &project.join("scripts"));
+}
+
+/// Copies `from` into `to` with its subdirectories (the included files of the cases).
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create trybuild scripts dir");
+    for entry in std::fs::read_dir(from).expect("ui/scripts") {
         let path = entry.expect("dir entry").path();
-        std::fs::copy(&path, scripts.join(path.file_name().expect("file name")))
-            .expect("copy case script");
+        let target = to.join(path.file_name().expect("file name"));
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, target).expect("copy case script");
+        }
     }
 }
 

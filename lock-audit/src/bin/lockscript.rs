@@ -7,8 +7,12 @@
 //! lockscript functions [--guarded] [DIR...]
 //! ```
 //!
-//! `audit` runs the checks `#[lock_script]` runs at compile time on every `.lua` file
-//! of each directory (default `scripts`) and checks the directory's `SHA1SUMS`.
+//! `audit` runs the checks `#[lock_script]` runs at compile time on every script of each
+//! directory and its subdirectories (default `scripts`; a single `.lua` file works too),
+//! with its `--- @include`s expanded (a file only included is checked inside what includes
+//! it), and checks the directory's `SHA1SUMS` (expanded digests). Finding no script is a
+//! problem. Each script's includes and the oldest servers it needs are shown; a call whose
+//! command is computed is noted as unchecked (`unchecked` in `--json`).
 //! `verify` asks a server (`SCRIPT EXISTS`) which of those digests it holds, and with
 //! `--load` loads the missing ones, refusing any digest the server reports differently.
 //! With `--functions` it reads the server's lockscript function libraries instead
@@ -29,6 +33,8 @@
 //! Exit status: 0 when everything is in order, 1 when a problem was found, 2 when the
 //! command could not run (bad arguments, unreadable directory, unreachable server).
 
+use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -98,34 +104,61 @@ enum Command {
     },
 }
 
+/// `writeln!` into the output, which is a `String` (writing to it cannot fail).
+macro_rules! say {
+    ($out:expr, $($arg:tt)*) => {{
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
+/// `write!` into the output.
+macro_rules! say_raw {
+    ($out:expr, $($arg:tt)*) => {{
+        let _ = write!($out, $($arg)*);
+    }};
+}
+
 /// Something that stops the command from running at all (exit status 2).
 struct Fatal(String);
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let mut out = String::new();
+    let out = &mut out;
     let outcome = match cli.command {
         Command::Audit {
             json,
             guarded,
             dirs,
-        } => audit(&dirs, json, guarded),
-        Command::Wrap { file } => wrap(&file),
-        Command::Functions { guarded, dirs } => functions(&dirs, guarded),
+        } => audit(&dirs, json, guarded, out),
+        Command::Wrap { file } => wrap(&file, out),
+        Command::Functions { guarded, dirs } => functions(&dirs, guarded, out),
         Command::Verify {
             url,
             functions: false,
             load,
             json,
             dirs,
-        } => verify(&url, load, &dirs, json),
+        } => verify(&url, load, &dirs, json, out),
         Command::Verify {
             url,
             functions: true,
             load,
             json,
             dirs,
-        } => verify_functions(&url, load, &dirs, json),
+        } => verify_functions(&url, load, &dirs, json, out),
     };
+    // Everything is written at once, and a reader that stopped reading (`| head`) is
+    // not an error: the output was not wanted any further.
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("lockscript: cannot write the output: {e}");
+        return ExitCode::from(2);
+    }
     match outcome {
         Ok(0) => ExitCode::SUCCESS,
         Ok(_) => ExitCode::from(1),
@@ -167,8 +200,12 @@ fn script_json(script: &ScriptReport) -> Value {
         "flags": a.flags,
         "read_only": a.read_only(),
         "commands": a.commands.iter().map(|c| c.name.replace('|', " ").to_ascii_uppercase()).collect::<Vec<_>>(),
+        "includes": includes(script),
+        "requires": floor_json(script),
         "problems": script.problems,
         "warnings": script.warnings,
+        "unchecked_calls": script.unchecked.len(),
+        "unchecked": script.unchecked,
         "guarded_sha1": script.guarded_sha1(),
     })
 }
@@ -180,17 +217,67 @@ trait GuardedDigest {
 
 impl GuardedDigest for ScriptReport {
     fn guarded_sha1(&self) -> Option<String> {
-        let text = std::fs::read_to_string(&self.path).ok()?;
+        // The wrapper is text around text: a body that is not UTF-8 has no guarded form.
+        if self.source.as_bytes() != self.bytes.as_slice() {
+            return None;
+        }
         Some(lockscript_audit::sha1_hex(
-            lockscript_audit::guarded::wrap(&text).as_bytes(),
+            lockscript_audit::guarded::wrap(&self.source).as_bytes(),
         ))
     }
 }
 
-fn wrap(file: &std::path::Path) -> Result<usize, Fatal> {
-    let text = std::fs::read_to_string(file)
+/// The oldest Redis and Valkey the script runs on: `{"redis": {"version": "7.0.0",
+/// "because": "the `#!lua` shebang"}, "valkey": null}` (null: any version; a null
+/// version: none runs it).
+fn floor_json(script: &ScriptReport) -> Value {
+    let floor = lockscript_audit::floor::Floor::of(&script.analysis);
+    let need = |n: Option<&lockscript_audit::floor::Need>| {
+        n.map(|n| json!({ "version": n.version.map(|v| v.to_string()), "because": n.because }))
+    };
+    json!({ "redis": need(floor.redis.as_ref()), "valkey": need(floor.valkey.as_ref()) })
+}
+
+/// The oldest servers the script runs on, when it does not run on every one:
+/// "Redis 7.0.0 or later (for the `#!lua` shebang)".
+fn needs(script: &ScriptReport) -> Option<String> {
+    let floor = lockscript_audit::floor::Floor::of(&script.analysis);
+    let needs: Vec<String> = [
+        (lockscript_audit::commands::Product::Redis, &floor.redis),
+        (lockscript_audit::commands::Product::Valkey, &floor.valkey),
+    ]
+    .into_iter()
+    .filter_map(|(product, need)| need.as_ref().map(|n| n.describe(product)))
+    .collect();
+    (!needs.is_empty()).then(|| needs.join("; "))
+}
+
+/// The files a script includes, as paths relative to the script's directory.
+fn includes(script: &ScriptReport) -> Vec<String> {
+    let dir = script
+        .path
+        .parent()
+        .unwrap_or_else(|| std::path::Path::new(""));
+    script
+        .parts
+        .iter()
+        .skip(1)
+        .map(|p| p.strip_prefix(dir).unwrap_or(p).display().to_string())
+        .collect()
+}
+
+fn wrap(file: &std::path::Path, out: &mut String) -> Result<usize, Fatal> {
+    let script = lockscript_audit::include::expand(file)
         .map_err(|e| Fatal(format!("cannot read {}: {e}", file.display())))?;
-    print!("{}", lockscript_audit::guarded::wrap(&text));
+    if let Some(problem) = script.problems.first() {
+        return Err(Fatal(format!("{}: {}", problem.place, problem.message)));
+    }
+    if let Some(place) = script.first_invalid() {
+        return Err(Fatal(format!(
+            "{place}: not UTF-8: the guarded wrapper is text around the script's text"
+        )));
+    }
+    say_raw!(out, "{}", lockscript_audit::guarded::wrap(&script.text));
     Ok(0)
 }
 
@@ -203,23 +290,51 @@ fn plural(n: usize, what: &str) -> String {
     }
 }
 
+/// The widths of the table's name and flags columns: their longest entry.
+#[derive(Clone, Copy)]
+struct Widths {
+    name: usize,
+    flags: usize,
+}
+
+impl Widths {
+    fn of(scripts: &[&ScriptReport]) -> Self {
+        let longest = |f: &dyn Fn(&ScriptReport) -> usize, header: &str| {
+            scripts
+                .iter()
+                .map(|s| f(s))
+                .max()
+                .unwrap_or(0)
+                .max(header.len())
+        };
+        Self {
+            name: longest(&|s| s.name.chars().count(), "SCRIPT"),
+            flags: longest(&|s| flags(s).chars().count(), "FLAGS"),
+        }
+    }
+}
+
 fn audit_row(
     [name, sha1, keys, argv, flags, read_only, status]: [&str; 7],
     guarded: Option<&str>,
+    w: Widths,
 ) -> String {
+    let (nw, fw) = (w.name, w.flags);
     let row = format!(
-        "  {name:<22} {sha1:<40}  {keys:>4}  {argv:>4}  {flags:<14} {read_only:<9} {status}"
+        "  {name:<nw$} {sha1:<40}  {keys:>4}  {argv:>4}  {flags:<fw$} {read_only:<9} {status}"
     );
     match guarded {
-        Some(digest) => format!("{row:<110} {digest}"),
+        // The guarded digest in its own column after the longest possible status.
+        Some(digest) => format!("{row:<width$} {digest}", width = nw + fw + 86),
         None => row,
     }
 }
 
-fn audit(dirs: &[PathBuf], as_json: bool, guarded: bool) -> Result<usize, Fatal> {
+fn audit(dirs: &[PathBuf], as_json: bool, guarded: bool, out: &mut String) -> Result<usize, Fatal> {
     let reports = reports(dirs)?;
     let problems: usize = reports.iter().map(DirReport::problem_count).sum();
     let warnings: usize = reports.iter().map(DirReport::warning_count).sum();
+    let unchecked: usize = reports.iter().map(DirReport::unchecked_count).sum();
     if as_json {
         let dirs: Vec<Value> = reports
             .iter()
@@ -228,87 +343,128 @@ fn audit(dirs: &[PathBuf], as_json: bool, guarded: bool) -> Result<usize, Fatal>
                     "dir": r.dir.display().to_string(),
                     "scripts": r.scripts.iter().map(script_json).collect::<Vec<_>>(),
                     "sha1sums": { "present": r.sums.present, "listed": r.sums.listed, "problems": r.sums.problems },
+                    "problems": r.problems,
                 })
             })
             .collect();
-        println!(
+        say!(
+            out,
             "{}",
-            json!({ "dirs": dirs, "problems": problems, "warnings": warnings })
+            json!({ "dirs": dirs, "problems": problems, "warnings": warnings, "unchecked_calls": unchecked })
         );
         return Ok(problems);
     }
+    let all: Vec<&ScriptReport> = reports.iter().flat_map(|r| &r.scripts).collect();
+    let widths = Widths::of(&all);
     for report in &reports {
-        println!("{}", report.dir.display());
-        println!(
-            "{}",
-            audit_row(
-                [
-                    "SCRIPT",
-                    "SHA1",
-                    "KEYS",
-                    "ARGV",
-                    "FLAGS",
-                    "READ-ONLY",
-                    "STATUS"
-                ],
-                guarded.then_some("GUARDED SHA1")
-            )
-        );
-        for s in &report.scripts {
-            let status = match (s.problems.len(), s.warnings.len()) {
-                (0, 0) => "ok".to_owned(),
-                (0, w) => plural(w, "warning"),
-                (p, 0) => plural(p, "problem"),
-                (p, w) => format!("{}, {}", plural(p, "problem"), plural(w, "warning")),
-            };
-            println!(
-                "{}",
-                audit_row(
-                    [
-                        &s.name,
-                        &s.sha1,
-                        &count(&s.analysis.keys),
-                        &count(&s.analysis.argv),
-                        &flags(s),
-                        if s.analysis.read_only() { "yes" } else { "no" },
-                        &status,
-                    ],
-                    guarded
-                        .then(|| s.guarded_sha1().unwrap_or_else(|| "-".to_owned()))
-                        .as_deref()
-                )
-            );
-        }
-        let sums = if !report.sums.present {
-            "no SHA1SUMS in this directory".to_owned()
-        } else if report.sums.problems.is_empty() {
-            format!("SHA1SUMS ok ({} files)", report.sums.listed)
-        } else {
-            format!("SHA1SUMS: {} problems", report.sums.problems.len())
-        };
-        println!("  {sums}");
-        for problem in report
-            .scripts
-            .iter()
-            .flat_map(|s| &s.problems)
-            .chain(&report.sums.problems)
-        {
-            println!("  problem: {problem}");
-        }
-        for warning in report.scripts.iter().flat_map(|s| &s.warnings) {
-            println!("  warning: {warning}");
-        }
-        println!();
+        audit_table(report, widths, guarded, out);
     }
-    let warned = match warnings {
+    let mut warned = match warnings {
         0 => String::new(),
         n => format!(", {}", plural(n, "warning")),
     };
-    println!(
-        "{} scripts, {problems} problems{warned}",
-        reports.iter().map(|r| r.scripts.len()).sum::<usize>()
+    if unchecked > 0 {
+        let _ = write!(warned, ", {}", plural(unchecked, "unchecked call"));
+    }
+    say!(
+        out,
+        "{}, {}{warned}",
+        plural(all.len(), "script"),
+        plural(problems, "problem")
     );
     Ok(problems)
+}
+
+/// One directory's table, its SHA1SUMS line, its problems and its warnings.
+fn audit_table(report: &DirReport, widths: Widths, guarded: bool, out: &mut String) {
+    say!(out, "{}", report.dir.display());
+    say!(
+        out,
+        "{}",
+        audit_row(
+            [
+                "SCRIPT",
+                "SHA1",
+                "KEYS",
+                "ARGV",
+                "FLAGS",
+                "READ-ONLY",
+                "STATUS"
+            ],
+            guarded.then_some("GUARDED SHA1"),
+            widths,
+        )
+    );
+    for s in &report.scripts {
+        let status = match (s.problems.len(), s.warnings.len()) {
+            (0, 0) => "ok".to_owned(),
+            (0, w) => plural(w, "warning"),
+            (p, 0) => plural(p, "problem"),
+            (p, w) => format!("{}, {}", plural(p, "problem"), plural(w, "warning")),
+        };
+        say!(
+            out,
+            "{}",
+            audit_row(
+                [
+                    &s.name,
+                    &s.sha1,
+                    &count(&s.analysis.keys),
+                    &count(&s.analysis.argv),
+                    &flags(s),
+                    if s.analysis.read_only() { "yes" } else { "no" },
+                    &status,
+                ],
+                guarded
+                    .then(|| s.guarded_sha1().unwrap_or_else(|| "-".to_owned()))
+                    .as_deref(),
+                widths,
+            )
+        );
+        if let Some(needs) = needs(s) {
+            say!(out, "  {:<w$} needs {needs}", "", w = widths.name);
+        }
+        let parts = includes(s);
+        if !parts.is_empty() {
+            say!(
+                out,
+                "  {:<w$} includes {}",
+                "",
+                parts.join(", "),
+                w = widths.name
+            );
+        }
+    }
+    let sums = if !report.sums.present {
+        "no SHA1SUMS in this directory".to_owned()
+    } else if report.sums.problems.is_empty() {
+        format!("SHA1SUMS ok ({} files)", report.sums.listed)
+    } else {
+        format!(
+            "SHA1SUMS: {}",
+            plural(report.sums.problems.len(), "problem")
+        )
+    };
+    say!(out, "  {sums}");
+    for problem in report
+        .scripts
+        .iter()
+        .flat_map(|s| &s.problems)
+        .chain(&report.sums.problems)
+        .chain(&report.problems)
+    {
+        say!(out, "  problem: {problem}");
+    }
+    for warning in report.scripts.iter().flat_map(|s| &s.warnings) {
+        say!(out, "  warning: {warning}");
+    }
+    for at in report.scripts.iter().flat_map(|s| &s.unchecked) {
+        say!(
+            out,
+            "  note: {at}: the command is computed, not a literal: this call is not checked"
+        );
+    }
+    say!(out,);
 }
 
 /// What the server says about one script.
@@ -326,8 +482,13 @@ fn files_library(
 ) -> Result<lockscript_audit::functions::Library, Fatal> {
     let mut texts = Vec::new();
     for script in reports.iter().flat_map(|r| &r.scripts) {
-        let text = std::fs::read_to_string(&script.path)
-            .map_err(|e| Fatal(format!("cannot read {}: {e}", script.path.display())))?;
+        if script.source.as_bytes() != script.bytes.as_slice() {
+            return Err(Fatal(format!(
+                "cannot put {} in a library: it is not UTF-8, and a library is one Lua text",
+                script.path.display(),
+            )));
+        }
+        let text = script.source.clone();
         if guarded {
             texts.push((
                 format!("{}+guarded", script.name),
@@ -343,9 +504,9 @@ fn files_library(
     Ok(lockscript_audit::functions::library(&sources))
 }
 
-fn functions(dirs: &[PathBuf], guarded: bool) -> Result<usize, Fatal> {
+fn functions(dirs: &[PathBuf], guarded: bool, out: &mut String) -> Result<usize, Fatal> {
     let reports = reports(dirs)?;
-    print!("{}", files_library(&reports, guarded)?.code);
+    say_raw!(out, "{}", files_library(&reports, guarded)?.code);
     Ok(0)
 }
 
@@ -387,6 +548,7 @@ fn verify_functions(
     load: bool,
     dirs: &[PathBuf],
     as_json: bool,
+    out: &mut String,
 ) -> Result<usize, Fatal> {
     use lockscript_audit::functions::{PREFIX, split};
     let reports = reports(dirs)?;
@@ -463,13 +625,13 @@ fn verify_functions(
         .filter(|s| matches!(s, InLibrary::Missing | InLibrary::Refused(_)))
         .count()
         + tampered.len();
-    report_functions(
+    out.push_str(&report_functions(
         url, &libraries, &scripts, &statuses, &tampered, problems, as_json,
-    );
+    ));
     Ok(problems)
 }
 
-/// Prints what [`verify_functions`] found, as JSON or as a table.
+/// What [`verify_functions`] found, as JSON or as a table.
 fn report_functions(
     url: &str,
     libraries: &[(String, String)],
@@ -478,7 +640,9 @@ fn report_functions(
     tampered: &[String],
     problems: usize,
     as_json: bool,
-) {
+) -> String {
+    let mut text = String::new();
+    let out = &mut text;
     if as_json {
         let rows: Vec<Value> = scripts
             .iter()
@@ -495,13 +659,15 @@ fn report_functions(
             })
             .collect();
         let libraries: Vec<&str> = libraries.iter().map(|(n, _)| n.as_str()).collect();
-        println!(
+        say!(
+            out,
             "{}",
             json!({ "url": url, "libraries": libraries, "scripts": rows, "tampered": tampered, "problems": problems })
         );
-        return;
+        return text;
     }
-    println!(
+    say!(
+        out,
         "{url} (function libraries: {})",
         match libraries.len() {
             0 => "none".to_owned(),
@@ -512,7 +678,8 @@ fn report_functions(
                 .join(", "),
         }
     );
-    println!("  {:<22} {:<40}  STATUS", "SCRIPT", "SHA1");
+    let w = Widths::of(scripts).name;
+    say!(out, "  {:<w$} {:<40}  STATUS", "SCRIPT", "SHA1");
     for (s, status) in scripts.iter().zip(statuses) {
         let shown = match status {
             InLibrary::Yes(lib) => format!("in {lib}"),
@@ -520,15 +687,27 @@ fn report_functions(
             InLibrary::Missing => "MISSING (run with --load)".to_owned(),
             InLibrary::Refused(why) => format!("REFUSED: {why}"),
         };
-        println!("  {:<22} {:<40}  {shown}", s.name, s.sha1);
+        say!(out, "  {:<w$} {:<40}  {shown}", s.name, s.sha1);
     }
     for t in tampered {
-        println!("  problem: {t}");
+        say!(out, "  problem: {t}");
     }
-    println!("{} scripts, {problems} problems", scripts.len());
+    say!(
+        out,
+        "{}, {}",
+        plural(scripts.len(), "script"),
+        plural(problems, "problem")
+    );
+    text
 }
 
-fn verify(url: &str, load: bool, dirs: &[PathBuf], as_json: bool) -> Result<usize, Fatal> {
+fn verify(
+    url: &str,
+    load: bool,
+    dirs: &[PathBuf],
+    as_json: bool,
+    out: &mut String,
+) -> Result<usize, Fatal> {
     let reports = reports(dirs)?;
     let mut conn = connect(url)?;
     let scripts: Vec<&ScriptReport> = reports.iter().flat_map(|r| &r.scripts).collect();
@@ -552,8 +731,7 @@ fn verify(url: &str, load: bool, dirs: &[PathBuf], as_json: bool) -> Result<usiz
         } else if !load {
             Cached::Missing
         } else {
-            let source = std::fs::read(&script.path)
-                .map_err(|e| Fatal(format!("cannot read {}: {e}", script.path.display())))?;
+            let source = script.bytes.as_slice();
             let loaded: redis::RedisResult<String> = redis::cmd("SCRIPT")
                 .arg("LOAD")
                 .arg(source)
@@ -591,14 +769,16 @@ fn verify(url: &str, load: bool, dirs: &[PathBuf], as_json: bool) -> Result<usiz
                 json!({ "name": s.name, "path": s.path.display().to_string(), "sha1": s.sha1, "status": state, "detail": detail })
             })
             .collect();
-        println!(
+        say!(
+            out,
             "{}",
             json!({ "url": url, "scripts": rows, "problems": problems })
         );
         return Ok(problems);
     }
-    println!("{url}");
-    println!("  {:<22} {:<40}  STATUS", "SCRIPT", "SHA1");
+    say!(out, "{url}");
+    let w = Widths::of(&scripts).name;
+    say!(out, "  {:<w$} {:<40}  STATUS", "SCRIPT", "SHA1");
     for (s, status) in scripts.iter().zip(&statuses) {
         let shown = match status {
             Cached::Yes => "cached".to_owned(),
@@ -606,8 +786,13 @@ fn verify(url: &str, load: bool, dirs: &[PathBuf], as_json: bool) -> Result<usiz
             Cached::Loaded => "loaded now".to_owned(),
             Cached::Refused(why) => format!("REFUSED: {why}"),
         };
-        println!("  {:<22} {:<40}  {shown}", s.name, s.sha1);
+        say!(out, "  {:<w$} {:<40}  {shown}", s.name, s.sha1);
     }
-    println!("{} scripts, {problems} problems", scripts.len());
+    say!(
+        out,
+        "{}, {}",
+        plural(scripts.len(), "script"),
+        plural(problems, "problem")
+    );
     Ok(problems)
 }

@@ -356,6 +356,24 @@ struct Row {
     redis_since: Option<String>,
     valkey_since: Option<String>,
     may_replicate: bool,
+    /// `COMMAND`'s arity, the most lenient the servers give (the command's name counts):
+    /// `n` exactly n arguments, `-n` at least n.
+    arity: i64,
+}
+
+/// The arity every server accepts a call by: at least the fewest any server needs, and
+/// exactly only when every server says exactly the same number. 0 where no server gives
+/// one (a 6.2 subcommand inferred from its container).
+fn lenient_arity(arities: impl Iterator<Item = i64>) -> i64 {
+    let known: Vec<i64> = arities.filter(|a| *a != 0).collect();
+    let Some(fewest) = known.iter().map(|a| a.abs()).min() else {
+        return 0;
+    };
+    if known.iter().all(|a| *a == known[0]) && known[0] > 0 {
+        fewest
+    } else {
+        -fewest
+    }
 }
 
 fn rows(servers: &[Server]) -> BTreeMap<String, Row> {
@@ -386,6 +404,7 @@ fn rows(servers: &[Server]) -> BTreeMap<String, Row> {
                 redis_since: since(Product::Redis),
                 valkey_since: since(Product::Valkey),
                 may_replicate: refused && !flagged_write,
+                arity: lenient_arity(found.iter().flatten().map(|r| r.arity)),
             };
             (name.clone(), row)
         })
@@ -445,9 +464,11 @@ fn render(servers: &[Server]) -> String {
          #[rustfmt::skip]\n\
          pub const MAY_REPLICATE: &[&str] = &[\n{}];\n\n\
          /// Every command any server reports, sorted by name for binary search. Each row is\n\
-         /// `entry(name, on, write, noscript, since Redis, since Valkey)`: `on` and\n\
+         /// `entry(name, on, write, noscript, arity, since Redis, since Valkey)`: `on` and\n\
          /// `noscript` mark each server of [`SERVERS`] with `x` (has it, refuses it in a\n\
-         /// script) or `.`; a `since` is empty when no server of that product says.\n\
+         /// script) or `.`; `arity` is `COMMAND`'s, the most lenient of the servers (`n`\n\
+         /// exactly, `-n` at least, the name included; 0 unknown); a `since` is empty when\n\
+         /// no server of that product says.\n\
          #[rustfmt::skip]\n\
          pub const COMMANDS: &[Command] = &[\n",
         may.concat(),
@@ -455,11 +476,12 @@ fn render(servers: &[Server]) -> String {
     for (name, r) in &rows {
         let name = format!("\"{name}\",");
         let write = format!("{},", r.write);
+        let arity = format!("{},", r.arity);
         let redis = format!("\"{}\",", r.redis_since.as_deref().unwrap_or(""));
         let valkey = format!("\"{}\"", r.valkey_since.as_deref().unwrap_or(""));
         let _ = writeln!(
             out,
-            "    entry({name:<NAME_COLUMN$} \"{}\", {write:<6} \"{}\", {redis:<9} {valkey}),",
+            "    entry({name:<NAME_COLUMN$} \"{}\", {write:<6} \"{}\", {arity:<4} {redis:<9} {valkey}),",
             marks(&r.on),
             marks(&r.noscript),
         );

@@ -1,6 +1,0 @@
-use lockscript::lock_script;
-
-#[lock_script("scripts/not-utf8.lua")]
-fn binary() -> i64;
-
-fn main() {}

@@ -1,0 +1,4 @@
+for _, key in ipairs(KEYS) do
+  redis.call("DEL", key)
+end
+return #ARGV

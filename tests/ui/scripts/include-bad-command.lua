@@ -1,0 +1,3 @@
+local rcall = redis.call
+--- @include "includes/bad-command"
+return getIt(KEYS[1])

@@ -1,0 +1,2 @@
+--- @include "includes/cycle-a"
+return redis.call("GET", KEYS[1])

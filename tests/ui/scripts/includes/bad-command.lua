@@ -1,0 +1,3 @@
+local function getIt(key)
+  return rcall("GETT", key)
+end

@@ -1,0 +1,3 @@
+local function getOrZero(key)
+  return tonumber(rcall("GET", key)) or 0
+end

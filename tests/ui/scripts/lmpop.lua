@@ -1,0 +1,1 @@
+return redis.call("LMPOP", 1, KEYS[1], "LEFT")
