@@ -88,10 +88,47 @@ pub fn wrap(source: &str) -> String {
     out
 }
 
+/// How many lines [`wrap`] puts before line 1 of `source`: line `n` of the script is
+/// line `n + offset(source)` of its guarded form, so a server's error in the wrapped
+/// script can name the script's own line.
+///
+/// ```
+/// use lockscript_audit::guarded::{offset, wrap};
+///
+/// let source = "local a = 1\nreturn redis.call('GET', KEYS[1])\n";
+/// let wrapped = wrap(source);
+/// let line2 = wrapped.lines().nth(1 + offset(source)).unwrap();
+/// assert_eq!(line2, "return redis.call('GET', KEYS[1])");
+/// ```
+pub fn offset(source: &str) -> usize {
+    let wrapped = wrap(source);
+    let opening = "return (function(KEYS, ARGV, ...)\n";
+    // With a shebang, that line comes first and the script's line 1 is the empty line
+    // after the header: the same count.
+    wrapped
+        .find(opening)
+        .map_or(0, |at| wrapped[..at + opening.len()].matches('\n').count())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::lua;
+
+    #[test]
+    fn offset_finds_every_line_of_the_script_in_its_wrapped_form() {
+        for source in [
+            "#!lua flags=no-writes\nlocal x = 1\nreturn redis.call('GET', KEYS[1])",
+            "local x = 1\nreturn redis.call('GET', KEYS[1])\n",
+        ] {
+            let wrapped = wrap(source);
+            let lines: Vec<&str> = wrapped.lines().collect();
+            let at = offset(source);
+            for (n, line) in source.lines().enumerate().skip(1) {
+                assert_eq!(lines[n + at], line, "{source:?} line {}", n + 1);
+            }
+        }
+    }
 
     #[test]
     fn the_wrapped_script_parses_and_keeps_its_shebang_first() {

@@ -325,7 +325,7 @@ fn expand(
         warnings(path, source, analysis)
     };
     let floor = floor(&Floor::of(analysis));
-    let placed = placement(source, guarded.is_some());
+    let placed = placement(source, guarded);
     let reply_check = reply_check(func, krate);
 
     quote! {
@@ -382,20 +382,31 @@ fn floor(floor: &Floor) -> TokenStream {
 
 /// Where each line of the sent source comes from, so a server's error names the file
 /// and line (the included file's own): only needed when the source has includes.
-fn placement(source: &Source, guarded: bool) -> TokenStream {
-    if guarded {
-        quote!(.__unplaced())
-    } else if source.expanded.has_includes() {
-        let parts = source.parts().map(|p| source.relative(p));
-        let lines = source.expanded.line_map().iter().map(|&(part, line)| {
-            let part = u16::try_from(part).unwrap_or(u16::MAX);
-            let line = u32::try_from(line).unwrap_or(u32::MAX);
-            quote!((#part, #line))
-        });
-        quote!(.__with_parts(&[#(#parts),*], &[#(#lines),*]))
-    } else {
-        TokenStream::new()
-    }
+fn placement(source: &Source, guarded: Option<&Guarded>) -> TokenStream {
+    let map = source.expanded.line_map();
+    // Each line of what is sent: the part and its line there, or `u16::MAX` for a line
+    // of the guard's own (the runtime names no file for it).
+    let lines: Vec<(usize, usize)> = match guarded {
+        Some(g) => {
+            let offset = lockscript_audit::guarded::offset(&source.text);
+            (1..=g.source.lines().count())
+                .map(|sent| {
+                    sent.checked_sub(offset + 1)
+                        .and_then(|i| map.get(i).copied())
+                        .unwrap_or((usize::from(u16::MAX), 0))
+                })
+                .collect()
+        }
+        None if source.expanded.has_includes() => map.to_vec(),
+        None => return TokenStream::new(),
+    };
+    let parts = source.parts().map(|p| source.relative(p));
+    let lines = lines.iter().map(|&(part, line)| {
+        let part = u16::try_from(part).unwrap_or(u16::MAX);
+        let line = u32::try_from(line).unwrap_or(u32::MAX);
+        quote!((#part, #line))
+    });
+    quote!(.__with_parts(&[#(#parts),*], &[#(#lines),*]))
 }
 
 /// The return type is checked where it is declared, not at the first `.invoke`.

@@ -60,12 +60,10 @@ pub struct Script {
     /// The files the source is made of (the script, then what it `@include`s), as paths
     /// relative to the declaring crate's manifest.
     parts: &'static [&'static str],
-    /// For each line of the source, the index in `parts` and the line there, as pairs;
-    /// empty when the source is the script's file line for line.
+    /// For each line of the source, the index in `parts` and the line there, as pairs
+    /// (`u16::MAX` for a line of a guarded script's guard); empty when the source is the
+    /// script's file line for line.
     lines: &'static [(u16, u32)],
-    /// The sent source is not the file line for line (a guarded wrapper): server errors
-    /// cannot be placed in it.
-    unplaced: bool,
     /// The oldest server of each product that runs it: `(product, version, what needs
     /// it)`, an empty version when no version does. A product not listed: any version.
     floor: &'static [(&'static str, &'static str, &'static str)],
@@ -99,7 +97,6 @@ impl Script {
             flags,
             parts: &[],
             lines: &[],
-            unplaced: false,
             floor: &[],
             bytes: None,
         }
@@ -195,17 +192,6 @@ impl Script {
         }
     }
 
-    /// Not public API: the sent source is wrapped (guarded), so server errors' lines are
-    /// not the file's.
-    #[doc(hidden)]
-    #[must_use]
-    pub const fn __unplaced(self) -> Self {
-        Self {
-            unplaced: true,
-            ..self
-        }
-    }
-
     /// The files the script is made of: its own, then each file it `@include`s, as paths
     /// relative to the declaring crate's manifest. Just [`path`](Self::path) for a script
     /// that includes nothing.
@@ -225,14 +211,14 @@ impl Script {
 
     /// Where line `line` (1-based) of the sent source comes from: the file (the
     /// script's own, or the included file's) and its line there, as `path:line`. `None`
-    /// when the line is out of range or the source is wrapped.
+    /// when the line is out of range or one of a guarded script's guard.
     ///
     /// ```no_run
     /// let script = lockscript::builtin::renew("k", "t", 1).script();
     /// assert_eq!(script.place(1).as_deref(), Some("scripts/renew.lua:1"));
     /// ```
     pub fn place(&self, line: usize) -> Option<String> {
-        if self.unplaced || line == 0 {
+        if line == 0 {
             return None;
         }
         if self.lines.is_empty() {

@@ -19,6 +19,10 @@ fn bump(#[key] counter: &str, by: i64) -> i64;
 #[lock_script("lua/peek.lua", guarded)]
 fn peek(#[key] key: &str) -> Option<String>;
 
+/// Fails on purpose: INCR on a key that holds no number raises at its line 10.
+#[lock_script("lua/fail.lua", guarded)]
+fn fail(#[key] key: &str, how: &str) -> i64;
+
 /// A data key in the lock's slot: it carries the lock's hash tag, `{orders:42}`.
 const DATA: &str = "{orders:42}:total";
 
@@ -270,5 +274,26 @@ async fn a_redlock_lease_cannot_guard_a_script() {
     let mut stats = servers[0].connection();
     assert_eq!(lockscript_test::command_calls(&mut stats, "evalsha"), 0);
     assert_eq!(lockscript_test::command_calls(&mut stats, "eval"), 0);
+    guard.release().await.unwrap();
+}
+
+/// The guard's own lines come before the script's: an error the server reports in the
+/// wrapped script still names the script's file and its own line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_inside_a_guarded_script_names_the_scripts_own_line() {
+    let server = RedisServer::start();
+    let locks = locks(&server).await;
+    let mut conn = server.multiplexed().await;
+    let _: () = conn.set(DATA, "not a number").await.unwrap();
+    let guard = locks.lock("orders:42").await.unwrap();
+    let err = fail(&guard, DATA, "incr")
+        .invoke_async(&mut conn)
+        .await
+        .unwrap_err();
+    let LockError::Script { at, message, .. } = &err else {
+        panic!("expected a script error, got {err:?}");
+    };
+    assert!(message.contains("not an integer"), "{message}");
+    assert_eq!(at.as_deref(), Some("lua/fail.lua:10"));
     guard.release().await.unwrap();
 }
