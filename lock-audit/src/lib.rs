@@ -29,6 +29,7 @@ pub mod functions;
 pub mod guarded;
 pub mod include;
 pub mod lua;
+mod problem;
 pub mod scope;
 
 /// The SHA1 of `bytes` as 40 lowercase hex digits: what `sha1sum` prints and what

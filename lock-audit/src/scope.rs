@@ -16,7 +16,7 @@ use full_moon::ast::{
 };
 use full_moon::tokenizer::{TokenReference, TokenType};
 
-use crate::lua::{Position, Problem};
+use crate::problem::{Position, Problem, closest};
 
 /// The globals a script running in Redis finds defined (Redis 6.2 to 8.x and Valkey:
 /// the allow lists of their Lua sandbox, with Lua 5.1's names they keep).
@@ -85,8 +85,8 @@ pub(crate) fn check(block: &Block, problems: &mut Vec<Problem>) {
                  create global variable\"): declare it `{fix}`"
             )
         } else {
-            let hint = crate::lua::closest(&name, walk.defined.iter().map(String::as_str))
-                .or_else(|| crate::lua::closest(&name, REDIS_GLOBALS.iter().copied()))
+            let hint = closest(&name, walk.defined.iter().map(String::as_str))
+                .or_else(|| closest(&name, REDIS_GLOBALS.iter().copied()))
                 .map(|near| format!("; did you mean `{near}`?"))
                 .unwrap_or_default();
             format!(

@@ -8,8 +8,8 @@
 
 use std::sync::Arc;
 
+use crate::invocation::CallGuard;
 use crate::lease::LeaseState;
-use crate::script::CallGuard;
 use crate::{Invocation, LockError, Script};
 
 /// A holder of a lease that a guarded script can check: the guards of [`Locks`] and

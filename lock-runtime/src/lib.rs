@@ -51,6 +51,7 @@ mod batch;
 pub mod builtin;
 mod error;
 mod functions;
+mod invocation;
 mod registry;
 mod script;
 pub mod sql;
@@ -117,6 +118,7 @@ pub use functions::load_functions_async;
 pub use functions::{Delivery, Function, Library, functions_library, load_functions};
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 pub use guarded::Guarded;
+pub use invocation::{Invocation, ScriptArg, ScriptReply};
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 pub use lease::Lease;
 #[cfg(feature = "redlock")]
@@ -138,15 +140,16 @@ pub use registry::{load_scripts, scripts};
 pub use retry::RetryPolicy;
 #[cfg(feature = "tokio")]
 pub use rw::{Permit, ReadGuard, RwLocks, Semaphores, WriteGuard};
-pub use script::{Arity, Invocation, Script, ScriptArg, ScriptReply};
+pub use script::{Arity, Script};
 
 /// Not public API: what `#[lock_script]` expands to. May change in any release.
 #[doc(hidden)]
 pub mod __private {
     #[cfg(any(feature = "tokio", feature = "blocking"))]
     pub use crate::guarded::GuardRef;
+    pub use crate::invocation::Invocation;
     pub use crate::registry::SCRIPTS;
-    pub use crate::script::{Invocation, Script};
+    pub use crate::script::Script;
     pub use linkme;
     /// Known bugs put back, for the chaos checker's own tests (feature `mutants`).
     #[cfg(all(feature = "mutants", any(feature = "tokio", feature = "blocking")))]
