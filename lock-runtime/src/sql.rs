@@ -71,7 +71,7 @@
 //!   with a token not above this one (an accepted write, not a stale one) inserted and
 //!   committed during that wait is not seen, so it survives the delete. No stale write is
 //!   ever accepted; run such deletes in `REPEATABLE READ` to turn that race into a
-//!   serialization error to retry.
+//!   serialization error to retry (both behaviours are tested against a real server).
 //!
 //! Fencing tokens fit a `BIGINT`: they are at most the server's clock in microseconds plus
 //! the number of grants.

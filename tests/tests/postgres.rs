@@ -9,6 +9,8 @@
 //!   and the fresh holder's writes always go through.
 //! - Concurrent writers of one lock: the rows accepted, in the order PostgreSQL wrote them,
 //!   carry tokens that never go down.
+//! - The fenced delete's documented caveat in `READ COMMITTED` (a row an accepted writer
+//!   inserted while the delete waited is not seen) and its remedy in `REPEATABLE READ`.
 //!
 //! Private redis-server and PostgreSQL, started by the harness.
 
@@ -550,4 +552,110 @@ async fn concurrent_writers_of_one_lock_are_accepted_in_token_order_only() {
         per_row.windows(2).any(|w| w[0] > w[1]),
         "the per-row statement took tokens out of order"
     );
+}
+
+/// Waits until some session of `pg`'s server waits for a lock (a row lock of the fence).
+async fn until_a_session_waits_for_a_lock(pg: &tokio_postgres::Client) {
+    for _ in 0..200 {
+        let waiting: i64 = pg
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no session waited for the fence row");
+}
+
+/// The documented caveat of a fenced delete, and its remedy: in `READ COMMITTED` a delete
+/// that waited for the fence row while an accepted (not stale) writer inserted its row
+/// does not see that row; in `REPEATABLE READ` the same race is a serialization error,
+/// and the retry deletes it. Either way nothing stale is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_racing_an_earlier_insert_misses_it_in_read_committed_and_fails_in_repeatable_read()
+ {
+    let postgres = PostgresServer::start();
+    let conn = postgres.connection_string();
+    let setup = pg_connect(&conn).await;
+    setup
+        .batch_execute("CREATE TABLE reports (id TEXT PRIMARY KEY, body TEXT NOT NULL)")
+        .await
+        .unwrap();
+    let upsert = LockFencedUpsert::new("reports", &["id"], &["body"]).unwrap();
+    setup
+        .batch_execute(&upsert.create_fence_table())
+        .await
+        .unwrap();
+    let delete = LockFencedDelete::new("reports", &["id"]).unwrap().sql();
+
+    for (isolation, id, fences) in [
+        ("READ COMMITTED", "r-1", (5_i64, 6_i64)),
+        ("REPEATABLE READ", "r-2", (7, 8)),
+    ] {
+        // The earlier holder inserts, inside a transaction still open: it holds the
+        // fence row.
+        let earlier = pg_connect(&conn).await;
+        earlier.batch_execute("BEGIN").await.unwrap();
+        let row = earlier
+            .query_one(&upsert.sql(), &[&id, &"earlier", &"report", &fences.0])
+            .await
+            .unwrap();
+        assert!(row.get::<_, bool>("accepted"));
+        // The later holder deletes: its statement's snapshot is taken, then it waits.
+        let later = pg_connect(&conn).await;
+        let (sql, id_owned) = (delete.clone(), id.to_owned());
+        let deleting = tokio::spawn(async move {
+            later
+                .batch_execute(&format!("BEGIN ISOLATION LEVEL {isolation}"))
+                .await
+                .unwrap();
+            let result = later
+                .query_one(&sql, &[&id_owned, &"report", &fences.1])
+                .await
+                .map(|row| (row.get::<_, bool>("accepted"), row.get::<_, i64>("rows")));
+            let _ = later.batch_execute("COMMIT").await;
+            result
+        });
+        until_a_session_waits_for_a_lock(&setup).await;
+        earlier.batch_execute("COMMIT").await.unwrap();
+        let result = deleting.await.unwrap();
+        let left: i64 = setup
+            .query_one("SELECT count(*) FROM reports WHERE id = $1", &[&id])
+            .await
+            .unwrap()
+            .get(0);
+        if isolation == "READ COMMITTED" {
+            assert_eq!(
+                result.unwrap(),
+                (true, 0),
+                "accepted, but the row was not seen"
+            );
+            assert_eq!(
+                left, 1,
+                "the earlier holder's row survived the later delete"
+            );
+        } else {
+            let err = result.expect_err("a serialization error");
+            assert_eq!(
+                err.code(),
+                Some(&tokio_postgres::error::SqlState::T_R_SERIALIZATION_FAILURE),
+                "{err}"
+            );
+            // The retry sees the row and deletes it.
+            let row = setup
+                .query_one(&delete, &[&id, &"report", &fences.1])
+                .await
+                .unwrap();
+            assert_eq!(
+                (row.get::<_, bool>("accepted"), row.get::<_, i64>("rows")),
+                (true, 1)
+            );
+        }
+    }
 }
