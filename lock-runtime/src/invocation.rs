@@ -530,7 +530,7 @@ impl<R: FromRedisValue> Invocation<R> {
                 }
                 Err(LockError::Script {
                     script: self.script.name,
-                    at: self.script.place_of_error(&message),
+                    at: error_place(self.script, &message),
                     message,
                     source: err,
                 })
@@ -575,6 +575,19 @@ fn is_permission_error(err: &RedisError, message: &str) -> bool {
 /// The command a permission error refers to: named in the message by newer servers
 /// ("no permissions to run the 'publish' command"), else read from the script's source
 /// at the line the server names (`... on @user_script:17.`).
+/// Where in its files the line a server's error names is: `@user_script:N` of the script
+/// as sent, or `@user_function:N` of the Functions library, where the script starts at
+/// its function's first line.
+fn error_place(script: &Script, message: &str) -> Option<String> {
+    let Some((_, after)) = message.rsplit_once("@user_function:") else {
+        return script.place_of_error(message);
+    };
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    let line: usize = digits.parse().ok()?;
+    let first_line = crate::functions::function_of(script)?.first_line;
+    script.place(line.checked_sub(first_line)? + 1)
+}
+
 fn refused_command(script: &Script, message: &str) -> Option<String> {
     // A function's lines are the library's: its script starts at its `first_line`.
     let first_line = if message.contains("@user_function:") {

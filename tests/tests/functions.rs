@@ -380,3 +380,27 @@ fn a_shebang_before_redis_7_is_a_typed_error() {
         0
     );
 }
+
+/// A script's error under Functions delivery names the script's file and line, as under
+/// EVALSHA: the server counts lines in the library (`@user_function:N`), where the script
+/// starts at its function's first line.
+#[test]
+fn an_error_under_functions_names_the_scripts_own_line() {
+    let Some((_redis, mut conn)) = functions_redis() else {
+        return;
+    };
+    let () = redis::cmd("SET")
+        .arg("n")
+        .arg("not a number")
+        .query(&mut conn)
+        .unwrap();
+    let err = fail("n", "incr")
+        .delivery(Delivery::Functions)
+        .invoke(&mut conn)
+        .unwrap_err();
+    let LockError::Script { message, at, .. } = &err else {
+        panic!("expected a script error, got {err:?}");
+    };
+    assert!(message.contains("@user_function:"), "{message}");
+    assert_eq!(at.as_deref(), Some("lua/fail.lua:10"), "{message}");
+}

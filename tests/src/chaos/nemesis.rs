@@ -144,6 +144,12 @@ enum Kind {
     RestartEmpty,
     ClockForward,
     ClockBack,
+    /// Another client's long script keeps the server from answering anyone.
+    BusyServer,
+    /// Every request of one client connection (and of no other) is held back: the
+    /// commands a handle sends on it reach the server after those of its other
+    /// connections sent later.
+    DelayOneConnection,
 }
 
 impl Kind {
@@ -166,6 +172,8 @@ impl Kind {
             Kind::RestartEmpty => "restart_empty",
             Kind::ClockForward => "clock_forward",
             Kind::ClockBack => "clock_back",
+            Kind::BusyServer => "busy_server",
+            Kind::DelayOneConnection => "delay_one_connection",
         }
     }
 }
@@ -270,7 +278,7 @@ impl Nemesis {
     /// A fault and a target that is not already faulted (`None`: not now).
     fn pick(&mut self, servers: &Servers) -> Option<(Kind, usize)> {
         // What every topology suffers, then what only some do.
-        const ANYWHERE: [Kind; 7] = [
+        const ANYWHERE: [Kind; 9] = [
             Kind::FreezeServer,
             Kind::Delay,
             Kind::Blackhole,
@@ -278,6 +286,8 @@ impl Nemesis {
             Kind::ScriptFlush,
             Kind::ClientPause,
             Kind::FreezeWorker,
+            Kind::BusyServer,
+            Kind::DelayOneConnection,
         ];
         let more: &[Kind] = match self.topology {
             Topology::Single | Topology::Aof => {
@@ -374,7 +384,7 @@ impl Nemesis {
                 Duration::ZERO
             }
             (
-                Kind::Delay | Kind::Blackhole | Kind::Resets,
+                Kind::Delay | Kind::Blackhole | Kind::Resets | Kind::DelayOneConnection,
                 Servers::Cluster(_, proxies, resetting, _),
             ) => self.proxy_fault(kind, &proxies[target], &mut resetting[target]),
             (kind, Servers::Cluster(cluster, ..)) => {
@@ -442,6 +452,12 @@ impl Nemesis {
                 proxy.set_blackhole(true);
                 self.ms(200..1_200)
             }
+            Kind::DelayOneConnection => {
+                let pick = self.rng.random_range(0..64);
+                let delay = self.ms(20..500);
+                proxy.delay_one_connection(pick, delay);
+                self.ms(300..1_500)
+            }
             _ => {
                 if self.rng.random_bool(0.5) {
                     proxy.reset();
@@ -461,6 +477,11 @@ impl Nemesis {
             Kind::FreezeServer => {
                 server.signal("STOP");
                 self.ms(100..500)
+            }
+            Kind::BusyServer => {
+                let busy = self.ms(100..500);
+                busy_for(server, busy);
+                busy
             }
             Kind::ScriptFlush => {
                 let _: Result<(), _> = redis::cmd("SCRIPT")
@@ -493,8 +514,13 @@ impl Nemesis {
                     self.ms(0..800)
                 }
             }
-            Kind::Delay | Kind::Blackhole | Kind::Resets => {
+            Kind::Delay | Kind::Blackhole | Kind::Resets | Kind::DelayOneConnection => {
                 self.proxy_fault(kind, &node.proxy, &mut node.resetting)
+            }
+            Kind::BusyServer => {
+                let busy = self.ms(100..1_000);
+                busy_for(&node.server, busy);
+                busy
             }
             Kind::ScriptFlush => {
                 let _: Result<(), _> = redis::cmd("SCRIPT")
@@ -550,6 +576,9 @@ fn heal_proxy(kind: Kind, proxy: &Proxy, resetting: &mut Option<Resetting>) {
         Kind::Delay => proxy.set_delay(Duration::ZERO),
         Kind::Blackhole => proxy.set_blackhole(false),
         Kind::Resets => *resetting = None,
+        Kind::DelayOneConnection => {
+            proxy.delay_one_connection(0, Duration::ZERO);
+        }
         _ => {}
     }
 }
@@ -560,6 +589,27 @@ fn heal_node(kind: Kind, node: &mut Node) {
         Kind::KillRestart => node.server.restart(),
         kind => heal_proxy(kind, &node.proxy, &mut node.resetting),
     }
+}
+
+/// Keeps `server` busy for `busy` with a script of a client of its own (on a thread: the
+/// script ends by itself).
+fn busy_for(server: &RedisServer, busy: Duration) {
+    let Ok(mut conn) = server.client().get_connection() else {
+        return;
+    };
+    let ms = u64::try_from(busy.as_millis()).unwrap_or(500);
+    std::thread::spawn(move || {
+        let _: Result<i64, _> = redis::cmd("EVAL")
+            .arg(
+                "local function now() local t = redis.call('TIME') \
+                 return t[1] * 1000 + t[2] / 1000 end \
+                 local stop = now() + tonumber(ARGV[1]) \
+                 while now() < stop do end return 1",
+            )
+            .arg(0)
+            .arg(ms)
+            .query(&mut conn);
+    });
 }
 
 fn client_pause(server: &RedisServer, pause: Duration, all: bool) {
