@@ -60,6 +60,18 @@ pub(crate) struct Granted {
     pub(crate) watchdog: bool,
 }
 
+impl Granted {
+    fn new(keys: Keys, token: Token, grant: Grant, started: Instant, watchdog: bool) -> Self {
+        Self {
+            keys,
+            token,
+            grant,
+            started,
+            watchdog,
+        }
+    }
+}
+
 /// A waiter's standing offer, with the owner token a handed grant will have.
 struct Offer {
     token: Token,
@@ -109,13 +121,7 @@ impl<B: Backend> Engine<B> {
         match self.attempt(&keys, self.settings.response_timeout).await? {
             Attempted::Granted { token, grant } => {
                 let watchdog = self.settings.watchdog;
-                Ok(Some(Granted {
-                    keys,
-                    token,
-                    grant,
-                    started,
-                    watchdog,
-                }))
+                Ok(Some(Granted::new(keys, token, grant, started, watchdog)))
             }
             Attempted::Held { .. } => Ok(None),
         }
@@ -218,13 +224,7 @@ impl<B: Backend> Engine<B> {
             };
         };
         turn.granted();
-        Ok(Granted {
-            keys,
-            token,
-            grant,
-            started,
-            watchdog,
-        })
+        Ok(Granted::new(keys, token, grant, started, watchdog))
     }
 
     /// The settings, and whether this backend can do what they ask for grants of `kind`.
@@ -290,13 +290,7 @@ impl<B: Backend> Engine<B> {
             };
         };
         let token = place.claimed();
-        Ok(Granted {
-            keys,
-            token,
-            grant,
-            started,
-            watchdog,
-        })
+        Ok(Granted::new(keys, token, grant, started, watchdog))
     }
 
     /// One call of a fair waiter: it takes the lock, finds it handed over already, or

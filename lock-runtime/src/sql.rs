@@ -78,6 +78,31 @@
 
 use crate::LockError;
 
+/// What an upsert names, checked and quoted: its table, the columns of the row's unique
+/// key, and the columns it writes. Both fenced upserts start from it.
+struct Upserted {
+    table: String,
+    keys: Vec<String>,
+    values: Vec<String>,
+}
+
+impl Upserted {
+    fn new(table: &str, keys: &[&str], values: &[&str]) -> Result<Self, LockError> {
+        if keys.is_empty() || values.is_empty() {
+            return Err(LockError::InvalidSettings(
+                "a fenced upsert needs at least one key column (the row's unique key) and one \
+                 value column"
+                    .to_owned(),
+            ));
+        }
+        Ok(Self {
+            table: qualified(table)?,
+            keys: quote_all(keys)?,
+            values: quote_all(values)?,
+        })
+    }
+}
+
 /// An upsert that applies only with a fencing token at least **the row's**: one fence per
 /// row, kept in a column of the table itself. It refuses a stale holder only on rows a
 /// newer holder has written; see the [module docs](self), and prefer
@@ -124,17 +149,15 @@ impl FencedUpsert {
     /// # Ok::<(), lockscript::LockError>(())
     /// ```
     pub fn new(table: &str, keys: &[&str], values: &[&str]) -> Result<Self, LockError> {
-        if keys.is_empty() || values.is_empty() {
-            return Err(LockError::InvalidSettings(
-                "a fenced upsert needs at least one key column (the row's unique key) and one \
-                 value column"
-                    .to_owned(),
-            ));
-        }
+        let Upserted {
+            table,
+            keys,
+            values,
+        } = Upserted::new(table, keys, values)?;
         Ok(Self {
-            table: qualified(table)?,
-            keys: quote_all(keys)?,
-            values: quote_all(values)?,
+            table,
+            keys,
+            values,
             fence: quote("fence")?,
         })
     }
@@ -281,17 +304,15 @@ impl LockFencedUpsert {
     /// # Ok::<(), lockscript::LockError>(())
     /// ```
     pub fn new(table: &str, keys: &[&str], values: &[&str]) -> Result<Self, LockError> {
-        if keys.is_empty() || values.is_empty() {
-            return Err(LockError::InvalidSettings(
-                "a fenced upsert needs at least one key column (the row's unique key) and one \
-                 value column"
-                    .to_owned(),
-            ));
-        }
+        let Upserted {
+            table,
+            keys,
+            values,
+        } = Upserted::new(table, keys, values)?;
         Ok(Self {
-            table: qualified(table)?,
-            keys: quote_all(keys)?,
-            values: quote_all(values)?,
+            table,
+            keys,
+            values,
             fence: LockFence::new(),
         })
     }

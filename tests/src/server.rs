@@ -364,6 +364,69 @@ impl RedisServer {
         }
     }
 
+    /// Keeps the server busy for `busy` with a long script of a client of its own, on a
+    /// thread (the server answers nobody meanwhile; the script ends by itself). Join the
+    /// handle to wait for the end.
+    ///
+    /// ```no_run
+    /// let server = lockscript_test::server::RedisServer::start();
+    /// server.busy_for(std::time::Duration::from_millis(300)).join().unwrap();
+    /// ```
+    pub fn busy_for(&self, busy: Duration) -> std::thread::JoinHandle<()> {
+        let mut conn = self.connection();
+        let ms = u64::try_from(busy.as_millis()).unwrap_or(u64::MAX);
+        std::thread::spawn(move || {
+            let _: Result<i64, _> = redis::cmd("EVAL")
+                .arg(
+                    "local function now() local t = redis.call('TIME') \
+                     return t[1] * 1000 + t[2] / 1000 end \
+                     local stop = now() + tonumber(ARGV[1]) \
+                     while now() < stop do end return 1",
+                )
+                .arg(0)
+                .arg(ms)
+                .query(&mut conn);
+        })
+    }
+
+    /// A primary and one replica of it, the replica in sync (it has acknowledged a write).
+    ///
+    /// ```no_run
+    /// let (primary, replica) = lockscript_test::server::RedisServer::with_replica();
+    /// ```
+    pub fn with_replica() -> (RedisServer, RedisServer) {
+        let primary = RedisServer::builder()
+            .arg("--repl-diskless-sync-delay")
+            .arg("0")
+            .start();
+        let replica = RedisServer::builder()
+            .arg("--replicaof")
+            .arg("127.0.0.1")
+            .arg(primary.port().to_string())
+            .start();
+        let mut conn = primary.connection();
+        let started = std::time::Instant::now();
+        loop {
+            let _: () = redis::cmd("SET")
+                .arg("sync")
+                .arg(1)
+                .query(&mut conn)
+                .expect("SET on the primary");
+            let acked: usize = redis::cmd("WAIT")
+                .arg(1)
+                .arg(100)
+                .query(&mut conn)
+                .expect("WAIT on the primary");
+            if acked == 1 {
+                return (primary, replica);
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the replica did not catch up within 10 s"
+            );
+        }
+    }
+
     /// Sends a signal to the server process by running `kill -<sig> <pid>`, e.g. `"STOP"` to
     /// freeze it and `"CONT"` to resume it (a leading `-` or a `SIG` prefix is accepted).
     ///

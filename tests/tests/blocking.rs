@@ -446,21 +446,8 @@ fn a_call_that_needs_the_script_loaded_ends_within_the_response_timeout() {
 /// released (the next attempt, replica back, is granted).
 #[test]
 fn wait_for_replicas_refuses_a_grant_no_replica_acknowledged() {
-    let primary = RedisServer::builder()
-        .arg("--repl-diskless-sync-delay")
-        .arg("0")
-        .start();
-    let replica = RedisServer::builder()
-        .arg("--replicaof")
-        .arg("127.0.0.1")
-        .arg(primary.port().to_string())
-        .start();
+    let (primary, replica) = RedisServer::with_replica();
     let mut conn = primary.connection();
-    within(PATIENCE, "the replica to acknowledge a write", || {
-        let _: () = conn.set("sync", 1).unwrap();
-        let acked: usize = redis::cmd("WAIT").arg(1).arg(100).query(&mut conn).unwrap();
-        acked == 1
-    });
     let wait = Duration::from_secs(1);
     let locks = locks(&primary)
         .ttl(Duration::from_secs(5))

@@ -501,30 +501,7 @@ impl redis::aio::ConnectionLike for EveryCommandOnAFreshConnection {
 /// answers at once. The grant must still be refused when its only replica never got it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_for_replicas_counts_only_replicas_that_have_the_grant_even_after_a_reconnect() {
-    let primary = RedisServer::builder()
-        .arg("--repl-diskless-sync-delay")
-        .arg("0")
-        .start();
-    let replica = RedisServer::builder()
-        .arg("--replicaof")
-        .arg("127.0.0.1")
-        .arg(primary.port().to_string())
-        .start();
-    within("the replica to acknowledge a write", async {
-        let mut conn = primary.connection();
-        loop {
-            let _: () = redis::cmd("SET")
-                .arg("sync")
-                .arg(1)
-                .query(&mut conn)
-                .unwrap();
-            let acked: usize = redis::cmd("WAIT").arg(1).arg(100).query(&mut conn).unwrap();
-            if acked == 1 {
-                break;
-            }
-        }
-    })
-    .await;
+    let (primary, replica) = RedisServer::with_replica();
     // More connections than commands below: each command goes on one that never
     // wrote anything, as after a reconnect.
     let mut conns = Vec::new();
@@ -561,30 +538,7 @@ async fn wait_for_replicas_counts_only_replicas_that_have_the_grant_even_after_a
 /// lost, and it must stay within the response timeout plus the `WAIT` timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_confirmed_by_replicas_after_its_validity_is_no_grant() {
-    let primary = RedisServer::builder()
-        .arg("--repl-diskless-sync-delay")
-        .arg("0")
-        .start();
-    let _replica = RedisServer::builder()
-        .arg("--replicaof")
-        .arg("127.0.0.1")
-        .arg(primary.port().to_string())
-        .start();
-    within("the replica to acknowledge a write", async {
-        let mut conn = primary.connection();
-        loop {
-            let _: () = redis::cmd("SET")
-                .arg("sync")
-                .arg(1)
-                .query(&mut conn)
-                .unwrap();
-            let acked: usize = redis::cmd("WAIT").arg(1).arg(100).query(&mut conn).unwrap();
-            if acked == 1 {
-                break;
-            }
-        }
-    })
-    .await;
+    let (primary, _replica) = RedisServer::with_replica();
     let proxy = Proxy::start(primary.port());
     // A WAIT timeout of a whole second: a replica on a loaded machine may take a while.
     let (ttl, wait) = (Duration::from_secs(1), Duration::from_secs(1));

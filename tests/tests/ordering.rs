@@ -16,25 +16,6 @@ use redis::Commands;
 /// The README's scheduling slack for a call's bound.
 const CALL_SLACK: Duration = Duration::from_millis(250);
 
-/// Keeps `server` busy for `busy` with a script of another client (a long script: the
-/// server answers nobody meanwhile), from a thread of its own.
-fn busy_for(server: &RedisServer, busy: Duration) -> thread::JoinHandle<()> {
-    let mut conn = server.connection();
-    thread::spawn(move || {
-        let _: i64 = redis::cmd("EVAL")
-            .arg(
-                "local function now() local t = redis.call('TIME') \
-                 return t[1] * 1000 + t[2] / 1000 end \
-                 local stop = now() + tonumber(ARGV[1]) \
-                 while now() < stop do end return 1",
-            )
-            .arg(0)
-            .arg(busy.as_millis().to_string())
-            .query(&mut conn)
-            .expect("the busy script");
-    })
-}
-
 fn sleep_until(at: Instant) {
     thread::sleep(at.saturating_duration_since(Instant::now()));
 }
@@ -95,7 +76,7 @@ fn an_extend_queued_behind_other_calls_never_outlives_the_key() {
     // The watchdog renews a third of the way through: 2 s after the grant. The server is
     // busy from 1.7 s to 2.2 s, so that renewal waits there.
     sleep_until(granted + Duration::from_millis(1_700));
-    let busy = busy_for(&server, Duration::from_millis(500));
+    let busy = server.busy_for(Duration::from_millis(500));
     thread::sleep(Duration::from_millis(30));
     let clone = locks.clone();
     let other = thread::spawn(move || clone.try_lock("other").map(|g| g.is_some()));

@@ -480,7 +480,7 @@ impl Nemesis {
             }
             Kind::BusyServer => {
                 let busy = self.ms(100..500);
-                busy_for(server, busy);
+                drop(server.busy_for(busy));
                 busy
             }
             Kind::ScriptFlush => {
@@ -519,7 +519,7 @@ impl Nemesis {
             }
             Kind::BusyServer => {
                 let busy = self.ms(100..1_000);
-                busy_for(&node.server, busy);
+                drop(node.server.busy_for(busy));
                 busy
             }
             Kind::ScriptFlush => {
@@ -589,27 +589,6 @@ fn heal_node(kind: Kind, node: &mut Node) {
         Kind::KillRestart => node.server.restart(),
         kind => heal_proxy(kind, &node.proxy, &mut node.resetting),
     }
-}
-
-/// Keeps `server` busy for `busy` with a script of a client of its own (on a thread: the
-/// script ends by itself).
-fn busy_for(server: &RedisServer, busy: Duration) {
-    let Ok(mut conn) = server.client().get_connection() else {
-        return;
-    };
-    let ms = u64::try_from(busy.as_millis()).unwrap_or(500);
-    std::thread::spawn(move || {
-        let _: Result<i64, _> = redis::cmd("EVAL")
-            .arg(
-                "local function now() local t = redis.call('TIME') \
-                 return t[1] * 1000 + t[2] / 1000 end \
-                 local stop = now() + tonumber(ARGV[1]) \
-                 while now() < stop do end return 1",
-            )
-            .arg(0)
-            .arg(ms)
-            .query(&mut conn);
-    });
 }
 
 fn client_pause(server: &RedisServer, pause: Duration, all: bool) {
