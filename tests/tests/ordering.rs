@@ -83,7 +83,9 @@ fn an_extend_queued_behind_other_calls_never_outlives_the_key() {
     thread::sleep(Duration::from_millis(30));
     let extended = guard.extend(Duration::from_millis(500));
     busy.join().unwrap();
-    assert!(other.join().unwrap().is_ok());
+    // Its answer does not matter (behind the busy server it may time out): it held the
+    // connection while the extend waited.
+    drop(other.join().unwrap());
     // Whatever the extend answered, from here on: the guard's validity end is never
     // later than the key's end on the server (checked past the end a 500 ms lease set at
     // 2.2 s would have), and a second client that gets the lock finds the guard lost.
