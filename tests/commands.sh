@@ -3,7 +3,7 @@
 #
 # Regenerates lock-audit/src/commands/table.rs, the command table the lint of
 # #[lock_script] and `lockscript audit` checks scripts against, from what each server of
-# the matrix reports (tests/servers.sh): each is started on a free port in a temp dir and
+# the matrix reports (tests/lockscript-test/servers.sh): each is started on a free port in a temp dir and
 # read by tests/src/bin/gen-commands.rs (COMMAND, COMMAND DOCS, and a probe of what a
 # `#!lua flags=no-writes` script may call).
 # --check writes the table to a temp file instead and fails with a diff when the
@@ -11,7 +11,7 @@
 # Exit status: 0 done (or no difference), 1 the table differs or a server failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. tests/servers.sh
+. tests/lockscript-test/servers.sh
 
 table=lock-audit/src/commands/table.rs
 check=false
@@ -70,7 +70,7 @@ for name in "${SERVERS[@]}"; do
 done
 
 out="$work/table.rs"
-cargo run --quiet -p lockscript-test --bin gen-commands -- --out "$out" "${addresses[@]}"
+cargo run --quiet -p lockscript-harness --bin gen-commands -- --out "$out" "${addresses[@]}"
 
 if $check; then
   # The table names the exact versions it was read from; other versions (a distribution's

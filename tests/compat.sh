@@ -3,12 +3,12 @@
 #
 # Runs the tests that talk to a server against each server of the matrix and prints a
 # table: server, version, passed, failed, seconds. NAME picks servers (default: all):
-# redis-7.0, redis-6.2, redis-8.2, valkey-9.1 (tests/servers.sh says where each comes from).
+# redis-7.0, redis-6.2, redis-8.2, valkey-9.1 (tests/lockscript-test/servers.sh says where each comes from).
 # Arguments after `--` go to `cargo test` (default: the whole workspace).
 # Exit status: 0 when every server passed, 1 otherwise; logs in target/compat-servers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. tests/servers.sh
+. tests/lockscript-test/servers.sh
 
 names=()
 while [ $# -gt 0 ]; do

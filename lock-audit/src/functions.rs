@@ -257,7 +257,7 @@ pub fn split(code: &str) -> Vec<Found> {
     found
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "analysis"))]
 mod tests {
     use super::*;
     use crate::lua;

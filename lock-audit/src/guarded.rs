@@ -110,7 +110,7 @@ pub fn offset(source: &str) -> usize {
         .map_or(0, |at| wrapped[..at + opening.len()].matches('\n').count())
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "analysis"))]
 mod tests {
     use super::*;
     use crate::lua;

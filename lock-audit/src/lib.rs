@@ -8,6 +8,8 @@
 //!   which command exists on which server of the test matrix (a command that only some
 //!   have is a warning): its arity and subcommands too, through aliases, wrapper
 //!   functions and `pcall`; [`scope`] finds globals Redis's Lua does not define.
+//! - [`fixture::check`] reads a fixture file of redis-cli commands (the data a script test
+//!   starts from) and holds each command against the same table.
 //! - [`include::expand`] expands `--- @include` lines into the body that is sent.
 //! - [`floor::Floor`] is the oldest Redis and Valkey a script runs on.
 //! - [`guarded::wrap`] writes the owner-guarded form of a script.
@@ -15,21 +17,33 @@
 //! - [`audit::audit_dir`] does that for every script of a directory (and below it) and
 //!   checks the directory's `SHA1SUMS`.
 //!
+//! The parts that parse Lua (`lua`, `scope`, `include`, `floor`, `audit`) are behind the
+//! `analysis` feature (on with the default `cli`); the rest writes text and needs no
+//! parser.
+//!
 //! ```
+//! # #[cfg(feature = "analysis")] {
 //! let analysis = lockscript_audit::lua::analyze("return redis.call('SLEEP', KEYS[1])");
 //! assert_eq!(analysis.keys.highest, 1);
 //! assert_eq!(analysis.problems[0].message, "`SLEEP` is not a Redis command");
+//! # }
 //! ```
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "analysis")]
 pub mod audit;
 pub mod commands;
+pub mod fixture;
+#[cfg(feature = "analysis")]
 pub mod floor;
 pub mod functions;
 pub mod guarded;
+#[cfg(feature = "analysis")]
 pub mod include;
+#[cfg(feature = "analysis")]
 pub mod lua;
 mod problem;
+#[cfg(feature = "analysis")]
 pub mod scope;
 
 /// The SHA1 of `bytes` as 40 lowercase hex digits: what `sha1sum` prints and what

@@ -1,9 +1,11 @@
 //! Where a problem in a script is, and what it is: what every check of the analysis
 //! reports, and the "did you mean" they share.
 
+#[cfg(feature = "analysis")]
 use std::fmt;
 
 /// A 1-based line and column in the script file.
+#[cfg(feature = "analysis")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Position {
     /// 1-based line.
@@ -12,6 +14,7 @@ pub struct Position {
     pub column: usize,
 }
 
+#[cfg(feature = "analysis")]
 impl fmt::Display for Position {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.line, self.column)
@@ -20,6 +23,7 @@ impl fmt::Display for Position {
 
 /// Something the server would refuse, or that cannot be what the author meant; as a
 /// warning, something only some servers would refuse.
+#[cfg(feature = "analysis")]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
     /// Where in the file.

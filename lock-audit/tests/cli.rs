@@ -2,10 +2,109 @@
 //! found, and `verify` against a real redis-server.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
-use lockscript_test::server::RedisServer;
 use serde_json::Value;
+
+/// A private redis-server on a Unix socket in a temp dir, killed on drop. Not the harness's
+/// (lockscript-test depends on lockscript, which depends on this crate): a socket needs no
+/// free port, so this is all `verify` needs. `REDIS_SERVER_BIN` picks the binary (the first
+/// of a list), as for every other test.
+struct RedisServer {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl RedisServer {
+    fn start() -> RedisServer {
+        Self::with_args(&[])
+    }
+
+    fn with_args(args: &[&str]) -> RedisServer {
+        let bin = std::env::var_os("REDIS_SERVER_BIN")
+            .and_then(|list| std::env::split_paths(&list).find(|p| !p.as_os_str().is_empty()))
+            .unwrap_or_else(|| "redis-server".into());
+        let dir = tempfile::Builder::new()
+            .prefix("cli-redis-")
+            .tempdir()
+            .unwrap();
+        let mut child = Command::new(&bin)
+            .args(["--port", "0", "--save", "", "--appendonly", "no"])
+            .arg("--unixsocket")
+            .arg(dir.path().join("redis.sock"))
+            .arg("--dir")
+            .arg(dir.path())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let server = loop {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "{} exited during startup",
+                bin.display()
+            );
+            if dir.path().join("redis.sock").exists() {
+                break RedisServer { child, dir };
+            }
+            assert!(Instant::now() < deadline, "{} did not start", bin.display());
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut conn = server.connection();
+        let _: String = redis::cmd("PING").query(&mut conn).unwrap();
+        server
+    }
+
+    /// A Valkey 9+ with its `lua` module unloaded; `None` on other servers.
+    fn without_lua() -> Option<RedisServer> {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query(&mut Self::start().connection())
+            .unwrap();
+        if !info.contains("valkey_version:9") {
+            return None;
+        }
+        let server = Self::with_args(&["--enable-module-command", "yes"]);
+        redis::cmd("MODULE")
+            .arg("UNLOAD")
+            .arg("lua")
+            .exec(&mut server.connection())
+            .expect("Valkey 9 unloads its Lua module");
+        Some(server)
+    }
+
+    fn url(&self) -> String {
+        format!(
+            "redis+unix://{}",
+            self.dir.path().join("redis.sock").display()
+        )
+    }
+
+    fn connection(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
+    fn has_functions(&self) -> bool {
+        redis::cmd("FUNCTION")
+            .arg("STATS")
+            .query::<redis::Value>(&mut self.connection())
+            .is_ok()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
 
 fn lockscript(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_lockscript"))
@@ -151,7 +250,7 @@ fn verify_reports_missing_scripts_and_load_fills_the_cache() {
 }
 
 #[test]
-fn verify_against_a_closed_port_exits_with_two() {
+fn verify_against_a_closed_server_exits_with_two() {
     let server = RedisServer::start();
     let url = server.url();
     drop(server);

@@ -60,11 +60,14 @@ pub fn lock_script(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::lock_script(attr.into(), item.into()).into()
 }
 
-/// Runs a test against a clean, private Redis: use it as `#[lockscript_test::test]`
+/// Runs a test against a clean, private Redis, once per server of the matrix
+/// (`REDIS_SERVER_BIN`, one binary or several): use it as `#[lockscript_test::test]`
 /// through the `lockscript-test` crate, which re-exports it and documents it.
 ///
 /// Options: `fixtures("tests/fixtures/x.redis", ...)` (files of redis-cli commands,
-/// relative to the crate's Cargo.toml, checked at compile time and embedded),
+/// relative to the crate's Cargo.toml, embedded, and checked at compile time: each line
+/// parses, and names a command with its subcommand and a number of arguments the command
+/// table allows; each problem is an error at the attribute naming the file and line),
 /// `flavor = "multi_thread"` for an async test on a multi-thread runtime, and
 /// `crate = "path"` when `lockscript-test` was renamed.
 #[proc_macro_attribute]

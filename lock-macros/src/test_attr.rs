@@ -1,9 +1,11 @@
 //! `#[lockscript_test::test]`: a test function run against a clean, private Redis.
 //!
-//! Parses its options (`fixtures("...")`, `flavor = "..."`, `crate = "..."`), checks that
-//! every fixture file exists, and writes a `#[test]` that takes a [`TestRedis`] from the
-//! test crate's pool, loads the fixtures, makes each argument from it and runs the body
-//! (on a tokio runtime when it is `async`).
+//! Parses its options (`fixtures("...")`, `flavor = "..."`, `crate = "..."`), checks every
+//! fixture file (it exists, and each line parses and names a command with its subcommand
+//! and a number of arguments the command table allows: `lockscript_audit::fixture`), and
+//! writes a `#[test]` that, for each server of the matrix (`REDIS_SERVER_BIN`, one binary
+//! or several), takes a [`TestRedis`] from the test crate's pool, loads the fixtures,
+//! makes each argument from it and runs the body (on a tokio runtime when it is `async`).
 //!
 //! [`TestRedis`]: https://docs.rs/lockscript-test
 
@@ -174,15 +176,16 @@ fn expand(options: &Options, func: ItemFn) -> syn::Result<TokenStream> {
             #inner(#(#passes),*)
         }
     };
+    // Once per server of the matrix; the closure owns the server's handle for one run.
     Ok(quote! {
         #[::core::prelude::v1::test]
         #(#attrs)*
         #vis fn #name() #output {
             #sig #block
-            #[allow(unused_mut)]
-            let mut __lockscript_test_redis = #krate::TestRedis::start();
-            #(#fixtures)*
-            #run
+            #krate::__private::each_server(|#[allow(unused_mut)] mut __lockscript_test_redis: #krate::TestRedis| {
+                #(#fixtures)*
+                #run
+            })
         }
     })
 }
@@ -203,20 +206,37 @@ fn is_test_redis(ty: &Type) -> bool {
 }
 
 /// One `load_fixture` call per fixture file, each embedded with `include_str!` (a changed
-/// fixture rebuilds the test); an unreadable file is an error on its literal.
+/// fixture rebuilds the test). An unreadable file is an error on its literal; a line that
+/// does not parse or names a command the server would refuse is an error at the attribute
+/// (`file:line: ...`), every one of every file in one build.
 fn fixture_loads(options: &Options) -> syn::Result<Vec<TokenStream>> {
     let mut fixtures = Vec::new();
+    let mut problems: Option<syn::Error> = None;
     for file in &options.fixtures {
         let path = crate::source::resolve(file, "fixture")?;
-        if let Err(e) = std::fs::read_to_string(&path) {
-            return Err(syn::Error::new(
-                file.span(),
-                format!(
-                    "cannot read fixture `{}` (relative to CARGO_MANIFEST_DIR): {}",
-                    file.value(),
-                    crate::source::io_reason(&e)
-                ),
-            ));
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) => {
+                return Err(syn::Error::new(
+                    file.span(),
+                    format!(
+                        "cannot read fixture `{}` (relative to CARGO_MANIFEST_DIR): {}",
+                        file.value(),
+                        crate::source::io_reason(&e)
+                    ),
+                ));
+            }
+        };
+        for problem in lockscript_audit::fixture::check(&text) {
+            // At the attribute: the file and line say where, the attribute says which test.
+            let error = syn::Error::new(
+                Span::call_site(),
+                format!("{}:{}: {}", file.value(), problem.line, problem.message),
+            );
+            match &mut problems {
+                Some(all) => all.combine(error),
+                None => problems = Some(error),
+            }
         }
         let shown = file.value();
         let full = path.to_string_lossy().into_owned();
@@ -224,5 +244,8 @@ fn fixture_loads(options: &Options) -> syn::Result<Vec<TokenStream>> {
             __lockscript_test_redis.load_fixture(#shown, ::core::include_str!(#full));
         });
     }
-    Ok(fixtures)
+    match problems {
+        Some(problems) => Err(problems),
+        None => Ok(fixtures),
+    }
 }

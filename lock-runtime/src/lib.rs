@@ -45,115 +45,68 @@
 // The macro names `::lockscript::...`; this makes that path work inside the crate too.
 extern crate self as lockscript;
 
-// What each feature compiles: the scripts always; the lease engine's shared core for either
-// face; the async face, Redlock and the blocking face each behind their own feature.
-mod batch;
-pub mod builtin;
+// The layers, each a folder (see "Architecture" above): the scripts always; the lock
+// machine's rules for either face; the executors and the faces behind their features.
 mod error;
-mod functions;
-mod invocation;
-mod registry;
 mod script;
-pub mod sql;
 
 #[cfg(any(feature = "tokio", feature = "blocking"))]
-mod call;
+mod exec;
+mod faces;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
-mod fair;
-#[cfg(any(feature = "tokio", feature = "blocking"))]
-mod grant;
-#[cfg(any(feature = "tokio", feature = "blocking"))]
-mod guarded;
-#[cfg(any(feature = "tokio", feature = "blocking"))]
-mod key;
-#[cfg(any(feature = "tokio", feature = "blocking"))]
-mod lease;
-#[cfg(any(feature = "tokio", feature = "blocking"))]
-mod limit;
-#[cfg(any(feature = "tokio", feature = "blocking"))]
-mod mutants;
-#[cfg(any(feature = "tokio", feature = "blocking"))]
-mod notify;
-#[cfg(any(feature = "tokio", feature = "blocking"))]
-mod readers;
-#[cfg(any(feature = "tokio", feature = "blocking"))]
-mod reply;
-#[cfg(any(feature = "tokio", feature = "blocking"))]
-mod retry;
-#[cfg(any(feature = "tokio", feature = "blocking"))]
-mod schedule;
-#[cfg(any(feature = "tokio", feature = "blocking"))]
-mod settings;
-#[cfg(any(feature = "tokio", feature = "blocking"))]
-mod token;
-#[cfg(any(feature = "tokio", feature = "blocking"))]
-mod wait;
-
-#[cfg(feature = "tokio")]
-mod backend;
-#[cfg(feature = "tokio")]
-mod engine;
-#[cfg(feature = "tokio")]
-mod guard;
-#[cfg(feature = "tokio")]
-mod locks;
-#[cfg(feature = "tokio")]
-mod node;
-#[cfg(feature = "tokio")]
-mod queue;
-#[cfg(feature = "tokio")]
-mod rw;
-#[cfg(feature = "tokio")]
-mod watchdog;
+mod machine;
 
 #[cfg(feature = "blocking")]
-pub mod blocking;
-#[cfg(feature = "redlock")]
-mod redlock;
+#[doc(inline)]
+pub use faces::blocking;
+#[doc(inline)]
+pub use faces::sql;
+#[doc(inline)]
+pub use script::builtin;
 
-pub use batch::PipelineExt;
 pub use error::LockError;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+pub use faces::guarded::Guarded;
 #[cfg(feature = "tokio")]
-pub use functions::load_functions_async;
-pub use functions::{Delivery, Function, Library, functions_library, load_functions};
-#[cfg(any(feature = "tokio", feature = "blocking"))]
-pub use guarded::Guarded;
-pub use invocation::{Invocation, ScriptArg, ScriptReply};
-#[cfg(any(feature = "tokio", feature = "blocking"))]
-pub use lease::Lease;
+pub use faces::locks::{LockGuard, Locks};
 #[cfg(feature = "redlock")]
-pub use limit::DEFAULT_NODE_TIMEOUT;
+pub use faces::redlock::{Redlock, RedlockGuard};
+#[cfg(feature = "tokio")]
+pub use faces::rw::{Permit, ReadGuard, RwLocks, Semaphores, WriteGuard};
+pub use lockscript_macros::lock_script;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
-pub use limit::{
+pub use machine::lease::Lease;
+#[cfg(feature = "redlock")]
+pub use machine::limit::DEFAULT_NODE_TIMEOUT;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+pub use machine::limit::{
     DEFAULT_FENCE_RETENTION, DEFAULT_RESPONSE_TIMEOUT, FENCE_RETENTION_RANGE, MAX_HOLD,
     MAX_NAME_LEN, MAX_RETRY_DELAY, MAX_TTL, MAX_WAIT, MIN_TTL,
 };
-#[cfg(feature = "tokio")]
-pub use locks::{LockGuard, Locks};
-pub use lockscript_macros::lock_script;
-#[cfg(feature = "redlock")]
-pub use redlock::{Redlock, RedlockGuard};
-#[cfg(feature = "tokio")]
-pub use registry::load_scripts_async;
-pub use registry::{load_scripts, scripts};
 #[cfg(any(feature = "tokio", feature = "blocking"))]
-pub use retry::RetryPolicy;
+pub use machine::retry::RetryPolicy;
+pub use script::batch::PipelineExt;
 #[cfg(feature = "tokio")]
-pub use rw::{Permit, ReadGuard, RwLocks, Semaphores, WriteGuard};
-pub use script::{Arity, Script};
+pub use script::functions::load_functions_async;
+pub use script::functions::{Delivery, Function, Library, functions_library, load_functions};
+pub use script::invocation::{Invocation, ScriptArg, ScriptReply};
+#[cfg(feature = "tokio")]
+pub use script::registry::load_scripts_async;
+pub use script::registry::{load_scripts, scripts};
+pub use script::script::{Arity, Script};
 
 /// Not public API: what `#[lock_script]` expands to. May change in any release.
 #[doc(hidden)]
 pub mod __private {
     #[cfg(any(feature = "tokio", feature = "blocking"))]
-    pub use crate::guarded::GuardRef;
-    pub use crate::invocation::Invocation;
-    pub use crate::registry::SCRIPTS;
-    pub use crate::script::Script;
+    pub use crate::faces::guarded::GuardRef;
+    pub use crate::script::invocation::Invocation;
+    pub use crate::script::registry::SCRIPTS;
+    pub use crate::script::script::Script;
     pub use linkme;
     /// Known bugs put back, for the chaos checker's own tests (feature `mutants`).
     #[cfg(all(feature = "mutants", any(feature = "tokio", feature = "blocking")))]
     pub mod mutants {
-        pub use crate::mutants::set_no_deadline;
+        pub use crate::machine::mutants::set_no_deadline;
     }
 }

@@ -4,7 +4,7 @@
 //! leaves forever), and once the counters' retention has passed.
 //!
 //! ```console
-//! $ cargo run --release -p lockscript-test --example fence_memory [-- NAMES [RETENTION_SECS]]
+//! $ cargo run --release -p lockscript-harness --example fence_memory [-- NAMES [RETENTION_SECS]]
 //! ```
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

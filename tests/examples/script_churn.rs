@@ -7,7 +7,7 @@
 //! as an evictable one. Prints the EVALSHA hit rate and the `NOSCRIPT` count of each.
 //!
 //! ```console
-//! $ REDIS_SERVER_BIN=/path/to/redis-server-8.x cargo run --release -p lockscript-test --example script_churn [-- CYCLES]
+//! $ REDIS_SERVER_BIN=/path/to/redis-server-8.x cargo run --release -p lockscript-harness --example script_churn [-- CYCLES]
 //! ```
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! ones (a pooled server is emptied and the scripts loaded again). Prints medians.
 //!
 //! ```console
-//! $ cargo run --release -p lockscript-test --example test_cost
+//! $ cargo run --release -p lockscript-harness --example test_cost
 //! ```
 use std::time::{Duration, Instant};
 

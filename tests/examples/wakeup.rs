@@ -5,7 +5,7 @@
 //! to the waiter waking with the grant in hand (no further call in either case).
 //!
 //! ```text
-//! cargo run --release -p lockscript-test --example wakeup
+//! cargo run --release -p lockscript-harness --example wakeup
 //! ```
 //!
 //! Rounds alternate the two ways (A B A B ...), 2,000 handoffs each; the medians and

@@ -34,6 +34,10 @@ pub struct Settings {
     pub wait_timeout: Duration,
     /// Whether guards are renewed.
     pub watchdog: bool,
+    /// The retry policy between attempts, when not the library's.
+    pub retry: Option<lockscript::RetryPolicy>,
+    /// `wait_for_replicas(replicas, timeout)`, when set.
+    pub replicas: Option<(usize, Duration)>,
 }
 
 /// A lock handle, whichever face.
@@ -51,6 +55,8 @@ pub trait Face: Clone + Send + 'static {
             ttl: Duration::from_secs(30),
             wait_timeout: Duration::from_secs(10),
             watchdog: true,
+            retry: None,
+            replicas: None,
         }
     }
 
@@ -73,13 +79,13 @@ pub trait Face: Clone + Send + 'static {
 
 /// A guard, whichever face.
 pub trait Held: Send + 'static {
-    /// See `LockGuard::fencing_token`.
+    /// See `Lease::fencing_token`.
     fn fencing_token(&self) -> u64;
-    /// See `LockGuard::is_lost`.
+    /// See `Lease::is_lost`.
     fn is_lost(&self) -> bool;
-    /// See `LockGuard::valid_until`.
+    /// See `Lease::valid_until`.
     fn valid_until(&self) -> Instant;
-    /// See `LockGuard::attempts`.
+    /// See `Lease::attempts`.
     fn attempts(&self) -> u32;
     /// Blocks until the lease is lost or `timeout` passes; whether it was lost.
     fn lost_within(&self, timeout: Duration) -> bool;
@@ -116,12 +122,18 @@ impl Face for Async {
                 .build()
                 .expect("the async face's runtime"),
         );
-        let locks = runtime
+        let mut locks = runtime
             .block_on(lockscript::Locks::connect(&server.client()))
             .expect("connect")
             .ttl(settings.ttl)
             .wait_timeout(settings.wait_timeout)
             .watchdog(settings.watchdog);
+        if let Some(retry) = settings.retry {
+            locks = locks.retry(retry);
+        }
+        if let Some((replicas, timeout)) = settings.replicas {
+            locks = locks.wait_for_replicas(replicas, timeout);
+        }
         Self { runtime, locks }
     }
 
@@ -199,11 +211,17 @@ impl Face for Blocking {
     const NAME: &'static str = "blocking";
 
     fn connect(server: &RedisServer, settings: Settings) -> Self {
-        let locks = lockscript::blocking::Locks::connect(&server.client())
+        let mut locks = lockscript::blocking::Locks::connect(&server.client())
             .expect("connect")
             .ttl(settings.ttl)
             .wait_timeout(settings.wait_timeout)
             .watchdog(settings.watchdog);
+        if let Some(retry) = settings.retry {
+            locks = locks.retry(retry);
+        }
+        if let Some((replicas, timeout)) = settings.replicas {
+            locks = locks.wait_for_replicas(replicas, timeout);
+        }
         Self(locks)
     }
 
@@ -226,23 +244,23 @@ impl Face for Blocking {
 
 impl Held for lockscript::blocking::LockGuard {
     fn fencing_token(&self) -> u64 {
-        lockscript::blocking::LockGuard::fencing_token(self)
+        lockscript::Lease::fencing_token(self)
     }
 
     fn is_lost(&self) -> bool {
-        lockscript::blocking::LockGuard::is_lost(self)
+        lockscript::Lease::is_lost(self)
     }
 
     fn valid_until(&self) -> Instant {
-        lockscript::blocking::LockGuard::valid_until(self)
+        lockscript::Lease::valid_until(self)
     }
 
     fn attempts(&self) -> u32 {
-        lockscript::blocking::LockGuard::attempts(self)
+        lockscript::Lease::attempts(self)
     }
 
     fn lost_within(&self, timeout: Duration) -> bool {
-        lockscript::blocking::LockGuard::lost_within(self, timeout)
+        lockscript::Lease::lost_within(self, timeout)
     }
 
     fn is_held(&self) -> Result<bool, LockError> {

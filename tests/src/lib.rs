@@ -1,30 +1,11 @@
-//! Test support for lockscript: users' script tests under a real Redis
-//! ([`TestRedis`], [`#[lockscript_test::test]`](macro@test), fixture files of redis-cli
-//! commands in [`commands`]), and the harness of lockscript's own suites (a private
-//! `redis-server` per test in [`server`], clusters, a fault proxy, the chaos checker).
-//!
-//! ```no_run
-//! use lockscript_test::TestRedis;
-//!
-//! #[lockscript::lock_script("lua/bump.lua")]
-//! fn bump(#[key] counter: &str, by: i64) -> i64;
-//!
-//! #[lockscript_test::test]
-//! fn bump_counts(conn: &mut redis::Connection) {
-//!     assert_eq!(bump("c", 2).invoke(conn).unwrap(), 2);
-//! }
-//!
-//! #[lockscript_test::test]
-//! async fn bump_counts_async(mut conn: redis::aio::MultiplexedConnection) {
-//!     assert_eq!(bump("c", 2).invoke_async(&mut conn).await.unwrap(), 2);
-//! }
-//!
-//! #[lockscript_test::test]
-//! fn bump_calls_incrby_once(redis: &TestRedis) {
-//!     bump("c", 1).invoke(&mut redis.connection()).unwrap();
-//!     assert_eq!(redis.command_calls("incrby"), 1);
-//! }
-//! ```
+//! lockscript's own test harness, not published: what lockscript-test offers users (its
+//! whole API, re-exported here under the same name, so that our suites read
+//! `lockscript_test::server` and `#[lockscript_test::test]` as a user's tests do), and
+//! what only our suites need: clusters ([`cluster`]), a fault proxy ([`proxy`]),
+//! PostgreSQL for the fencing tests ([`postgres`]), contenders in other processes
+//! ([`contenders`]), histories checked for overlaps ([`history`]), every face of the lock
+//! behind one interface ([`faces`]), the scripts of the tests ([`fixtures`]) and, with the
+//! `chaos` feature, the chaos checker.
 
 // Test support fails loudly by design: every helper panics with the reason.
 #![allow(clippy::missing_panics_doc)]
@@ -32,40 +13,17 @@
 #[cfg(feature = "chaos")]
 pub mod chaos;
 pub mod cluster;
-pub mod commands;
 pub mod contenders;
 pub mod faces;
 pub mod fixtures;
 pub mod history;
 pub mod postgres;
 pub mod proxy;
-pub mod server;
-mod test_redis;
 
-pub use lockscript_macros::test;
-pub use test_redis::{AsyncTestArg, TestArg, TestRedis, URL_ENV};
-
-/// Not public API: what `#[lockscript_test::test]` expands to. May change in any release.
-#[doc(hidden)]
-pub mod __private {
-    /// The runtime of an async test: current-thread unless `flavor = "multi_thread"`.
-    ///
-    /// # Panics
-    ///
-    /// If the OS refuses the runtime's threads or timers.
-    #[must_use]
-    pub fn runtime(multi_thread: bool) -> tokio::runtime::Runtime {
-        let mut builder = if multi_thread {
-            tokio::runtime::Builder::new_multi_thread()
-        } else {
-            tokio::runtime::Builder::new_current_thread()
-        };
-        builder
-            .enable_all()
-            .build()
-            .unwrap_or_else(|e| panic!("cannot build the test's tokio runtime: {e}"))
-    }
-}
+pub use published::{
+    __private, AsyncTestArg, TestArg, TestRedis, URL_ENV, command_calls, commands,
+    flush_scripts_and_reset_stats, has_functions, load_scripts, matrix, reset_stats, server, test,
+};
 
 /// A command that runs one `#[ignore]`d test of the running test binary in a child
 /// process (for tests whose actors must be separate processes: frozen with SIGSTOP,
@@ -117,77 +75,4 @@ pub fn cargo() -> std::process::Command {
         }
     }
     command
-}
-
-/// Loads the binary's scripts, as `lockscript::load_scripts` does, except that a server
-/// before 7.0 (which cannot parse a `#!lua` shebang) skips the scripts that have one: the
-/// tests of those scripts fail there, each for itself, and the others run.
-///
-/// # Panics
-///
-/// If a script without a shebang cannot be loaded, or the server reports another digest.
-pub fn load_scripts(conn: &mut redis::Connection) {
-    for script in lockscript::scripts() {
-        let loaded: redis::RedisResult<String> = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(script.source())
-            .query(conn);
-        match loaded {
-            Ok(digest) => assert_eq!(digest, script.sha1(), "{}", script.name()),
-            Err(e) if script.source().starts_with("#!") && e.to_string().contains("near '#'") => {}
-            Err(e) => panic!("cannot load script {}: {e}", script.name()),
-        }
-    }
-}
-
-/// Whether the server behind `conn` has Redis Functions (7.0+; Redis 6.2 has not).
-pub fn has_functions(conn: &mut redis::Connection) -> bool {
-    redis::cmd("FUNCTION")
-        .arg("STATS")
-        .query::<redis::Value>(conn)
-        .is_ok()
-}
-
-/// Zeroes the server's `INFO commandstats` (and other counters): `CONFIG RESETSTAT`.
-pub fn reset_stats(conn: &mut redis::Connection) {
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(conn)
-        .expect("CONFIG RESETSTAT");
-}
-
-/// Empties the server's script cache and zeroes its counters, so a test can count the
-/// EVALSHA / EVAL calls a cold cache causes.
-pub fn flush_scripts_and_reset_stats(conn: &mut redis::Connection) {
-    let _: () = redis::cmd("SCRIPT")
-        .arg("FLUSH")
-        .query(conn)
-        .expect("SCRIPT FLUSH");
-    reset_stats(conn);
-}
-
-/// How many times `command` reached the server: `calls` (which include failed calls)
-/// plus `rejected_calls`,
-/// read from `INFO commandstats`. Commands are lowercase there: `evalsha`, `eval_ro`.
-///
-/// ```no_run
-/// # let server = lockscript_test::server::RedisServer::start();
-/// let mut conn = server.connection();
-/// assert_eq!(lockscript_test::command_calls(&mut conn, "evalsha"), 0);
-/// ```
-pub fn command_calls(conn: &mut redis::Connection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(conn)
-        .expect("INFO commandstats");
-    let prefix = format!("cmdstat_{command}:");
-    let Some(line) = info.lines().find(|l| l.starts_with(&prefix)) else {
-        return 0;
-    };
-    line[prefix.len()..]
-        .split(',')
-        .filter_map(|field| field.split_once('='))
-        .filter(|(k, _)| matches!(*k, "calls" | "rejected_calls"))
-        .map(|(_, v)| v.parse::<u64>().expect("a count"))
-        .sum()
 }

@@ -29,8 +29,8 @@ fn example(name: &str) -> PathBuf {
         }
         // This test's own features, so the build is the one `cargo test` just made.
         let features: Vec<&str> = [
-            (cfg!(feature = "chaos"), "lockscript-test/chaos"),
-            (cfg!(feature = "peers"), "lockscript-test/peers"),
+            (cfg!(feature = "chaos"), "lockscript-harness/chaos"),
+            (cfg!(feature = "peers"), "lockscript-harness/peers"),
         ]
         .into_iter()
         .filter_map(|(on, feature)| on.then_some(feature))

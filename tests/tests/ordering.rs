@@ -266,7 +266,7 @@ fn many_leases_on_a_slow_server_are_all_kept() {
         let lost: Vec<_> = guards
             .iter()
             .filter(|g| g.is_lost())
-            .map(lockscript::blocking::LockGuard::name)
+            .map(|guard| guard.name().to_owned())
             .collect();
         assert!(lost.is_empty(), "leases lost on a slow server: {lost:?}");
         thread::sleep(Duration::from_millis(20));

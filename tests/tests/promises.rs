@@ -38,7 +38,24 @@ on_both_faces!(
     with_lock_returns_the_work_and_releases,
     calls_on_a_frozen_server_end_within_the_response_timeout,
     a_dropped_guard_is_released_in_the_background,
+    a_release_hands_the_lock_to_a_waiting_caller_of_the_handle,
+    waiting_callers_of_a_handle_are_served_in_arrival_order,
+    wait_for_replicas_refuses_a_grant_no_replica_acknowledged,
 );
+
+/// Waiters that move only when a release hands them the lock or notifies them: their
+/// backoff is longer than any test.
+fn patient<F: Face>(server: &RedisServer) -> F {
+    let backoff = lockscript::RetryPolicy::new(Duration::from_secs(30), Duration::from_secs(30));
+    F::connect(
+        server,
+        lockscript_test::faces::Settings {
+            retry: Some(backoff),
+            wait_timeout: Duration::from_secs(20),
+            ..F::settings()
+        },
+    )
+}
 
 fn try_lock_grants_rising_fences_and_refuses_while_held<F: Face>() {
     let server = RedisServer::start();
@@ -222,4 +239,171 @@ fn a_dropped_guard_is_released_in_the_background<F: Face>() {
         );
         thread::sleep(Duration::from_millis(2));
     }
+}
+
+/// Waits until the server has refused a waiter twice (its attempt, then the one right
+/// after it subscribed): from the first refusal on its handover offer stands.
+fn refused_twice(stats: &mut redis::Connection) {
+    let began = Instant::now();
+    while lockscript_test::command_calls(stats, "evalsha") < 2 {
+        assert!(
+            began.elapsed() < Duration::from_secs(10),
+            "the waiter never tried"
+        );
+        thread::sleep(Duration::from_millis(2));
+    }
+    // Its reply on the way back.
+    thread::sleep(Duration::from_millis(20));
+}
+
+/// A release hands the lock to a caller of the same handle that waits for it, in one
+/// round trip (handover.lua: no delete, no attempt, nothing published), with a whole
+/// lease, within a call's bound.
+fn a_release_hands_the_lock_to_a_waiting_caller_of_the_handle<F: Face>() {
+    let server = RedisServer::start();
+    let locks = patient::<F>(&server);
+    let holder = locks.lock("baton").unwrap();
+    let mut stats = server.connection();
+    // Warm (handover.lua has not run yet): the counts below are the calls themselves.
+    lockscript_test::load_scripts(&mut stats);
+    lockscript_test::reset_stats(&mut stats);
+    let waiter = {
+        let locks = locks.clone();
+        thread::spawn(move || locks.lock("baton"))
+    };
+    // Refused (its offer stands from then on), subscribed, refused again: asleep.
+    refused_twice(&mut stats);
+    lockscript_test::reset_stats(&mut stats);
+    let fence = holder.fencing_token();
+    let released = Instant::now();
+    holder.release().unwrap();
+    let next = waiter.join().unwrap().unwrap();
+    let took = released.elapsed();
+    assert!(took <= CALL_SLACK, "{}: handed over in {took:?}", F::NAME);
+    assert_eq!(next.fencing_token(), fence + 1, "{}", F::NAME);
+    assert_eq!(
+        next.attempts(),
+        2,
+        "{}: no attempt once handed the lock",
+        F::NAME
+    );
+    let evalsha = lockscript_test::command_calls(&mut stats, "evalsha");
+    let publish = lockscript_test::command_calls(&mut stats, "publish");
+    assert_eq!(
+        (evalsha, publish),
+        (1, 0),
+        "{}: handover.lua alone",
+        F::NAME
+    );
+    let pttl: i64 = stats.pttl("lock:{baton}").unwrap();
+    assert!(
+        pttl > 25_000,
+        "{}: a whole lease, not the rest of the old one: {pttl}",
+        F::NAME
+    );
+    assert!(next.is_held().unwrap());
+    next.release().unwrap();
+}
+
+/// Callers of one handle that wait for a lock get it first come, first served, each
+/// handed it by the one before; the last release alone publishes.
+fn waiting_callers_of_a_handle_are_served_in_arrival_order<F: Face>() {
+    let server = RedisServer::start();
+    let locks = patient::<F>(&server);
+    let holder = locks.lock("line").unwrap();
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut stats = server.connection();
+    lockscript_test::load_scripts(&mut stats);
+    lockscript_test::reset_stats(&mut stats);
+    let waiters: Vec<_> = (0..4)
+        .map(|i| {
+            let (locks, order) = (locks.clone(), std::sync::Arc::clone(&order));
+            let waiter = thread::spawn(move || {
+                let guard = locks.lock("line").unwrap();
+                order.lock().unwrap().push(i);
+                thread::sleep(Duration::from_millis(5));
+                guard.release().unwrap();
+            });
+            if i == 0 {
+                // The head of the line: refused twice, its offer standing.
+                refused_twice(&mut stats);
+            }
+            // Each in line (no I/O before its turn) before the next comes.
+            thread::sleep(Duration::from_millis(200));
+            waiter
+        })
+        .collect();
+    lockscript_test::reset_stats(&mut stats);
+    let released = Instant::now();
+    holder.release().unwrap();
+    for waiter in waiters {
+        waiter.join().unwrap();
+    }
+    let took = released.elapsed();
+    assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3], "{}", F::NAME);
+    assert!(
+        took <= 4 * (Duration::from_millis(5) + CALL_SLACK),
+        "{}: {took:?}",
+        F::NAME
+    );
+    assert_eq!(
+        lockscript_test::command_calls(&mut stats, "publish"),
+        1,
+        "{}: four handovers, then one release with nobody waiting",
+        F::NAME
+    );
+}
+
+/// With `wait_for_replicas` and its only replica frozen, a grant is refused with
+/// `NotReplicated { acked: 0 }` within the response timeout plus the `WAIT` timeout, and
+/// released (the next attempt, replica back, is granted).
+fn wait_for_replicas_refuses_a_grant_no_replica_acknowledged<F: Face>() {
+    let (primary, replica) = RedisServer::with_replica();
+    let mut conn = primary.connection();
+    let wait = Duration::from_secs(1);
+    let settings = lockscript_test::faces::Settings {
+        ttl: Duration::from_secs(5),
+        replicas: Some((1, wait)),
+        ..F::settings()
+    };
+    let locks = F::connect(&primary, settings);
+    let guard = locks.try_lock("replicated").unwrap().expect("replicated");
+    guard.release().unwrap();
+
+    replica.signal("STOP");
+    let started = Instant::now();
+    let err = locks.try_lock("replicated").err();
+    let took = started.elapsed();
+    replica.signal("CONT");
+    assert!(
+        matches!(
+            err,
+            Some(LockError::NotReplicated {
+                acked: 0,
+                wanted: 1,
+                ..
+            })
+        ),
+        "{}: {err:?}",
+        F::NAME
+    );
+    assert!(
+        took <= RESPONSE_TIMEOUT + wait + CALL_SLACK,
+        "{}: took {took:?}",
+        F::NAME
+    );
+    let freed = Instant::now();
+    while conn.exists::<_, bool>("lock:{replicated}").unwrap() {
+        assert!(
+            freed.elapsed() < Duration::from_secs(5),
+            "{}: the refused grant is released",
+            F::NAME
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+    let guard = locks
+        .try_lock("replicated")
+        .unwrap()
+        .expect("granted again");
+    guard.release().unwrap();
 }

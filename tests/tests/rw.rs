@@ -340,7 +340,7 @@ async fn permits_are_counted_across_handles_and_handed_on_release() {
         pools[3].try_acquire("enc").await.unwrap().is_none(),
         "all 3 held"
     );
-    let fences: Vec<u64> = held.iter().map(lockscript::Permit::fencing_token).collect();
+    let fences: Vec<u64> = held.iter().map(|permit| permit.fencing_token()).collect();
     assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
     let waiter = {
         let pool = pools[3].clone();

@@ -1,6 +1,6 @@
 //! A hundred small script tests, as a user's suite would have them: what the README's
 //! figure for a suite of 100 script tests on 2 cores measures
-//! (`cargo test -p lockscript-test --test script_suite`).
+//! (`cargo test -p lockscript-harness --test script_suite`).
 
 use lockscript_test::fixtures::bump;
 

@@ -119,3 +119,36 @@ fn a_snapshot_reads_back_every_key_by_its_type(redis: &TestRedis) {
     assert_eq!(owner["city"], "London");
     assert_eq!(keys.len(), 7, "{:?}", keys.keys());
 }
+
+/// A fixture sets up what the test starts from: its commands are not counted, so a test
+/// of a script that ran no HSET sees none though the fixture ran one.
+#[lockscript_test::test(fixtures("fixtures/accounts.redis"))]
+fn a_fixtures_commands_are_not_counted(redis: &TestRedis, conn: &mut redis::Connection) {
+    assert_eq!(redis.command_calls("hset"), 0);
+    assert_eq!(redis.command_calls("set"), 0);
+    assert_eq!(bump("counter:{7}", 1).invoke(conn).unwrap(), 42);
+    assert_eq!(redis.command_calls("hset"), 0);
+    assert_eq!(redis.command_calls("incrby"), 1);
+    let () = conn.hset("account:{7}:owner", "city", "Paris").unwrap();
+    assert_eq!(redis.command_calls("hset"), 1);
+}
+
+/// On a shared server, whose counters are not the test's to zero, the fixture's commands
+/// are left out all the same, and `reset_stats` counts from where it is called.
+#[test]
+fn on_a_shared_server_a_fixture_is_not_counted_either() {
+    let shared = RedisServer::start();
+    let redis = TestRedis::start_on(&shared.url());
+    redis.load_fixture("accounts.redis", include_str!("../fixtures/accounts.redis"));
+    assert_eq!(redis.command_calls("hset"), 0);
+    let mut conn = redis.connection();
+    let () = conn.hset("h", "f", "v").unwrap();
+    assert_eq!(redis.command_calls("hset"), 1);
+    redis.reset_stats();
+    assert_eq!(redis.command_calls("hset"), 0);
+    // The server's own counters were left alone.
+    assert_eq!(
+        lockscript_test::command_calls(&mut shared.connection(), "hset"),
+        2
+    );
+}

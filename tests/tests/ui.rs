@@ -1,11 +1,12 @@
-//! Compile-fail (and a few compile-pass) tests of `#[lock_script]`, with `.stderr`
+//! Compile-fail (and a few compile-pass) tests of `#[lock_script]` and
+//! `#[lockscript_test::test]`, with `.stderr`
 //! snapshots. Regenerate snapshots with `TRYBUILD=overwrite`.
 
 use std::path::{Path, PathBuf};
 
 /// trybuild compiles each case as a crate in `<target>/tests/trybuild/<this crate>`, and
 /// `#[lock_script]` resolves paths against that crate's manifest dir; so the case scripts
-/// are copied there first, and a case writes `scripts/x.lua` as a user would.
+/// (and fixtures) are copied there first, and a case writes `scripts/x.lua` as a user would.
 fn stage_scripts() {
     let exe = std::env::current_exe().expect("test binary path");
     // <target>/<profile>/deps/ui-<hash>
@@ -18,8 +19,10 @@ fn stage_scripts() {
         .join("tests")
         .join("trybuild")
         .join(env!("CARGO_PKG_NAME"));
-    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("ui/scripts");
-    copy_dir(&source, &project.join("scripts"));
+    let ui = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("ui");
+    copy_dir(&ui.join("scripts"), &project.join("scripts"));
+    // The fixture files of `#[lockscript_test::test]`'s cases, read the same way.
+    copy_dir(&ui.join("fixtures"), &project.join("fixtures"));
 }
 
 /// Copies `from` into `to` with its subdirectories (the included files of the cases).

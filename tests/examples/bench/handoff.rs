@@ -1,7 +1,8 @@
 //! Handoffs: four contenders on one lock, each holding it 1 ms and thinking 2 ms, timed
 //! from a release call to the next holder having the lock, on the multi-thread runtime.
 //! Ours with one handle (releases hand the lock over), ours with a handle each (release
-//! notifications), the raw pub/sub floor, and 10 ms polling.
+//! notifications), the same four as threads of one blocking handle (handover too), the
+//! raw pub/sub floor, and 10 ms polling.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -63,10 +64,16 @@ where
     for t in tasks {
         t.await??;
     }
-    let mut grants = Arc::try_unwrap(grants)
+    let grants = Arc::try_unwrap(grants)
         .map_err(|_| "contenders still running")?
         .into_inner()
         .map_err(|_| "poisoned")?;
+    Ok(summary(grants))
+}
+
+/// The release-to-next-holder times (µs, sorted) of `grants` and their attempts per
+/// acquire.
+fn summary(mut grants: Vec<Grant>) -> (Vec<f64>, f64) {
     grants.sort_by_key(|g| g.acquired);
     // A handoff: the next holder was already waiting when this one released.
     let mut samples: Vec<f64> = grants
@@ -83,7 +90,52 @@ where
     let attempts: u64 = grants.iter().map(|g| u64::from(g.attempts)).sum();
     #[allow(clippy::cast_precision_loss)]
     let per_acquire = attempts as f64 / grants.len().max(1) as f64;
-    Ok((samples, per_acquire))
+    (samples, per_acquire)
+}
+
+/// The same four contenders as threads of one `blocking::Locks` handle (its local queue
+/// and handover), each holding the lock 1 ms and thinking 2 ms.
+fn blocking_handoff(
+    client: &redis::Client,
+    run_for: Duration,
+) -> Result<(Vec<f64>, f64), BoxError> {
+    let locks = lockscript::blocking::Locks::connect(client)?.wait_timeout(Duration::from_secs(30));
+    let grants = Arc::new(Mutex::new(Vec::new()));
+    let stop = Instant::now() + run_for;
+    let threads: Vec<_> = (0..CONTENDERS)
+        .map(|_| {
+            let (locks, grants) = (locks.clone(), Arc::clone(&grants));
+            std::thread::spawn(move || -> Result<(), lockscript::LockError> {
+                while Instant::now() < stop {
+                    let asked = Instant::now();
+                    let guard = locks.lock("bench:blocking-handoff")?;
+                    let acquired = Instant::now();
+                    std::thread::sleep(Duration::from_millis(1)); // the protected work
+                    let releasing = Instant::now();
+                    let attempts = guard.attempts();
+                    guard.release()?;
+                    if let Ok(mut grants) = grants.lock() {
+                        grants.push(Grant {
+                            asked,
+                            acquired,
+                            releasing,
+                            attempts,
+                        });
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().map_err(|_| "a blocking contender panicked")??;
+    }
+    let grants = Arc::try_unwrap(grants)
+        .map_err(|_| "contenders still running")?
+        .into_inner()
+        .map_err(|_| "poisoned")?;
+    Ok(summary(grants))
 }
 
 /// The raw notified handoff floor, with the plain redis crate: a releaser R and a waiter
@@ -236,6 +288,10 @@ pub struct Handoffs {
     /// woken waiters attempt.
     pub separate: Vec<f64>,
     separate_attempts: f64,
+    /// Ours, the 4 contenders threads of one `blocking::Locks` handle: releases hand the
+    /// lock over.
+    pub blocking: Vec<f64>,
+    blocking_attempts: f64,
     /// The raw pub/sub floor: one waiter, plain redis crate.
     pub floor: Vec<f64>,
     /// Ours with `try_lock` every 10 ms.
@@ -264,6 +320,11 @@ impl Handoffs {
             separate.push(ours_contender(locks));
         }
         let (separate, separate_attempts) = handoff(run_for, separate).await?;
+        let blocking_client = client.clone();
+        let (blocking, blocking_attempts) = tokio::task::spawn_blocking(move || {
+            blocking_handoff(&blocking_client, run_for).map_err(|e| e.to_string())
+        })
+        .await??;
         let floor = floor_handoff(url, run_for).await?;
         let polling = vec![polling_contender(ours.clone()); CONTENDERS];
         let (polling, _) = handoff(run_for, polling).await?;
@@ -272,6 +333,8 @@ impl Handoffs {
             shared_attempts,
             separate,
             separate_attempts,
+            blocking,
+            blocking_attempts,
             floor,
             polling,
         })
@@ -293,6 +356,18 @@ impl Handoffs {
         figures.insert(
             "attempts_per_acquire_separate".to_owned(),
             self.separate_attempts,
+        );
+        figures.insert(
+            "blocking_handoff_p50_us".to_owned(),
+            percentile(&self.blocking, 0.5),
+        );
+        figures.insert(
+            "blocking_handoff_p99_us".to_owned(),
+            percentile(&self.blocking, 0.99),
+        );
+        figures.insert(
+            "attempts_per_acquire_blocking".to_owned(),
+            self.blocking_attempts,
         );
         figures.insert(
             "floor_handoff_p50_us".to_owned(),

@@ -3,7 +3,7 @@
 //! a private redis-server.
 //!
 //! ```text
-//! cargo run --release -p lockscript-test --features peers --example bench [-- --quick]
+//! cargo run --release -p lockscript-harness --features peers --example bench [-- --quick]
 //! ```
 //!
 //! The cycle (`try_lock` + `release`, watchdog on) is measured on each kind of
@@ -169,6 +169,7 @@ fn main() -> Result<(), BoxError> {
         [
             handoffs.shared.len(),
             handoffs.separate.len(),
+            handoffs.blocking.len(),
             handoffs.floor.len(),
             handoffs.polling.len(),
         ],

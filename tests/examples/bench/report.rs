@@ -41,14 +41,14 @@ pub fn round_ranges(samples: &Samples) -> BTreeMap<&'static str, (f64, f64)> {
 
 /// Prints the figures and the targets; `ranges` holds each kind's lowest and highest
 /// per-round ratio of its cycle to its script floor, and `samples` counts the handoffs
-/// measured: one handle, a handle each, raw floor, polling.
+/// measured: one handle, a handle each, one blocking handle, raw floor, polling.
 pub fn print(
     figures: &BTreeMap<String, f64>,
     ranges: &BTreeMap<&str, (f64, f64)>,
     quick: bool,
-    samples: [usize; 4],
+    samples: [usize; 5],
 ) {
-    let [handoffs, separate, floors, polls] = samples;
+    let [handoffs, separate, blocking, floors, polls] = samples;
     let get = |k: &str| figures.get(k).copied().unwrap_or(f64::NAN);
     println!(
         "lockscript bench ({}; {} cores; redis-server on loopback)\n",
@@ -63,7 +63,7 @@ pub fn print(
         println!("{k:<44} {v:>12.places$}");
     }
     println!(
-        "\n(handoff samples: {handoffs} one handle, {separate} a handle each, {floors} raw floor, {polls} polling)"
+        "\n(handoff samples: {handoffs} one handle, {separate} a handle each, {blocking} one blocking handle, {floors} raw floor, {polls} polling)"
     );
     targets(&get, ranges);
     explaining(&get);
@@ -231,6 +231,9 @@ fn explaining(get: &impl Fn(&str) -> f64) {
         ("handoff_p50_us", "mtw_rtt_after_idle_p50_us"),
         ("handoff_separate_p50_us", "floor_handoff_p50_us"),
         ("handoff_separate_p50_us", "mt_rtt_p50_us"),
+        // The blocking face's handover between threads, beside the async one's.
+        ("blocking_handoff_p50_us", "handoff_p50_us"),
+        ("blocking_handoff_p50_us", "sync_rtt_p50_us"),
         ("xproc_herd_handoff_p50_us", "floor_handoff_p50_us"),
         ("xproc16_herd_handoff_p50_us", "floor_handoff_p50_us"),
         ("xproc16_handoff_p99_us", "xproc16_herd_handoff_p99_us"),

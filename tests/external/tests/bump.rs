@@ -21,3 +21,29 @@ fn bump_runs_one_incrby_and_nothing_else(redis: &TestRedis) {
     assert_eq!(redis.command_calls("incrby"), 1);
     assert_eq!(redis.command_calls("set"), 0);
 }
+
+/// The same test on every server of the matrix (`REDIS_SERVER_BIN` with several binaries):
+/// each run appends the server it ran on to the file `SERVERS_SEEN` names, when set.
+#[lockscript_test::test]
+fn bump_is_the_same_on_every_server(redis: &TestRedis) {
+    assert_eq!(bump("c", 7).invoke(&mut redis.connection()).unwrap(), 7);
+    if let Some(path) = std::env::var_os("SERVERS_SEEN") {
+        use std::io::Write as _;
+        let mut seen = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        writeln!(seen, "{}", redis.describe()).unwrap();
+    }
+}
+
+/// Fails on Valkey only: run by lockscript's suite to show a failure names its server.
+#[lockscript_test::test]
+#[ignore = "fails on Valkey on purpose"]
+fn bump_fails_on_valkey(redis: &TestRedis) {
+    assert!(
+        !redis.describe().starts_with("Valkey"),
+        "this script was only meant for Redis"
+    );
+}

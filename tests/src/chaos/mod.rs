@@ -1,7 +1,7 @@
 //! The chaos checker: random faults against real servers, many worker processes doing
 //! what users do, one timeline, and a checker that reads the whole history.
 //!
-//! `cargo run --release -p lockscript-test --features chaos --bin chaos -- run --topology all --seed 1`
+//! `cargo run --release -p lockscript-harness --features chaos --bin chaos -- run --topology all --seed 1`
 //! (or `./run chaos`) starts the servers a topology needs, a fault-injecting proxy in
 //! front of each, and several worker processes; a nemesis drives faults from the seed
 //! while the workers take, hold, write under and release locks; then every worker's

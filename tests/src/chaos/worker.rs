@@ -5,9 +5,10 @@
 //! The actors: three tasks sharing one handle (handover), a task with its own handle
 //! (release notifications), a `try_lock` poller, a `with_lock` user, one that extends
 //! and then drops its guard without releasing, one whose `lock()` futures are
-//! cancelled, and (on one server) a thread on `blocking::Locks`. Except on Redlock, the
-//! primitives on the waiter queue have names of their own: a fair lock (`fair*`),
-//! read/write locks (`rw*`, some writes downgraded) and a semaphore (`sem*`).
+//! cancelled, and (on one server) two threads sharing a `blocking::Locks` handle (its
+//! local queue and handover). Except on Redlock, the primitives on the waiter queue
+//! have names of their own: a fair lock (`fair*`), read/write locks (`rw*`, some writes
+//! downgraded) and a semaphore (`sem*`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -391,7 +392,7 @@ macro_rules! taker {
                 lockscript::$guard::lease(self)
             }
             fn attempts(&self) -> u32 {
-                lockscript::$guard::attempts(self)
+                lockscript::Lease::attempts(self)
             }
             async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
                 lockscript::$guard::extend(self, ttl).await
@@ -769,7 +770,7 @@ where
                 (&name, "read", false),
                 seed,
                 read,
-                ReadGuard::lease,
+                |guard| guard.lease(),
                 ReadGuard::release,
             )
             .await;
@@ -782,7 +783,7 @@ where
                 (&name, "write", true),
                 seed,
                 write,
-                WriteGuard::lease,
+                |guard| guard.lease(),
                 WriteGuard::release,
             )
             .await;
@@ -845,7 +846,7 @@ where
             (&name, &how, false),
             rng.random(),
             permit,
-            Permit::lease,
+            |permit| permit.lease(),
             Permit::release,
         )
         .await;
@@ -908,81 +909,95 @@ impl SyncData {
     }
 }
 
-/// The blocking actor (one server only): its own handle, on a thread.
-fn blocking_actor(ctx: &Arc<Ctx>, url: &str) -> Option<std::thread::JoinHandle<()>> {
-    let client = redis::Client::open(url).ok()?;
-    let locks = blocking::Locks::connect(&client)
-        .ok()?
+/// The blocking actor (one server only): two threads sharing their own handle, so that
+/// they queue locally and hand locks over to each other.
+fn blocking_actor(ctx: &Arc<Ctx>, url: &str) -> Vec<std::thread::JoinHandle<()>> {
+    let Ok(client) = redis::Client::open(url) else {
+        return Vec::new();
+    };
+    let Ok(locks) = blocking::Locks::connect(&client) else {
+        return Vec::new();
+    };
+    let locks = locks
         .ttl(ctx.ttl())
         .wait_timeout(Duration::from_millis(ctx.cfg.wait_ms))
         .delivery(ctx.delivery());
-    let mut data = SyncData {
-        client,
-        conn: None,
-        store: redis::Client::open(ctx.cfg.store.as_str()).ok()?,
-        store_conn: None,
-        delivery: ctx.delivery(),
+    let Ok(store) = redis::Client::open(ctx.cfg.store.as_str()) else {
+        return Vec::new();
     };
-    let ctx = Arc::clone(ctx);
-    Some(std::thread::spawn(move || {
-        let mut rng = StdRng::seed_from_u64(ctx.cfg.seed ^ 0x63);
-        while !ctx.stop.load(Ordering::Relaxed) {
-            let name = pick_name(&mut rng);
-            let started = Instant::now();
-            let Some(guard) = ctx.locked(&name, started, locks.lock(&name)) else {
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
+    (0..2u64)
+        .map(|thread| {
+            let data = SyncData {
+                client: client.clone(),
+                conn: None,
+                store: store.clone(),
+                store_conn: None,
+                delivery: ctx.delivery(),
             };
-            let lease = guard.lease();
-            let grant = ctx.granted(
-                &name,
-                lease.fencing_token(),
-                "blocking",
-                lease.valid_until(),
-            );
-            let watching = Arc::new(AtomicBool::new(true));
-            let watcher = {
-                let (ctx, lease, watching) =
-                    (Arc::clone(&ctx), lease.clone(), Arc::clone(&watching));
-                std::thread::spawn(move || {
-                    while watching.load(Ordering::Relaxed) {
-                        if lease.lost_within(Duration::from_millis(20)) {
-                            ctx.record(&Event::Lost {
-                                worker: ctx.cfg.worker,
-                                grant,
-                                t: ctx.now(),
-                                valid_until: ctx.rec.ns(lease.valid_until()),
-                            });
-                            return;
-                        }
+            let (ctx, locks) = (Arc::clone(ctx), locks.clone());
+            std::thread::spawn(move || blocking_thread(&ctx, &locks, data, thread))
+        })
+        .collect()
+}
+
+/// One thread of the blocking actor.
+fn blocking_thread(ctx: &Arc<Ctx>, locks: &blocking::Locks, mut data: SyncData, thread: u64) {
+    let mut rng = StdRng::seed_from_u64(ctx.cfg.seed ^ 0x63 ^ (thread << 8));
+    while !ctx.stop.load(Ordering::Relaxed) {
+        let name = pick_name(&mut rng);
+        let started = Instant::now();
+        let Some(guard) = ctx.locked(&name, started, locks.lock(&name)) else {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        };
+        let lease = guard.lease();
+        let grant = ctx.granted(
+            &name,
+            lease.fencing_token(),
+            "blocking",
+            lease.valid_until(),
+        );
+        let watching = Arc::new(AtomicBool::new(true));
+        let watcher = {
+            let (ctx, lease, watching) = (Arc::clone(ctx), lease.clone(), Arc::clone(&watching));
+            std::thread::spawn(move || {
+                while watching.load(Ordering::Relaxed) {
+                    if lease.lost_within(Duration::from_millis(20)) {
+                        ctx.record(&Event::Lost {
+                            worker: ctx.cfg.worker,
+                            grant,
+                            t: ctx.now(),
+                            valid_until: ctx.rec.ns(lease.valid_until()),
+                        });
+                        return;
                     }
-                })
-            };
-            let writer = format!("w{}g{grant}", ctx.cfg.worker);
-            for i in 0..rng.random_range(1..=3) {
-                if i > 0 {
-                    std::thread::sleep(ctx.pause(&mut rng));
                 }
-                if !ctx.may_write(grant, guard.is_lost()) {
-                    break;
-                }
-                let t_sent = ctx.now();
-                let written = data.write(&guard, &name, &writer);
-                ctx.wrote(grant, t_sent, &written, "guarded");
-                let t_sent = ctx.now();
-                let written = data.fenced(lease.fencing_token(), &name, &writer);
-                ctx.wrote(grant, t_sent, &written, "fenced");
+            })
+        };
+        let writer = format!("w{}g{grant}", ctx.cfg.worker);
+        for i in 0..rng.random_range(1..=3) {
+            if i > 0 {
+                std::thread::sleep(ctx.pause(&mut rng));
             }
-            let ending = Instant::now();
-            let valid_until = lease.valid_until();
-            let released = guard.release();
-            let outcome = outcome_of(&released);
-            ctx.call("release", &name, ending, outcome, String::new());
-            ctx.ended(grant, outcome, ending, valid_until);
-            watching.store(false, Ordering::Relaxed);
-            let _ = watcher.join();
+            if !ctx.may_write(grant, guard.is_lost()) {
+                break;
+            }
+            let t_sent = ctx.now();
+            let written = data.write(&guard, &name, &writer);
+            ctx.wrote(grant, t_sent, &written, "guarded");
+            let t_sent = ctx.now();
+            let written = data.fenced(lease.fencing_token(), &name, &writer);
+            ctx.wrote(grant, t_sent, &written, "fenced");
         }
-    }))
+        let ending = Instant::now();
+        let valid_until = lease.valid_until();
+        let released = guard.release();
+        let outcome = outcome_of(&released);
+        ctx.call("release", &name, ending, outcome, String::new());
+        ctx.ended(grant, outcome, ending, valid_until);
+        watching.store(false, Ordering::Relaxed);
+        let _ = watcher.join();
+    }
 }
 
 /// Where a worker's critical sections write guarded, by topology.

@@ -1,0 +1,133 @@
+//! What the async engine asks of the servers that hold its locks: one server (or a
+//! Cluster), or N independent masters (Redlock). Each call is bounded: by the handle's
+//! response timeout on one server, by the node timeout per round for Redlock.
+
+use std::time::{Duration, Instant};
+
+use crate::Invocation;
+use crate::LockError;
+use crate::machine::fair::Ticket;
+use crate::machine::grant::{Abandoned, Outcome};
+use crate::machine::key::Keys;
+use crate::machine::reply::Confirmed;
+use crate::machine::settings::Settings;
+use crate::machine::token::Token;
+
+/// The server side of the lock protocol, for the async engine.
+pub(crate) trait Backend: Clone + Send + Sync + 'static {
+    /// Whether a release can hand the lock to a waiter of the same handle in one step
+    /// (handover.lua).
+    const HANDOVER: bool;
+
+    /// Whether a grant lives on one server (one node, or one Cluster slot), so that a
+    /// guarded script there can check it; not so for a Redlock quorum.
+    const ONE_NODE: bool;
+
+    /// One attempt to take `keys` for `token` with the settings' ttl. An error that
+    /// [may have run](LockError::may_have_run) the script may have granted it.
+    fn acquire(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        token: &Token,
+    ) -> impl Future<Output = Result<Outcome, LockError>> + Send;
+
+    /// What a fresh grant must pass before it is handed to the caller (e.g. `WAIT` for
+    /// replicas), within `left` of the attempt's response timeout (plus the `WAIT`
+    /// timeout). On an error the grant is released again.
+    fn confirm(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        token: &Token,
+        left: Duration,
+    ) -> impl Future<Output = Result<(), LockError>> + Send {
+        let _ = (settings, keys, token, left);
+        async { Ok(()) }
+    }
+
+    /// Sets the lease to `ttl` if `token` still holds the lock: `Some(from)` with the
+    /// instant the new lease counts from, `None` if the lock is not ours.
+    fn renew(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        token: &Token,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<Option<Instant>, LockError>> + Send;
+
+    /// Deletes the lock if `token` holds it (waking waiters); whether it did.
+    fn release(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        token: &Token,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    /// Releases a grant nobody owns (see [`crate::machine::grant::Abandoned`]); whether it did.
+    fn release_abandoned(
+        &self,
+        settings: &Settings,
+        abandoned: &Abandoned,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send {
+        self.release(settings, &abandoned.keys, &abandoned.token)
+    }
+
+    /// Whether the lock's waiter queue lives on the server (fair mode, fair-queue.lua):
+    /// one server or one Cluster slot, not a quorum.
+    const FAIR: bool = false;
+
+    /// fair-queue.lua's `acquire` for `ticket`: take the lock, or queue (or renew) the
+    /// ticket. Only called when [`FAIR`](Self::FAIR) is true.
+    fn fair_acquire(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        ticket: &Ticket,
+    ) -> impl Future<Output = Result<(i64, i64, i64, i64), LockError>> + Send {
+        let _ = (settings, keys, ticket);
+        async {
+            Err(LockError::InvalidSettings(
+                "fair mode needs one server or one Redis Cluster".to_owned(),
+            ))
+        }
+    }
+
+    /// Runs a script call answered by `1` (done) or `0` on the lock's server (a
+    /// read/write lock's downgrade). Only called when [`FAIR`](Self::FAIR) is true.
+    fn check(
+        &self,
+        settings: &Settings,
+        call: Invocation<Confirmed>,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send {
+        let _ = (settings, call);
+        async {
+            Err(LockError::InvalidSettings(
+                "read/write locks need one server or one Redis Cluster".to_owned(),
+            ))
+        }
+    }
+
+    /// Whether `token` holds the lock.
+    fn holds(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        token: &Token,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    /// Passes the lock from `token` to `next` with lease `ttl`: the next holder's
+    /// fencing token, or `None` if `token` did not hold it. Only called when
+    /// [`HANDOVER`](Self::HANDOVER) is true.
+    fn hand_over(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        token: &Token,
+        next: &Token,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<Option<u64>, LockError>> + Send {
+        let _ = (settings, keys, token, next, ttl);
+        async { Ok(None) }
+    }
+}

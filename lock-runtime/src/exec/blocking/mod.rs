@@ -1,0 +1,224 @@
+//! The blocking executor: the lock machine's answers carried out on one sync connection
+//! per handle ([`Conn`], which the handle's threads and its background thread take turns
+//! on, each call bounded from its start) and the handle's one background thread
+//! ([`worker`]: renewals, background releases). Waits are timed by the OS
+//! ([`block_within`]); release notifications come from a small private runtime.
+
+mod conn;
+mod worker;
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+pub(crate) use self::conn::{Conn, Tune};
+pub(crate) use self::worker::Worker;
+use crate::LockError;
+use crate::exec::block::block_within;
+use crate::exec::notify::{Mailbox, Notifications, Subscription};
+use crate::exec::queue::LocalQueue;
+use crate::exec::waiting::Waiting;
+use crate::machine::acquire::{Acquire, Next, Wake};
+use crate::machine::grant::Granted;
+use crate::machine::grant::{Abandoned, Outcome};
+use crate::machine::settings::Settings;
+
+/// What the clones of a handle and its guards share: the connection and the thread.
+pub(crate) struct Shared<C> {
+    pub(crate) conn: Arc<Conn<C>>,
+    pub(crate) worker: OnceLock<Option<Arc<Worker>>>,
+    /// The local queue: the handle's threads take turns at a lock, and a release hands it
+    /// to the waiting head.
+    pub(crate) queue: Arc<LocalQueue>,
+}
+
+impl<C: redis::ConnectionLike + Send + 'static> Shared<C> {
+    /// The background thread, started on first use.
+    pub(crate) fn worker(&self) -> Option<&Arc<Worker>> {
+        self.worker
+            .get_or_init(|| Worker::start(Arc::clone(&self.conn)))
+            .as_ref()
+    }
+
+    /// Releases a grant nobody owns in the background, as `settings` say (their
+    /// delivery); its TTL frees it if that fails.
+    pub(crate) fn release_in_background(&self, abandoned: Abandoned, settings: &Arc<Settings>) {
+        if let Some(worker) = self.worker() {
+            worker.release(abandoned, Arc::clone(settings));
+        } else {
+            tracing::debug!("no background thread; the ttl frees the lock");
+        }
+    }
+}
+
+impl<C: redis::ConnectionLike + Send + 'static> Shared<C> {
+    /// Carries `machine` out on this thread: its I/O on the handle's connection, its
+    /// waits timed by the OS. A thread that unwinds midway releases in the background
+    /// what the machine says may be granted without an owner.
+    pub(crate) fn run(
+        self: &Arc<Self>,
+        settings_arc: &Arc<Settings>,
+        notifications: Option<&BlockingNotifications>,
+        machine: Acquire,
+    ) -> Result<Option<Granted>, LockError> {
+        let mut run = Running {
+            shared: self,
+            settings: settings_arc,
+            machine,
+            waiting: Waiting::default(),
+        };
+        let (settings, conn, queue) = (&**settings_arc, &self.conn, &self.queue);
+        loop {
+            let machine = &mut run.machine;
+            match machine.next(Instant::now()) {
+                Next::Release(abandoned) => {
+                    self.release_in_background(abandoned, settings_arc);
+                }
+                Next::Turn { until } => {
+                    let left = until.saturating_duration_since(Instant::now());
+                    match block_within(self.queue.turn(&machine.keys().name), left) {
+                        Some(turn) => {
+                            let live = notifications.and_then(|n| n.join(&machine.keys().channel));
+                            machine.turned(run.waiting.turned(turn, live));
+                        }
+                        None => machine.no_turn(Instant::now()),
+                    }
+                }
+                Next::Attempt { token, limit } => {
+                    let sent = Instant::now();
+                    let call = settings.acquire_call(machine.keys(), token.as_str());
+                    let reply = conn.with(Some(limit), |c| call.invoke(c));
+                    let outcome = reply.map(|r| Outcome::from_reply(r, sent));
+                    machine.acquired(outcome, Instant::now());
+                }
+                Next::Confirm { token, left } => {
+                    let reply = match settings.confirm_pipe(machine.keys(), token.as_str()) {
+                        Ok(Some((pipe, wait))) => conn
+                            .with(Some(left + wait), |c| Ok(pipe.query(c)?))
+                            .and_then(|reply| settings.replicated(machine.keys(), reply)),
+                        Ok(None) => Ok(()),
+                        Err(e) => Err(e),
+                    };
+                    machine.confirmed(reply, Instant::now());
+                }
+                Next::Enter => {
+                    let token = machine.ticket().map(|t| t.token.as_str());
+                    let mailbox = (notifications.zip(token))
+                        .and_then(|(n, token)| n.mailbox(&settings.prefix, token));
+                    machine.entered(run.waiting.enter(mailbox));
+                }
+                Next::Queue { limit } => {
+                    let Some(ticket) = machine.ticket() else {
+                        continue;
+                    };
+                    let (token, ttl) = (ticket.token.as_str(), settings.ttl);
+                    let call =
+                        settings.fair_call(machine.keys(), "acquire", token, &ticket.ticket, ttl);
+                    let reply = conn.with(Some(limit), |c| call.invoke(c));
+                    machine.queued(reply, Instant::now());
+                }
+                Next::Listen { within, offer } => {
+                    run.waiting
+                        .stand(queue, machine.keys(), offer, settings.ttl);
+                    let live = if let Some(mailbox) = &run.waiting.mailbox {
+                        mailbox.live_within_blocking(within)
+                    } else if let Some(n) = notifications {
+                        let (sub, live) = n.subscribe(&machine.keys().channel, within);
+                        run.waiting.subscription = sub.or(run.waiting.subscription.take());
+                        live
+                    } else {
+                        false
+                    };
+                    machine.listened(live);
+                }
+                Next::Sleep { nap, offer } => {
+                    run.waiting
+                        .stand(queue, machine.keys(), offer, settings.ttl);
+                    let woken = block_within(run.waiting.woken(), nap);
+                    machine.woke(woken.unwrap_or(Wake::Nap), Instant::now());
+                }
+                Next::Done(done) => return run.waiting.done(done),
+            }
+        }
+    }
+}
+
+impl<C> Drop for Shared<C> {
+    fn drop(&mut self) {
+        if let Some(Some(worker)) = self.worker.get() {
+            worker.close();
+        }
+    }
+}
+
+/// The notification machinery of the async API, run on a private one-thread runtime
+/// that starts on first contention.
+pub(crate) struct BlockingNotifications {
+    pub(crate) client: redis::Client,
+    pub(crate) started: OnceLock<Option<(tokio::runtime::Runtime, Notifications)>>,
+}
+
+impl BlockingNotifications {
+    pub(crate) fn started(&self) -> Option<&(tokio::runtime::Runtime, Notifications)> {
+        self.started
+            .get_or_init(|| {
+                match tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("lockscript-notify")
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => Some((runtime, Notifications::new(self.client.clone()))),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot start the notification thread; waiters poll");
+                        None
+                    }
+                }
+            })
+            .as_ref()
+    }
+
+    /// Subscribes to `channel`, waiting at most `within` for the confirmation; whether
+    /// it is live.
+    fn subscribe(&self, channel: &str, within: Duration) -> (Option<Subscription>, bool) {
+        let Some((runtime, notifications)) = self.started() else {
+            return (None, false);
+        };
+        let subscription = {
+            let _entered = runtime.enter();
+            notifications.subscribe(channel)
+        };
+        let live = subscription
+            .as_ref()
+            .is_some_and(|s| s.live_within_blocking(within));
+        (subscription, live)
+    }
+
+    /// A waiter for `channel` if it is live already.
+    fn join(&self, channel: &str) -> Option<Subscription> {
+        self.started.get()?.as_ref()?.1.join(channel)
+    }
+
+    /// The mailbox of the fair ticket of `token`, on the handle's handoff channel.
+    fn mailbox(&self, prefix: &str, token: &str) -> Option<Mailbox> {
+        let (runtime, notifications) = self.started()?;
+        let _entered = runtime.enter();
+        notifications.mailbox(&notifications.handoff_channel(prefix), token)
+    }
+}
+
+/// A machine being carried out; dropped midway (the thread unwound), it releases what
+/// may be granted without an owner.
+struct Running<'a, C: redis::ConnectionLike + Send + 'static> {
+    shared: &'a Arc<Shared<C>>,
+    settings: &'a Arc<Settings>,
+    machine: Acquire,
+    waiting: Waiting,
+}
+
+impl<C: redis::ConnectionLike + Send + 'static> Drop for Running<'_, C> {
+    fn drop(&mut self) {
+        for abandoned in self.machine.abandon(Instant::now()) {
+            self.shared.release_in_background(abandoned, self.settings);
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! The blocking face's background thread: one per handle (shared by its clones and
+//! guards), started with the first grant, that renews the leases of held locks and
+//! releases grants nobody owns. No thread is started per lock.
+//!
+//! It runs the same [`Schedule`] as the async watchdog. Its commands go through the
+//! handle's connection, each bounded by the response timeout; the loss of a lease does
+//! not depend on this thread at all ([`LeaseState`] evaluates it on the clock).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use super::conn::Conn;
+use crate::machine::grant::Abandoned;
+use crate::machine::lease::{LeaseState, Sending};
+use crate::machine::reply::Confirmed;
+use crate::machine::schedule::Schedule;
+use crate::machine::settings::Settings;
+use crate::{LockError, PipelineExt};
+
+/// Something the thread does at a given time.
+enum Job {
+    /// Renew the lease if due; watch its validity end.
+    Lease(Arc<LeaseState>),
+    /// Release a grant nobody owns, with its handle's settings (their delivery), after
+    /// `failures` failed tries.
+    Release(Abandoned, Arc<Settings>, u32),
+}
+
+/// Release jobs take ids from here; leases use their own (below 2^63).
+static RELEASE_IDS: AtomicU64 = AtomicU64::new(1 << 63);
+
+struct State {
+    schedule: Schedule<Job>,
+    /// Release jobs queued: the thread finishes them even after the handle is gone.
+    releases: usize,
+    /// The handle is gone.
+    closed: bool,
+}
+
+/// What the handle and the thread share.
+pub(crate) struct Worker {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+impl Worker {
+    /// Starts the thread for `conn`. `None` if the OS refuses a thread: leases are then
+    /// not renewed (their loss is still signalled on time) and abandoned grants are
+    /// freed by their TTL.
+    pub(crate) fn start<C>(conn: Arc<Conn<C>>) -> Option<Arc<Self>>
+    where
+        C: redis::ConnectionLike + Send + 'static,
+    {
+        let worker = Arc::new(Self {
+            state: Mutex::new(State {
+                schedule: Schedule::default(),
+                releases: 0,
+                closed: false,
+            }),
+            wake: Condvar::new(),
+        });
+        let thread = {
+            let worker = Arc::clone(&worker);
+            std::thread::Builder::new()
+                .name("lockscript-watchdog".to_owned())
+                .spawn(move || worker.run(&conn))
+        };
+        match thread {
+            Ok(_) => Some(worker),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start the watchdog thread; leases are not renewed");
+                None
+            }
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn queue(&self, id: u64, at: Instant, job: Job) {
+        let wake = self.state().schedule.insert(id, at, job);
+        if wake {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Watches `lease` from now on (renewals, and its validity end).
+    pub(crate) fn watch(&self, lease: &Arc<LeaseState>) {
+        if let Some(at) = lease.next_action(Instant::now()) {
+            self.queue(lease.id, at, Job::Lease(Arc::clone(lease)));
+        }
+    }
+
+    /// Stops watching `lease`.
+    pub(crate) fn forget(&self, lease: &LeaseState) {
+        self.state().schedule.remove(lease.id);
+    }
+
+    /// Releases `abandoned` as soon as possible, retrying until its TTL ends.
+    pub(crate) fn release(&self, abandoned: Abandoned, settings: Arc<Settings>) {
+        self.state().releases += 1;
+        let id = RELEASE_IDS.fetch_add(1, Ordering::Relaxed);
+        self.queue(id, Instant::now(), Job::Release(abandoned, settings, 0));
+    }
+
+    /// The handle is gone: the thread ends once no release is left to do.
+    pub(crate) fn close(&self) {
+        self.state().closed = true;
+        self.wake.notify_one();
+    }
+
+    fn run<C: redis::ConnectionLike + Send>(&self, conn: &Conn<C>) {
+        let mut state = self.state();
+        loop {
+            if state.closed && state.releases == 0 {
+                return;
+            }
+            let now = Instant::now();
+            let (due, next) = state.schedule.take_due(now);
+            if due.is_empty() {
+                state = match next {
+                    Some(at) => {
+                        self.wake
+                            .wait_timeout(state, at.saturating_duration_since(now))
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0
+                    }
+                    None => self
+                        .wake
+                        .wait(state)
+                        .unwrap_or_else(PoisonError::into_inner),
+                };
+                continue;
+            }
+            drop(state);
+            self.act(conn, due);
+            state = self.state();
+        }
+    }
+
+    /// Does the jobs that are due: every renewal in one round trip, then the releases.
+    fn act<C: redis::ConnectionLike + Send>(&self, conn: &Conn<C>, due: Vec<Job>) {
+        let mut renewals = Vec::new();
+        for job in due {
+            match job {
+                Job::Lease(lease) => match lease.begin_renewal(Instant::now()) {
+                    Some(sending) => renewals.push((lease, sending)),
+                    None => self.watch(&lease),
+                },
+                Job::Release(abandoned, settings, failures) => {
+                    self.release_now(conn, abandoned, settings, failures);
+                }
+            }
+        }
+        if !renewals.is_empty() {
+            renew(conn, &renewals);
+            for (lease, _) in &renewals {
+                self.watch(lease);
+            }
+        }
+    }
+
+    fn release_now<C: redis::ConnectionLike + Send>(
+        &self,
+        conn: &Conn<C>,
+        abandoned: Abandoned,
+        settings: Arc<Settings>,
+        failures: u32,
+    ) {
+        let reply = conn.with(None, |c| settings.abandoned_call(&abandoned).invoke(c));
+        let retry = match &reply {
+            Err(e) if e.is_transient() => abandoned.next_try(failures, Instant::now()),
+            _ => None,
+        };
+        tracing::debug!(lock = %abandoned.keys.name, ok = reply.is_ok(), retry = retry.is_some(), "background release");
+        match retry {
+            Some(at) => {
+                let id = RELEASE_IDS.fetch_add(1, Ordering::Relaxed);
+                self.queue(id, at, Job::Release(abandoned, settings, failures + 1));
+            }
+            None => self.state().releases -= 1,
+        }
+    }
+}
+
+/// The renewals that are due, in one round trip (a pipeline) where the connection
+/// takes one, so a slow server costs every lease one round trip, not one each in a row.
+/// Each lease hears its own answer: one refused or failed renewal hides no other's.
+fn renew<C: redis::ConnectionLike + Send>(conn: &Conn<C>, renewals: &[(Arc<LeaseState>, Sending)]) {
+    let Some((first, _)) = renewals.first() else {
+        return;
+    };
+    let timeout = Some(first.settings.response_timeout);
+    let calls = renewals.iter().map(|(lease, sending)| {
+        lease
+            .settings
+            .renew_call(&lease.keys, lease.token.as_str(), sending.ttl)
+    });
+    let mut sent = Instant::now();
+    let replies: Vec<Result<Confirmed, LockError>> = conn
+        .with(timeout, |c| {
+            sent = Instant::now();
+            if renewals.len() == 1 || !redis::ConnectionLike::supports_pipelining(c) {
+                return Ok(calls.map(|call| call.invoke(c)).collect());
+            }
+            let mut pipe = redis::pipe();
+            pipe.ignore_errors();
+            for call in calls {
+                pipe.invoke(&call)?;
+            }
+            let replies: Vec<redis::RedisResult<Confirmed>> = pipe.query(c)?;
+            Ok(replies
+                .into_iter()
+                .map(|r| r.map_err(LockError::from))
+                .collect())
+        })
+        .unwrap_or_else(|e| renewals.iter().map(|_| Err(each(&e))).collect());
+    let now = Instant::now();
+    for ((lease, sending), reply) in renewals.iter().zip(replies) {
+        lease.renewal_done(*sending, reply.map(|r| r.0.then_some(sent)), now);
+    }
+}
+
+/// A failed round trip's error, for each lease in it (whether it may have run is kept).
+fn each(e: &LockError) -> LockError {
+    match e {
+        LockError::Redis(r) => LockError::Redis(r.clone()),
+        other => LockError::InvalidSettings(other.to_string()),
+    }
+}

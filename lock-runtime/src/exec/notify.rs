@@ -1,0 +1,532 @@
+//! Release notifications: one pub/sub connection per handle, kept by one background
+//! task; one subscription per lock that has local waiters; one waiter woken per release.
+//!
+//! compare-del.lua publishes on `lock:{name}:released` when it deletes a lock. Waiters
+//! of this handle for that name share one subscription; each message wakes one of them
+//! (`Notify::notify_one`, which keeps the wake-up as a permit if that waiter is between
+//! attempts), so a release costs one attempt here, not one per waiter.
+//!
+//! **No waiter ever waits on the server here.** Connecting, subscribing and
+//! unsubscribing happen in the task, each bounded by a timeout; a waiter registers
+//! (no I/O) and, at most for its own nap, waits for the subscription to be confirmed.
+//! A node that accepts the connection and never answers only makes waiters poll with
+//! their retry policy; the task gives that connection up after the subscribe timeout
+//! and tries again (the next node, on a Cluster).
+//!
+//! A channel stays subscribed half a second after its last waiter left, so the next
+//! waiter of a busy lock finds it live. After the connection drops, every channel is
+//! re-subscribed and every waiter woken once, because releases may have been missed.
+//!
+//! On Redis Cluster, `PUBLISH` reaches every node, so the connection may go to any one
+//! of them: the task is given several nodes, starts at a random one (spreading the
+//! subscribers of many processes), and when its node fails it moves on to the next.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+#[cfg(feature = "blocking")]
+use crate::exec::block::block_within;
+use crate::machine::fair::Letter;
+use futures_util::StreamExt;
+use redis::aio::{PubSubSink, PubSubStream};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+/// How long a channel stays subscribed after its last waiter left.
+const LINGER: Duration = Duration::from_millis(500);
+
+/// How long opening the pub/sub connection to one node may take before the next is
+/// tried (redis-rs sets no connect timeout on pub/sub connections).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How long the server may take to confirm a SUBSCRIBE or UNSUBSCRIBE before the
+/// connection is given up as broken.
+const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The servers the task may subscribe on: one, or any node of a Redis Cluster.
+struct Nodes {
+    clients: Vec<redis::Client>,
+    /// The node to try first: the one last connected to.
+    next: usize,
+}
+
+impl Nodes {
+    fn new(clients: Vec<redis::Client>) -> Self {
+        let len = u64::try_from(clients.len()).unwrap_or(1).max(1);
+        let start = getrandom::u64().unwrap_or(0) % len;
+        Self {
+            clients,
+            next: usize::try_from(start).unwrap_or(0),
+        }
+    }
+
+    /// Opens a pub/sub connection to the node last used or, failing that, to each other
+    /// node in turn; the error of the last node tried if none answers.
+    async fn connect(&mut self) -> redis::RedisResult<redis::aio::PubSub> {
+        let mut last = redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "no server to subscribe on",
+        ));
+        for step in 0..self.clients.len() {
+            let i = (self.next + step) % self.clients.len();
+            match tokio::time::timeout(CONNECT_TIMEOUT, self.clients[i].get_async_pubsub()).await {
+                Ok(Ok(pubsub)) => {
+                    if step > 0 {
+                        tracing::info!(
+                            node = %self.clients[i].get_connection_info().addr(),
+                            "release notifications: subscribed on another node"
+                        );
+                    }
+                    self.next = i;
+                    return Ok(pubsub);
+                }
+                Ok(Err(e)) => last = e,
+                Err(_) => {
+                    last = redis::RedisError::from(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "opening the pub/sub connection timed out",
+                    ));
+                }
+            }
+        }
+        // The next round starts at the node after the last one tried.
+        self.next = (self.next + 1) % self.clients.len().max(1);
+        Err(last)
+    }
+}
+
+/// The waiters of one channel.
+struct Channel {
+    waiters: usize,
+    wake: Arc<Notify>,
+    /// The server confirmed the subscription on the current connection: a release
+    /// published from now on reaches these waiters.
+    live: bool,
+    /// When the last waiter left, while nobody waits.
+    idle_since: Option<Instant>,
+    /// Kept subscribed while the handle lives (its fair handoff channel).
+    pinned: bool,
+}
+
+/// What the task and the waiters share.
+struct Shared {
+    channels: Mutex<HashMap<String, Channel>>,
+    /// Wakes the task: a channel needs (un)subscribing.
+    kick: Notify,
+    /// Wakes waiters waiting for their channel to go live.
+    live_changed: Notify,
+    /// Fair waiters expecting a handoff, by owner token.
+    letters: Mutex<HashMap<String, tokio::sync::oneshot::Sender<Letter>>>,
+}
+
+impl Shared {
+    fn channels(&self) -> MutexGuard<'_, HashMap<String, Channel>> {
+        self.channels.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn letters(&self) -> MutexGuard<'_, HashMap<String, tokio::sync::oneshot::Sender<Letter>>> {
+        self.letters.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A message on `channel`: a handoff goes to the one waiter it names; anything else
+    /// (a release) wakes one waiter of the channel.
+    fn dispatch(&self, channel: &str, payload: &[u8]) {
+        if let Some(letter) = Letter::parse(payload) {
+            if let Some(to) = self.letters().remove(&letter.token) {
+                let _ = to.send(letter);
+            }
+        } else if let Some(channel) = self.channels().get(channel) {
+            channel.wake.notify_one();
+        }
+    }
+
+    /// What to subscribe and unsubscribe given what the connection has, and when the
+    /// next lingering channel is due to go.
+    fn plan(
+        &self,
+        subscribed: &HashSet<String>,
+        now: Instant,
+    ) -> (Vec<String>, Vec<String>, Option<Instant>) {
+        let mut channels = self.channels();
+        let (mut add, mut remove, mut next) = (Vec::new(), Vec::new(), None::<Instant>);
+        channels.retain(|name, channel| {
+            let lingering_until = channel.idle_since.map(|idle| idle + LINGER);
+            let wanted = channel.pinned
+                || channel.waiters > 0
+                || lingering_until.is_some_and(|until| now < until);
+            let has = subscribed.contains(name);
+            if wanted && !has {
+                add.push(name.clone());
+            } else if !wanted && has {
+                remove.push(name.clone());
+            }
+            if wanted && let Some(until) = lingering_until {
+                next = Some(next.map_or(until, |n| n.min(until)));
+            }
+            // A channel nobody wants and the connection does not have is forgotten.
+            wanted || has
+        });
+        (add, remove, next)
+    }
+
+    fn set_live(&self, channel: &str, live: bool) {
+        if let Some(c) = self.channels().get_mut(channel) {
+            c.live = live;
+        }
+        self.live_changed.notify_waiters();
+    }
+
+    /// The connection dropped: no subscription is live, and releases may have been
+    /// missed, so every waiter is woken to try once.
+    fn disconnected(&self) {
+        for channel in self.channels().values_mut() {
+            channel.live = false;
+            channel.wake.notify_waiters();
+        }
+        self.live_changed.notify_waiters();
+    }
+}
+
+/// The task and what it shares with waiters; dropping it stops the task.
+struct Started {
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Release notifications for a handle: the task starts on first contention, and is
+/// shared by every clone.
+pub(crate) struct Notifications {
+    clients: Vec<redis::Client>,
+    started: OnceLock<Started>,
+    /// Names this handle's handoff channel (fair mode).
+    id: u64,
+}
+
+impl Notifications {
+    pub(crate) fn new(client: redis::Client) -> Self {
+        Self::any_of(vec![client])
+    }
+
+    /// Notifications from whichever of `clients` answers (the nodes of one Redis
+    /// Cluster, where every node hears every `PUBLISH`). `clients` must not be empty.
+    pub(crate) fn any_of(clients: Vec<redis::Client>) -> Self {
+        Self {
+            clients,
+            started: OnceLock::new(),
+            id: getrandom::u64().unwrap_or_else(|_| u64::from(std::process::id())),
+        }
+    }
+
+    /// The channel this handle's fair waiters receive their handoffs on.
+    pub(crate) fn handoff_channel(&self, prefix: &str) -> String {
+        channel(prefix, self.id)
+    }
+
+    /// Expects the handoff of a lock to `token` on `channel` (this handle's): subscribes
+    /// it as [`subscribe`](Self::subscribe) does, for as long as the handle lives (one
+    /// channel per handle, so the next waiter finds it live), and registers the token.
+    /// `None` outside a tokio runtime.
+    pub(crate) fn mailbox(&self, channel: &str, token: &str) -> Option<Mailbox> {
+        let subscription = self.subscribe(channel)?;
+        if let Some(c) = subscription.shared.channels().get_mut(channel) {
+            c.pinned = true;
+        }
+        let (to, letter) = tokio::sync::oneshot::channel();
+        subscription.shared.letters().insert(token.to_owned(), to);
+        Some(Mailbox {
+            subscription,
+            token: token.to_owned(),
+            letter: Some(letter),
+        })
+    }
+
+    /// The task's shared state, starting the task on first use (on the current tokio
+    /// runtime, which the caller provides).
+    fn shared(&self) -> Option<&Arc<Shared>> {
+        if let Some(started) = self.started.get() {
+            return Some(&started.shared);
+        }
+        let handle = tokio::runtime::Handle::try_current().ok()?;
+        let started = self.started.get_or_init(|| {
+            let shared = Arc::new(Shared {
+                channels: Mutex::new(HashMap::new()),
+                kick: Notify::new(),
+                live_changed: Notify::new(),
+                letters: Mutex::new(HashMap::new()),
+            });
+            let nodes = Nodes::new(self.clients.clone());
+            let task = handle.spawn(run(nodes, Arc::clone(&shared)));
+            Started { shared, task }
+        });
+        Some(&started.shared)
+    }
+
+    /// Registers a waiter for `channel` if the channel is live already (another local
+    /// waiter has it, or had it a moment ago): no round trip, and a release published
+    /// after this returns is not missed.
+    pub(crate) fn join(&self, channel: &str) -> Option<Subscription> {
+        let shared = &self.started.get()?.shared;
+        let wake = {
+            let mut channels = shared.channels();
+            let entry = channels.get_mut(channel).filter(|c| c.live)?;
+            entry.waiters += 1;
+            entry.idle_since = None;
+            Arc::clone(&entry.wake)
+        };
+        Some(Subscription {
+            shared: Arc::clone(shared),
+            channel: channel.to_owned(),
+            wake,
+        })
+    }
+
+    /// Registers a waiter for `channel` and asks the task to subscribe it. Returns at
+    /// once; [`Subscription::live_within`] waits for the confirmation. `None` outside a
+    /// tokio runtime.
+    pub(crate) fn subscribe(&self, channel: &str) -> Option<Subscription> {
+        let shared = self.shared()?;
+        let (wake, live) = {
+            let mut channels = shared.channels();
+            let entry = channels
+                .entry(channel.to_owned())
+                .or_insert_with(|| Channel {
+                    waiters: 0,
+                    wake: Arc::new(Notify::new()),
+                    live: false,
+                    idle_since: None,
+                    pinned: false,
+                });
+            entry.waiters += 1;
+            entry.idle_since = None;
+            (Arc::clone(&entry.wake), entry.live)
+        };
+        if !live {
+            shared.kick.notify_one();
+        }
+        Some(Subscription {
+            shared: Arc::clone(shared),
+            channel: channel.to_owned(),
+            wake,
+        })
+    }
+}
+
+/// One waiter's registration; dropping it unregisters (and, after a linger, the task
+/// unsubscribes a channel nobody waits on).
+pub(crate) struct Subscription {
+    shared: Arc<Shared>,
+    channel: String,
+    wake: Arc<Notify>,
+}
+
+impl Subscription {
+    fn is_live(&self) -> bool {
+        self.shared
+            .channels()
+            .get(&self.channel)
+            .is_some_and(|c| c.live)
+    }
+
+    /// Waits at most `within` for the server to confirm the subscription; whether it
+    /// is live. From then on, no release is missed.
+    pub(crate) async fn live_within(&self, within: Duration) -> bool {
+        let give_up = tokio::time::Instant::now() + within;
+        loop {
+            let changed = self.shared.live_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.is_live() {
+                return true;
+            }
+            if tokio::time::timeout_at(give_up, changed).await.is_err() {
+                return self.is_live();
+            }
+        }
+    }
+
+    /// Resolves at the next release of this lock that no other local waiter took.
+    pub(crate) async fn released(&self) {
+        self.wake.notified().await;
+    }
+
+    /// [`live_within`](Self::live_within) for a thread outside the runtime: blocks it at
+    /// most `within`, timed by the OS, not by the runtime's timers (a timer made from
+    /// outside the runtime may fire only when the runtime's thread next wakes, which
+    /// made blocking waiters oversleep by most of a second).
+    #[cfg(feature = "blocking")]
+    pub(crate) fn live_within_blocking(&self, within: Duration) -> bool {
+        let give_up = Instant::now() + within;
+        loop {
+            let changed = self.shared.live_changed.notified();
+            let mut changed = std::pin::pin!(changed);
+            changed.as_mut().enable();
+            if self.is_live() {
+                return true;
+            }
+            let left = give_up.saturating_duration_since(Instant::now());
+            if left.is_zero() || block_within(changed, left).is_none() {
+                return self.is_live();
+            }
+        }
+    }
+}
+
+/// A fair waiter's registration for its handoff: the handle's channel, subscribed,
+/// and the letter for its token; dropping it unregisters both.
+pub(crate) struct Mailbox {
+    subscription: Subscription,
+    token: String,
+    /// Until the letter came (a receiver must not be polled after it completed).
+    letter: Option<tokio::sync::oneshot::Receiver<Letter>>,
+}
+
+impl Mailbox {
+    /// Whether the channel is subscribed: a handoff published from now on arrives.
+    pub(crate) fn is_live(&self) -> bool {
+        self.subscription.is_live()
+    }
+
+    /// See [`Subscription::live_within`].
+    pub(crate) async fn live_within(&self, within: Duration) -> bool {
+        self.subscription.live_within(within).await
+    }
+
+    /// Resolves with the handoff to this waiter, once (never, if none comes, or after it
+    /// came: a handoff that could not be used is found by the waiter's next call).
+    /// Cancel-safe.
+    pub(crate) async fn letter(&mut self) -> Letter {
+        if let Some(receiver) = &mut self.letter {
+            let letter = receiver.await;
+            self.letter = None;
+            if let Ok(letter) = letter {
+                return letter;
+            }
+        }
+        std::future::pending().await
+    }
+
+    /// See [`Subscription::live_within_blocking`].
+    #[cfg(feature = "blocking")]
+    pub(crate) fn live_within_blocking(&self, within: Duration) -> bool {
+        self.subscription.live_within_blocking(within)
+    }
+}
+
+impl Drop for Mailbox {
+    fn drop(&mut self) {
+        self.subscription.shared.letters().remove(&self.token);
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let idle = {
+            let mut channels = self.shared.channels();
+            match channels.get_mut(&self.channel) {
+                Some(entry) => {
+                    entry.waiters -= 1;
+                    if entry.waiters == 0 {
+                        entry.idle_since = Some(Instant::now());
+                    }
+                    entry.waiters == 0
+                }
+                None => false,
+            }
+        };
+        // A wake-up delivered to a waiter that is dropped before using it is passed on
+        // by tokio's `Notified` itself.
+        if idle {
+            self.shared.kick.notify_one();
+        }
+    }
+}
+
+/// Keeps a pub/sub connection to one of `nodes` and its subscriptions in step with
+/// the channels waiters want, forever (until the handle is dropped).
+async fn run(mut nodes: Nodes, shared: Arc<Shared>) {
+    let mut delay = Duration::from_millis(50);
+    let mut reported = false;
+    loop {
+        match nodes.connect().await {
+            Ok(pubsub) => {
+                delay = Duration::from_millis(50);
+                reported = false;
+                let (mut sink, mut stream) = pubsub.split();
+                session(&shared, &mut sink, &mut stream).await;
+                tracing::warn!(
+                    "release notifications: connection lost; reconnecting (waiters poll meanwhile)"
+                );
+                shared.disconnected();
+            }
+            Err(e) => {
+                if !reported {
+                    tracing::warn!(error = %e, "release notifications: cannot connect; waiters poll meanwhile");
+                    reported = true;
+                }
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+}
+
+/// One connection's life: (un)subscribes as waiters come and go and dispatches release
+/// messages, until the connection drops or stops answering.
+async fn session(shared: &Shared, sink: &mut PubSubSink, stream: &mut PubSubStream) {
+    let mut subscribed = HashSet::new();
+    // Channels the server refused (an ACL without them): not asked again on this
+    // connection; their waiters poll.
+    let mut refused = HashSet::new();
+    loop {
+        let (add, remove, linger) = shared.plan(&subscribed, Instant::now());
+        let add: Vec<String> = add.into_iter().filter(|c| !refused.contains(c)).collect();
+        for channel in add {
+            match tokio::time::timeout(SUBSCRIBE_TIMEOUT, sink.subscribe(&channel)).await {
+                Ok(Ok(())) => {
+                    subscribed.insert(channel.clone());
+                    shared.set_live(&channel, true);
+                }
+                Ok(Err(e)) if !e.is_io_error() => {
+                    tracing::warn!(error = %e, "release notifications: subscribe refused; waiters poll");
+                    refused.insert(channel);
+                }
+                _ => return,
+            }
+        }
+        for channel in remove {
+            let unsubscribed =
+                tokio::time::timeout(SUBSCRIBE_TIMEOUT, sink.unsubscribe(&channel)).await;
+            if !matches!(unsubscribed, Ok(Ok(()))) {
+                return;
+            }
+            subscribed.remove(&channel);
+            shared.set_live(&channel, false);
+        }
+        let linger = async {
+            match linger {
+                Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            msg = stream.next() => match msg {
+                Some(msg) => shared.dispatch(msg.get_channel_name(), msg.get_payload_bytes()),
+                None => return,
+            },
+            () = shared.kick.notified() => {}
+            () = linger => {}
+        }
+    }
+}
+
+/// The pub/sub channel a handle's waiters receive their handoffs on.
+pub(crate) fn channel(prefix: &str, handle: u64) -> String {
+    format!("{prefix}handoff:{handle:016x}")
+}

@@ -1,0 +1,147 @@
+//! The async watchdog: one tokio task per handle (shared by its clones) that renews the
+//! leases its guards hold.
+//!
+//! Leases wait in a [`Schedule`] ordered by their next action. A due renewal runs in a
+//! short task of its own (so a slow server delays no other lease), and meanwhile the
+//! lease stays queued at its validity end, where the loss is logged if no renewal was
+//! confirmed by then. The loss itself needs no task: [`LeaseState`] evaluates it on the
+//! clock. Releasing a lease stops it; a renewal already in flight may still reach the
+//! server, where renew.lua changes nothing once the key is gone or another owner's, and
+//! its reply is ignored.
+//!
+//! The watchdog also remembers the tokio runtime it first ran on, so that guards dropped
+//! outside any runtime can still be released in the background.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::time::Instant;
+
+use tokio::sync::Notify;
+
+use crate::exec::backend::Backend;
+use crate::machine::lease::{LeaseState, Sending};
+use crate::machine::schedule::Schedule;
+
+/// Renews the leases of one handle.
+pub(crate) struct Watchdog<B> {
+    backend: B,
+    schedule: Mutex<Schedule<Arc<LeaseState>>>,
+    /// Wakes the task when a lease is due sooner than it planned to look, and when the
+    /// watchdog is dropped.
+    wake: Arc<Notify>,
+    started: AtomicBool,
+    runtime: OnceLock<tokio::runtime::Handle>,
+}
+
+impl<B> Drop for Watchdog<B> {
+    fn drop(&mut self) {
+        self.wake.notify_one();
+    }
+}
+
+impl<B: Backend> Watchdog<B> {
+    pub(crate) fn new(backend: B) -> Self {
+        Self {
+            backend,
+            schedule: Mutex::new(Schedule::default()),
+            wake: Arc::new(Notify::new()),
+            started: AtomicBool::new(false),
+            runtime: OnceLock::new(),
+        }
+    }
+
+    fn schedule_lock(&self) -> MutexGuard<'_, Schedule<Arc<LeaseState>>> {
+        self.schedule.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `task` in the background: on the current tokio runtime, or on the one this
+    /// handle first ran on. Whether it could.
+    pub(crate) fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) -> bool {
+        let handle = match tokio::runtime::Handle::try_current() {
+            Ok(current) => current,
+            Err(_) => match self.runtime.get() {
+                Some(handle) => handle.clone(),
+                None => return false,
+            },
+        };
+        handle.spawn(task);
+        true
+    }
+
+    /// Starts watching `lease` (and the watchdog task, on first use; the caller is
+    /// inside a tokio runtime).
+    pub(crate) fn watch(self: &Arc<Self>, lease: &Arc<LeaseState>) {
+        if !self.started.swap(true, Ordering::SeqCst)
+            && let Ok(handle) = tokio::runtime::Handle::try_current()
+        {
+            let _ = self.runtime.set(handle.clone());
+            handle.spawn(run(Arc::downgrade(self), Arc::clone(&self.wake)));
+        }
+        self.schedule(lease);
+    }
+
+    /// (Re)queues `lease` at its next action, or drops it when nothing is left to do.
+    pub(crate) fn schedule(&self, lease: &Arc<LeaseState>) {
+        let wake = {
+            let mut schedule = self.schedule_lock();
+            if let Some(at) = lease.next_action(Instant::now()) {
+                schedule.insert(lease.id, at, Arc::clone(lease))
+            } else {
+                schedule.remove(lease.id);
+                false
+            }
+        };
+        if wake {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Stops watching `lease`.
+    pub(crate) fn forget(&self, lease: &LeaseState) {
+        self.schedule_lock().remove(lease.id);
+    }
+
+    /// A lease's time has come: renew it if due, and queue it at its next action.
+    fn act(self: &Arc<Self>, lease: &Arc<LeaseState>, now: Instant) {
+        if let Some(sending) = lease.begin_renewal(now) {
+            tokio::spawn(renew(Arc::clone(self), Arc::clone(lease), sending));
+        }
+        self.schedule(lease);
+    }
+}
+
+/// One renewal of one lease, then its next place in the queue.
+async fn renew<B: Backend>(dog: Arc<Watchdog<B>>, lease: Arc<LeaseState>, sending: Sending) {
+    let reply = dog
+        .backend
+        .renew(&lease.settings, &lease.keys, &lease.token, sending.ttl)
+        .await;
+    lease.renewal_done(sending, reply, Instant::now());
+    dog.schedule(&lease);
+}
+
+/// The watchdog task: acts on leases as their times come, until the watchdog is gone.
+async fn run<B: Backend>(dog: Weak<Watchdog<B>>, wake: Arc<Notify>) {
+    loop {
+        let next = {
+            let Some(dog) = dog.upgrade() else {
+                return;
+            };
+            let now = Instant::now();
+            let (due, next) = dog.schedule_lock().take_due(now);
+            for lease in &due {
+                dog.act(lease, now);
+            }
+            next
+        };
+        match next {
+            Some(at) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {}
+                    () = wake.notified() => {}
+                }
+            }
+            None => wake.notified().await,
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! The blocking guard: the same rules as the async one (see `guard.rs`), on the sync
+//! connection; its lease is renewed by the handle's background thread.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::LockError;
+use crate::exec::blocking::Shared;
+use crate::exec::queue::{Offer, handed_over};
+use crate::machine::grant::{Abandoned, Granted};
+use crate::machine::lease::{Lease, LeaseState};
+use crate::machine::settings::Settings;
+
+/// Ownership of one lock acquired through [`super::Locks`].
+///
+/// Dropping it without [`release`](Self::release) stops its renewals and releases the
+/// lock from the handle's background thread; the lease's TTL frees it in every case.
+/// Its `Debug` never shows the owner token.
+///
+/// ```no_run
+/// # fn f(locks: lockscript::blocking::Locks) -> Result<(), lockscript::LockError> {
+/// let guard = locks.lock("orders:42")?;
+/// if !guard.is_lost() { /* write with guard.fencing_token() */ }
+/// guard.release()?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct LockGuard<C = redis::Connection>
+where
+    C: redis::ConnectionLike + Send + 'static,
+{
+    shared: Arc<Shared<C>>,
+    pub(crate) held: Lease,
+    /// Handovers in a row that led to this grant.
+    handovers: u32,
+    released: bool,
+}
+
+impl<C> LockGuard<C>
+where
+    C: redis::ConnectionLike + Send + 'static,
+{
+    /// The guard of `granted`, its lease watched by the handle's thread when renewed.
+    pub(crate) fn of(shared: &Arc<Shared<C>>, granted: Granted, settings: &Arc<Settings>) -> Self {
+        let (held, handovers) = Lease::of(granted, settings, true);
+        if held.lease.renews()
+            && let Some(worker) = shared.worker()
+        {
+            worker.watch(&held.lease);
+        }
+        Self {
+            shared: Arc::clone(shared),
+            held,
+            handovers,
+            released: false,
+        }
+    }
+
+    /// A cloneable view of this lease (name, fencing token, loss signal), e.g. to hand
+    /// to another thread. The guard derefs to the same [`Lease`](crate::Lease), whose
+    /// [`lost_within`](crate::Lease::lost_within) blocks until the lease is lost.
+    ///
+    /// ```no_run
+    /// # fn f(guard: lockscript::blocking::LockGuard) { let lease = guard.lease(); }
+    /// ```
+    pub fn lease(&self) -> crate::Lease {
+        self.held.clone()
+    }
+
+    /// Asks the server whether the lock still holds this guard's token; see
+    /// [`crate::LockGuard::is_held`].
+    ///
+    /// ```no_run
+    /// # fn f(guard: lockscript::blocking::LockGuard) -> Result<(), lockscript::LockError> {
+    /// if !guard.is_held()? { eprintln!("lost"); }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn is_held(&self) -> Result<bool, LockError> {
+        let lease = &self.held.lease;
+        let token = lease.token.as_str();
+        let ours = self
+            .shared
+            .conn
+            .with(Some(lease.settings.response_timeout), |c| {
+                if let Some(call) = lease.settings.holds_call(&lease.keys, token) {
+                    return Ok(call.invoke(c)?.0);
+                }
+                let value: Option<String> = redis::cmd("GET").arg(&lease.keys.lock).query(c)?;
+                Ok(value.as_deref() == Some(token))
+            })?;
+        Ok(lease.checked(ours))
+    }
+
+    /// Sets the lease to `ttl` from now if the lock is still ours; see
+    /// [`crate::LockGuard::extend`].
+    ///
+    /// ```no_run
+    /// # fn f(guard: lockscript::blocking::LockGuard) -> Result<(), lockscript::LockError> {
+    /// guard.extend(std::time::Duration::from_secs(60))?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn extend(&self, ttl: Duration) -> Result<(), LockError> {
+        let lease = &self.held.lease;
+        let sending = lease.extending(ttl, Instant::now())?;
+        let renewed = self
+            .shared
+            .conn
+            .with(Some(lease.settings.response_timeout), |c| {
+                let sent = Instant::now();
+                let renewed = lease
+                    .settings
+                    .renew_call(&lease.keys, lease.token.as_str(), ttl)
+                    .invoke(c)?;
+                Ok(renewed.0.then_some(sent))
+            });
+        lease.extended(sending, renewed, Instant::now())?;
+        if let Some(Some(worker)) = self.shared.worker.get() {
+            worker.watch(lease);
+        }
+        Ok(())
+    }
+
+    /// Stops renewals, then deletes the lock if it still holds this guard's token; see
+    /// [`crate::LockGuard::release`].
+    ///
+    /// ```no_run
+    /// # fn f(guard: lockscript::blocking::LockGuard) -> Result<(), lockscript::LockError> {
+    /// guard.release()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn release(mut self) -> Result<(), LockError> {
+        let lease = Arc::clone(&self.held.lease);
+        let lost_before = lease.stop();
+        if let Some(Some(worker)) = self.shared.worker.get() {
+            worker.forget(&lease);
+        }
+        let queue = &self.shared.queue;
+        if let Some(offer) = queue.handover_for(&lease, lost_before, self.handovers) {
+            return self.hand_over(&lease, offer);
+        }
+        let deleted = self
+            .shared
+            .conn
+            .with(Some(lease.settings.response_timeout), |c| {
+                lease
+                    .settings
+                    .release_call(&lease.keys, lease.token.as_str())
+                    .invoke(c)
+            })
+            .map(|released| released.0);
+        let (done, outcome) = lease.released(lost_before, deleted);
+        self.released = done;
+        outcome
+    }
+}
+
+impl<C> LockGuard<C>
+where
+    C: redis::ConnectionLike + Send + 'static,
+{
+    /// Release by handover.lua: the lock passes to the waiting thread of `offer` in the
+    /// same round trip (see [`handed_over`]).
+    fn hand_over(mut self, lease: &LeaseState, offer: Offer) -> Result<(), LockError> {
+        let settings = &lease.settings;
+        let (token, next) = (lease.token.as_str(), offer.token.as_str());
+        let call = settings.handover_call(&lease.keys, token, next, offer.ttl);
+        let sent = Instant::now();
+        let reply = (self.shared.conn)
+            .with(Some(settings.response_timeout), |c| call.invoke(c))
+            .map(|fence| u64::try_from(fence).ok().filter(|f| *f > 0));
+        let (shared, settings) = (Arc::clone(&self.shared), Arc::clone(settings));
+        let release = move |a| shared.release_in_background(a, &settings);
+        let (done, outcome) = handed_over(offer, lease, sent, self.handovers, reply, release);
+        self.released = done;
+        outcome
+    }
+
+    /// The writer becomes a reader; see the async guard's `downgrade`.
+    pub(crate) fn downgrade(mut self) -> Result<LockGuard<C>, LockError> {
+        let lease = Arc::clone(&self.held.lease);
+        if lease.is_lost() {
+            return Err(lease.not_held());
+        }
+        let settings = &lease.settings;
+        let sent = Instant::now();
+        let done = self
+            .shared
+            .conn
+            .with(Some(settings.response_timeout), |c| {
+                settings
+                    .downgrade_call(&lease.keys, lease.token.as_str(), settings.ttl)
+                    .invoke(c)
+            })?
+            .0;
+        lease.stop();
+        if let Some(Some(worker)) = self.shared.worker.get() {
+            worker.forget(&lease);
+        }
+        self.released = true;
+        if !done {
+            return Err(lease.lost_on_release());
+        }
+        let downgraded = crate::machine::fair::downgraded(
+            &lease,
+            sent,
+            self.held.lease.attempts,
+            Instant::now(),
+        );
+        let granted = downgraded.map_err(|late| {
+            self.shared.release_in_background(*late, settings);
+            lease.not_held()
+        })?;
+        Ok(LockGuard::of(&self.shared, granted, settings))
+    }
+}
+
+impl<C> Drop for LockGuard<C>
+where
+    C: redis::ConnectionLike + Send + 'static,
+{
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        let lease = &self.held.lease;
+        lease.stop();
+        if let Some(Some(worker)) = self.shared.worker.get() {
+            worker.forget(lease);
+        }
+        tracing::debug!(lock = %lease.keys.name, "guard dropped without release; releasing in the background");
+        self.shared.release_in_background(
+            Abandoned {
+                keys: lease.keys.clone(),
+                token: lease.token.clone(),
+                until: lease.expires(),
+                ticket: None,
+            },
+            &lease.settings,
+        );
+    }
+}
+
+/// A guard is its lease: `guard.fencing_token()`, `guard.lost_within(t)`,
+/// `guard.is_lost()` and the other methods of [`Lease`](crate::Lease).
+impl<C> std::ops::Deref for LockGuard<C>
+where
+    C: redis::ConnectionLike + Send + 'static,
+{
+    type Target = Lease;
+
+    fn deref(&self) -> &Lease {
+        &self.held
+    }
+}
+
+impl<C> fmt::Debug for LockGuard<C>
+where
+    C: redis::ConnectionLike + Send + 'static,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.held.lease.debug(f, "blocking::LockGuard")
+    }
+}

@@ -1,0 +1,205 @@
+//! The lock protocol's script calls: which script each step of a lock runs, with what
+//! keys and arguments. The switch between the plain protocol and the queued one
+//! (fair-queue.lua) is here, and only here.
+
+use std::time::Duration;
+
+use crate::machine::key::{Keys, Kind};
+use crate::machine::limit::millis;
+use crate::machine::reply::{Acquired, Confirmed};
+use crate::machine::settings::{ReplicaWait, Settings};
+use crate::{LockError, PipelineExt};
+
+/// The lock protocol's script calls, as every face (async, blocking, Redlock) sends
+/// them: with this handle's ttl arithmetic and its [`Delivery`](crate::Delivery).
+impl Settings {
+    /// acquire-with-retry.lua: take `keys` for `token` with the handle's ttl (in fair
+    /// mode fair-queue.lua's `acquire` without a ticket, which never jumps the queue).
+    pub(crate) fn acquire_call(&self, keys: &Keys, token: &str) -> crate::Invocation<Acquired> {
+        if self.queued(keys) {
+            return self
+                .fair_call(keys, "acquire", token, "", self.ttl)
+                .reply_as();
+        }
+        crate::script::builtin::acquire(
+            &keys.lock,
+            &keys.fence,
+            &keys.holders(),
+            token,
+            millis(self.ttl),
+            self.fence_lifetime(self.ttl),
+        )
+        .delivery(self.delivery)
+        .reply_as()
+    }
+
+    /// Whether grants of `keys` go through the waiter queue (fair-queue.lua): in fair
+    /// mode, and always for read/write locks and semaphores.
+    pub(crate) fn queued(&self, keys: &Keys) -> bool {
+        self.fair || keys.kind != Kind::Lock
+    }
+
+    /// fair-queue.lua: `op` for `token` (with its `ticket`, or `""`) and a lease of
+    /// `lease`, for the kind of `keys`.
+    pub(crate) fn fair_call(
+        &self,
+        keys: &Keys,
+        op: &str,
+        token: &str,
+        ticket: &str,
+        lease: Duration,
+    ) -> crate::Invocation<(i64, i64, i64, i64)> {
+        crate::script::builtin::fair_queue(
+            &keys.lock,
+            &keys.fence,
+            &keys.queue(),
+            &keys.alive(),
+            &keys.holders(),
+            &keys.fences(),
+            op,
+            token,
+            ticket,
+            keys.kind.code(),
+            millis(lease),
+            self.fence_lifetime(self.ttl.max(lease)),
+            millis(crate::machine::fair::WAITER_LEASE),
+            keys.kind.permits(),
+        )
+        .delivery(self.delivery)
+    }
+
+    /// Whether `token` holds a grant of `keys`, as a script: for readers and permits
+    /// (`None` for a lock or a writer, whose key a plain `GET` reads).
+    pub(crate) fn holds_call(
+        &self,
+        keys: &Keys,
+        token: &str,
+    ) -> Option<crate::Invocation<Confirmed>> {
+        keys.kind.shared().then(|| {
+            self.fair_call(keys, "holds", token, "", self.ttl)
+                .reply_as()
+        })
+    }
+
+    /// With `wait_for_replicas`: renew.lua and `WAIT` in one pipeline, for the connection
+    /// that acquired, and the `WAIT` timeout; `None` without it. The renewal is a write
+    /// behind the grant in the replication stream, so `WAIT` counts exactly the replicas
+    /// that have the grant, even on a connection re-made since.
+    pub(crate) fn confirm_pipe(
+        &self,
+        keys: &Keys,
+        token: &str,
+    ) -> Result<Option<(redis::Pipeline, Duration)>, LockError> {
+        let Some(ReplicaWait { replicas, timeout }) = self.wait_for_replicas else {
+            return Ok(None);
+        };
+        let mut pipe = redis::pipe();
+        pipe.invoke(&self.renew_call(keys, token, self.ttl))?;
+        pipe.cmd("WAIT").arg(replicas).arg(millis(timeout));
+        Ok(Some((pipe, timeout)))
+    }
+
+    /// What [`confirm_pipe`](Self::confirm_pipe) answered: whether the grant is still
+    /// ours and how many replicas acknowledged it. Too few: `NotReplicated` (and the
+    /// grant is released by its pending marker).
+    pub(crate) fn replicated(
+        &self,
+        keys: &Keys,
+        (Confirmed(ours), acked): (Confirmed, usize),
+    ) -> Result<(), LockError> {
+        let wanted = self.wait_for_replicas.map_or(0, |w| w.replicas);
+        if ours && acked >= wanted {
+            tracing::debug!(lock = %keys.name, acked, "grant acknowledged by replicas");
+            return Ok(());
+        }
+        let acked = if ours { acked } else { 0 };
+        tracing::warn!(lock = %keys.name, acked, wanted, "grant not replicated; releasing it");
+        Err(LockError::NotReplicated {
+            name: keys.name.clone(),
+            acked,
+            wanted,
+        })
+    }
+
+    /// fair-queue.lua's `downgrade`: the writer `token` becomes a reader with lease `ttl`.
+    pub(crate) fn downgrade_call(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+    ) -> crate::Invocation<Confirmed> {
+        let mut write = keys.clone();
+        write.kind = Kind::Write;
+        self.fair_call(&write, "downgrade", token, "", ttl)
+            .reply_as()
+    }
+
+    /// renew.lua: set the lease of `token`'s lock to `ttl`.
+    pub(crate) fn renew_call(
+        &self,
+        keys: &Keys,
+        token: &str,
+        ttl: Duration,
+    ) -> crate::Invocation<Confirmed> {
+        if keys.kind.shared() {
+            return self.fair_call(keys, "renew", token, "", ttl).reply_as();
+        }
+        crate::script::builtin::renew(&keys.lock, token, millis(ttl))
+            .delivery(self.delivery)
+            .reply_as()
+    }
+
+    /// compare-del.lua: release `token`'s lock (in fair mode fair-queue.lua's
+    /// `release`, which hands it to the first live waiter).
+    pub(crate) fn release_call(&self, keys: &Keys, token: &str) -> crate::Invocation<Confirmed> {
+        if self.queued(keys) {
+            return self
+                .fair_call(keys, "release", token, "", self.ttl)
+                .reply_as();
+        }
+        crate::script::builtin::compare_del(&keys.lock, token)
+            .delivery(self.delivery)
+            .reply_as()
+    }
+
+    /// The release of a grant nobody owns; for a fair waiter that gave up, its ticket
+    /// leaves the queue in the same call (and a grant made to it goes to the next).
+    pub(crate) fn abandoned_call(
+        &self,
+        abandoned: &crate::machine::grant::Abandoned,
+    ) -> crate::Invocation<Confirmed> {
+        let token = abandoned.token.as_str();
+        match &abandoned.ticket {
+            Some(ticket) => self
+                .fair_call(&abandoned.keys, "release", token, ticket, self.ttl)
+                .reply_as(),
+            None => self.release_call(&abandoned.keys, token),
+        }
+    }
+
+    /// handover.lua: pass `token`'s lock to `next` with lease `ttl`.
+    pub(crate) fn handover_call(
+        &self,
+        keys: &Keys,
+        token: &str,
+        next: &str,
+        ttl: Duration,
+    ) -> crate::Invocation<i64> {
+        crate::script::builtin::handover(
+            &keys.lock,
+            &keys.fence,
+            token,
+            next,
+            millis(ttl),
+            self.fence_lifetime(ttl),
+        )
+        .delivery(self.delivery)
+    }
+
+    /// raise-fence.lua: raise the counter of `keys` to at least `floor`.
+    #[cfg(feature = "redlock")]
+    pub(crate) fn raise_fence_call(&self, keys: &Keys, floor: u64) -> crate::Invocation<i64> {
+        crate::script::builtin::raise_fence(&keys.fence, floor, self.fence_lifetime(self.ttl))
+            .delivery(self.delivery)
+    }
+}

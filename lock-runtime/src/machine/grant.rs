@@ -1,0 +1,253 @@
+//! The grant protocol, as plain rules shared by every face: what an attempt's reply
+//! means, when a grant is worth nothing, and what happens to a grant nobody owns.
+//!
+//! - **A fresh owner token for every attempt.** A grant that nobody will own (its reply
+//!   was lost, came after its validity, or its `lock()` was cancelled) is released in the
+//!   background with *its own* token, which no later attempt uses: a background release
+//!   can never delete a later grant.
+//! - **Nothing orphaned.** Until a reply proves the script did not run (a server error
+//!   reply: the scripts change nothing when they fail) or the grant is claimed by a guard,
+//!   a [`Pending`] marker stands armed; dropped armed, it hands the grant to the face's
+//!   background releaser, which retries compare-and-delete until the grant's TTL ends.
+//! - **A late grant is no grant.** A grant whose reply arrives after its validity end
+//!   (counted from before the command was sent) is released and counts as refused.
+
+use std::time::{Duration, Instant};
+
+use crate::LockError;
+use crate::machine::key::Keys;
+use crate::machine::limit::validity;
+use crate::machine::reply::Acquired;
+use crate::machine::token::Token;
+
+/// What one attempt got.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// Granted with this fencing token; the lease counts from `sent`.
+    Granted { fence: u64, sent: Instant },
+    /// Held by another owner for `remaining` more (unknown when `None`).
+    Held { remaining: Option<Duration> },
+}
+
+impl Outcome {
+    /// Reads an acquire call's reply `{1, fence}` or `{0, pttl}` (see [`Acquired`]).
+    pub(crate) fn from_reply(Acquired(acquired, value): Acquired, sent: Instant) -> Self {
+        if acquired == 1 {
+            Outcome::Granted {
+                fence: u64::try_from(value).unwrap_or_default(),
+                sent,
+            }
+        } else {
+            Outcome::Held {
+                remaining: u64::try_from(value).ok().map(Duration::from_millis),
+            }
+        }
+    }
+
+    /// A grant whose reply came at `now`, after its validity end, is worth nothing.
+    pub(crate) fn is_late(&self, ttl: Duration, now: Instant) -> bool {
+        matches!(self, Outcome::Granted { sent, .. } if now >= *sent + validity(ttl))
+    }
+}
+
+/// One attempt's result, with the grant's owner token when granted.
+pub(crate) enum Attempted {
+    /// Granted to `token`; `grant` counts this one attempt.
+    Granted {
+        token: Token,
+        grant: Grant,
+    },
+    Held {
+        remaining: Option<Duration>,
+    },
+}
+
+/// How a guard's grant came about.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Grant {
+    pub(crate) fence: u64,
+    /// When the granting command (acquire or handover) was sent: the lease counts from
+    /// here (for a fair handoff, the earliest instant the release may have run).
+    pub(crate) sent: Instant,
+    /// The lease granted, when not the handle's ttl (a fair handoff's claim lease, or
+    /// what was left of one).
+    pub(crate) lease: Option<Duration>,
+    /// This caller's acquire attempts.
+    pub(crate) attempts: u32,
+    /// Handovers in a row that led to this grant (0: acquired by an attempt).
+    pub(crate) handovers: u32,
+}
+
+/// A grant made to a caller, before it becomes a guard.
+pub(crate) struct Granted {
+    pub(crate) keys: Keys,
+    pub(crate) token: Token,
+    pub(crate) grant: Grant,
+    /// When the caller's call began.
+    pub(crate) started: Instant,
+    /// Whether the watchdog renews the lease.
+    pub(crate) watchdog: bool,
+}
+
+/// A grant that nobody owns, to be released in the background with its own token.
+#[derive(Debug)]
+pub(crate) struct Abandoned {
+    pub(crate) keys: Keys,
+    pub(crate) token: Token,
+    /// After this the server has expired the grant by itself: stop trying.
+    pub(crate) until: Instant,
+    /// A fair waiter's ticket, to take out of the lock's queue too.
+    pub(crate) ticket: Option<String>,
+}
+
+impl Abandoned {
+    /// When to try again after `failures` failed releases, or `None` when the TTL frees
+    /// the lock before then anyway.
+    pub(crate) fn next_try(&self, failures: u32, now: Instant) -> Option<Instant> {
+        let delay = Duration::from_millis(50)
+            .saturating_mul(1 << failures.min(5))
+            .min(Duration::from_secs(1));
+        let at = now + delay;
+        (at < self.until).then_some(at)
+    }
+}
+
+/// An attempt's error, with the scripts' `WRONGKIND` refusal (one name, one kind: see
+/// acquire-with-retry.lua and fair-queue.lua) read as [`LockError::WrongKind`].
+pub(crate) fn kind_refused(e: LockError, keys: &Keys) -> LockError {
+    let LockError::Script { message, .. } = &e else {
+        return e;
+    };
+    let Some(at) = message.find("WRONGKIND ") else {
+        return e;
+    };
+    let held = match message[at + "WRONGKIND ".len()..].split([' ', ':']).next() {
+        Some("r") => "a read/write lock's readers",
+        Some("p") => "a semaphore's permits",
+        _ => "a read/write lock's readers or a semaphore's permits",
+    };
+    LockError::WrongKind {
+        name: keys.name.clone(),
+        held,
+        wanted: keys.kind.noun(),
+    }
+}
+
+/// A grant that may exist on the server without an owner: armed until
+/// [`settle`](Self::settle) or [`disarm`](Self::disarm) says otherwise; dropped armed, it
+/// gives the grant to `release`.
+pub(crate) struct Pending<'a, R: FnOnce(Abandoned)> {
+    keys: &'a Keys,
+    token: &'a Token,
+    until: Instant,
+    release: Option<R>,
+}
+
+impl<'a, R: FnOnce(Abandoned)> Pending<'a, R> {
+    /// Arms the marker for the grant of `token`, sent at `sent` for `ttl`.
+    pub(crate) fn new(
+        keys: &'a Keys,
+        token: &'a Token,
+        sent: Instant,
+        ttl: Duration,
+        release: R,
+    ) -> Self {
+        Self {
+            keys,
+            token,
+            until: sent + ttl,
+            release: Some(release),
+        }
+    }
+
+    /// Nothing to release: the grant did not happen, or it has an owner now.
+    pub(crate) fn disarm(&mut self) {
+        self.release = None;
+    }
+}
+
+impl<R: FnOnce(Abandoned)> Drop for Pending<'_, R> {
+    fn drop(&mut self) {
+        if let Some(release) = self.release.take() {
+            tracing::debug!(lock = %self.keys.name, "a grant nobody owns is released in the background");
+            release(Abandoned {
+                keys: self.keys.clone(),
+                token: self.token.clone(),
+                until: self.until,
+                ticket: None,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+    use crate::machine::settings::Settings;
+
+    #[test]
+    fn replies_read_as_grants_or_holds() {
+        let sent = Instant::now();
+        assert!(matches!(
+            Outcome::from_reply(Acquired(1, 5), sent),
+            Outcome::Granted { fence: 5, .. }
+        ));
+        assert!(matches!(
+            Outcome::from_reply(Acquired(0, 250), sent),
+            Outcome::Held { remaining: Some(d) } if d == Duration::from_millis(250)
+        ));
+        assert!(matches!(
+            Outcome::from_reply(Acquired(0, -1), sent),
+            Outcome::Held { remaining: None }
+        ));
+    }
+
+    #[test]
+    fn a_grant_after_its_validity_is_late() {
+        let sent = Instant::now();
+        let ttl = Duration::from_millis(100);
+        let granted = Outcome::Granted { fence: 1, sent };
+        assert!(!granted.is_late(ttl, sent + Duration::from_millis(96)));
+        assert!(granted.is_late(ttl, sent + validity(ttl)));
+    }
+
+    #[test]
+    fn the_marker_releases_unless_disarmed() {
+        let keys = Settings::default().keys("x").unwrap();
+        let token = Token::new().unwrap();
+        let released = Cell::new(0);
+        let sent = Instant::now();
+        let release = |a: Abandoned| {
+            assert_eq!(a.token, token);
+            released.set(released.get() + 1);
+        };
+        drop(Pending::new(
+            &keys,
+            &token,
+            sent,
+            Duration::from_secs(1),
+            release,
+        ));
+        assert_eq!(released.get(), 1, "dropped armed: released");
+        let mut p = Pending::new(&keys, &token, sent, Duration::from_secs(1), release);
+        p.disarm();
+        drop(p);
+        assert_eq!(released.get(), 1, "disarmed: nothing to release");
+    }
+
+    #[test]
+    fn background_releases_stop_at_the_ttl() {
+        let now = Instant::now();
+        let a = Abandoned {
+            keys: Settings::default().keys("x").unwrap(),
+            token: Token::new().unwrap(),
+            until: now + Duration::from_millis(300),
+            ticket: None,
+        };
+        assert_eq!(a.next_try(0, now), Some(now + Duration::from_millis(50)));
+        assert_eq!(a.next_try(2, now), Some(now + Duration::from_millis(200)));
+        assert_eq!(a.next_try(3, now), None);
+    }
+}

@@ -1,0 +1,1013 @@
+//! The lease of a held lock: its validity clock, its renewal plan and its loss signal.
+//!
+//! One type for every face (async, blocking, Redlock). It does no I/O: the watchdogs
+//! ask it when to renew and tell it what the server answered, guards tell it when they
+//! stop, and everyone asks it whether the lease still holds.
+//!
+//! **The loss rule is evaluated on the clock, not delivered by a task.** A lease is
+//! lost once its validity end passes without a confirmed renewal, or once the server
+//! answered that the key is gone or has another owner. [`LeaseState::is_lost`] and
+//! [`LeaseState::status`] compare the monotonic clock with the validity end on every
+//! call, and [`LeaseState::lost`] sleeps until exactly that end (re-arming when a
+//! renewal moves it), so no command in flight, reconnect or stalled watchdog can delay
+//! the signal. A renewal whose reply arrives after the validity end is refused: a lost
+//! lease never comes back.
+//!
+//! Validity is counted from *before* the granting or renewing command was sent, minus
+//! a drift allowance (see [`crate::machine::settings::validity`]), so this process believes in
+//! its lease for no longer than the server keeps it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use crate::LockError;
+use crate::machine::grant::Granted;
+use crate::machine::key::Keys;
+use crate::machine::limit::validity;
+use crate::machine::settings::Settings;
+use crate::machine::token::Token;
+
+/// How often the watchdog renews: three times per lease, so two renewals in a row may
+/// fail before the lease runs out.
+pub(crate) fn renew_interval(ttl: Duration) -> Duration {
+    ttl / 3
+}
+
+/// How soon a failed renewal is retried: four tries per renewal interval, at most every
+/// half second (each try is bounded by the response timeout).
+pub(crate) fn retry_delay(ttl: Duration) -> Duration {
+    (renew_interval(ttl) / 4).min(Duration::from_millis(500))
+}
+
+/// What a lease is, as of one instant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// Valid until the given instant, unless renewed.
+    Held { valid_until: Instant },
+    /// Known lost: it ran out, or the server said it is not ours.
+    Lost,
+    /// Released (or dropped) before it was lost: nothing more happens to it.
+    Released,
+}
+
+/// The mutable part of a lease.
+#[derive(Debug)]
+struct Times {
+    /// Until when this process may rely on the lease.
+    valid_until: Instant,
+    /// When the command that set `valid_until` was sent: an older renewal that completes
+    /// later does not overwrite a newer one.
+    sent: Instant,
+    /// The lease length renewals ask for (`extend` changes it).
+    ttl: Duration,
+    /// When the watchdog renews next.
+    next_renewal: Instant,
+    /// A renewal has been sent and not answered yet.
+    renewing: bool,
+    /// Why the lease was lost, once it is.
+    lost: Option<&'static str>,
+    /// The guard released or dropped the lease.
+    stopped: bool,
+    /// Threads blocked in [`LeaseState::lost_within`]. `changed_sync` is signalled only
+    /// while there are some: a condvar signal is a futex syscall even with nobody waiting,
+    /// and every release would pay it.
+    sync_waiters: u32,
+    /// Renewals and extensions sent and not answered yet.
+    flying: Vec<Flight>,
+    /// The shortest ttl among commands that were in flight at the same time as another
+    /// one still in flight: the server may have run them in either order. Cleared once
+    /// none is in flight.
+    overlap: Option<Duration>,
+    /// The shortest ttl among commands that got no answer (a timeout, a reset): they
+    /// may still run on the server, after any later command.
+    unsure: Option<Duration>,
+    /// The latest instant the server may keep the key, over every command sent for it:
+    /// a dropped guard's background release keeps trying until then.
+    farthest: Instant,
+    /// Ids for [`Sending`].
+    next_id: u64,
+}
+
+/// A renewal or extension in flight: its id and the ttl it sets.
+#[derive(Clone, Copy, Debug)]
+struct Flight {
+    id: u64,
+    ttl: Duration,
+}
+
+/// A renewal or extension the lease knows is on its way to the server (see
+/// [`LeaseState::sending`]); its answer goes back to the lease with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Sending {
+    id: u64,
+    /// The lease length the command sets.
+    pub(crate) ttl: Duration,
+}
+
+/// A held lease, shared by its guard, the watchdog and [`Lease`] views.
+pub(crate) struct LeaseState {
+    pub(crate) keys: Keys,
+    pub(crate) fence: u64,
+    pub(crate) token: Token,
+    /// The settings of the handle that granted it (response timeout, node timeout).
+    pub(crate) settings: Arc<Settings>,
+    /// Renew while held (the watchdog setting at grant time).
+    renews: bool,
+    /// Stop renewing at this instant (the `max_hold` cap).
+    renew_until: Option<Instant>,
+    /// A number that orders leases with equal deadlines in a schedule.
+    pub(crate) id: u64,
+    /// The grant lives on one server (not a Redlock quorum): a guarded script can check it.
+    pub(crate) one_node: bool,
+    /// How long the caller's call waited for the grant.
+    pub(crate) waited: Duration,
+    /// The caller's acquisition attempts.
+    pub(crate) attempts: u32,
+    times: Mutex<Times>,
+    /// Wakes async waiters ([`lost`](Self::lost)) when the lease changes.
+    changed: Notify,
+    /// Wakes blocking waiters ([`lost_within`](Self::lost_within)).
+    changed_sync: Condvar,
+}
+
+impl LeaseState {
+    /// The lease of a grant whose command was sent at `sent`; the watchdog renews it if
+    /// `renews`.
+    pub(crate) fn new(
+        keys: Keys,
+        fence: u64,
+        token: Token,
+        settings: Arc<Settings>,
+        sent: Instant,
+        renews: bool,
+    ) -> Self {
+        static IDS: AtomicU64 = AtomicU64::new(0);
+        let ttl = settings.ttl;
+        Self {
+            keys,
+            fence,
+            token,
+            renews,
+            renew_until: settings.max_hold.and_then(|cap| sent.checked_add(cap)),
+            settings,
+            id: IDS.fetch_add(1, Ordering::Relaxed),
+            one_node: true,
+            waited: Duration::ZERO,
+            attempts: 1,
+            times: Mutex::new(Times {
+                valid_until: sent + validity(ttl),
+                sent,
+                ttl,
+                next_renewal: sent + renew_interval(ttl),
+                renewing: false,
+                lost: None,
+                stopped: false,
+                sync_waiters: 0,
+                flying: Vec::new(),
+                overlap: None,
+                unsure: None,
+                farthest: sent + ttl,
+                next_id: 0,
+            }),
+            changed: Notify::new(),
+            changed_sync: Condvar::new(),
+        }
+    }
+
+    /// The lease of `grant`, shared by its guard and the watchdog.
+    pub(crate) fn of_grant(
+        keys: Keys,
+        token: Token,
+        grant: &crate::machine::grant::Grant,
+        settings: &Arc<Settings>,
+        renews: bool,
+        one_node: bool,
+        waited: Duration,
+    ) -> Arc<Self> {
+        let mut lease = Self::new(
+            keys,
+            grant.fence,
+            token,
+            Arc::clone(settings),
+            grant.sent,
+            renews,
+        );
+        lease.one_node = one_node;
+        lease.waited = waited;
+        lease.attempts = grant.attempts;
+        if let Some(granted) = grant.lease {
+            // A shorter first lease (a fair handoff's claim): valid for that long, and
+            // renewed to the full ttl a third of the way through it.
+            let times = lease
+                .times
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner);
+            times.valid_until = grant.sent + validity(granted);
+            times.next_renewal = grant.sent + renew_interval(granted);
+            times.farthest = times.farthest.max(grant.sent + granted);
+        }
+        Arc::new(lease)
+    }
+
+    fn times(&self) -> MutexGuard<'_, Times> {
+        self.times.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The lease at `now`. A lease whose validity end has passed is marked lost here, by
+    /// whoever looks first.
+    pub(crate) fn status(&self, now: Instant) -> Status {
+        let mut times = self.times();
+        self.status_locked(&mut times, now)
+    }
+
+    fn status_locked(&self, times: &mut Times, now: Instant) -> Status {
+        if times.lost.is_some() {
+            Status::Lost
+        } else if times.stopped {
+            Status::Released
+        } else if now >= times.valid_until && !crate::machine::mutants::no_deadline() {
+            self.lose(times, "the lease ran out before a renewal was confirmed");
+            Status::Lost
+        } else {
+            Status::Held {
+                valid_until: times.valid_until,
+            }
+        }
+    }
+
+    /// Marks the lease lost (once), logs why, and wakes everyone waiting for it.
+    fn lose(&self, times: &mut Times, why: &'static str) {
+        if times.lost.is_none() {
+            times.lost = Some(why);
+            tracing::warn!(lock = %self.keys.name, fence = self.fence, reason = why, "lock lost");
+        }
+        self.changed.notify_waiters();
+        if times.sync_waiters > 0 {
+            self.changed_sync.notify_all();
+        }
+    }
+
+    /// Whether the lease is lost now (or was). Released leases are not lost.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.status(Instant::now()) == Status::Lost
+    }
+
+    /// The server answered that the key is gone or has another owner.
+    pub(crate) fn refused(&self, why: &'static str) {
+        self.lose(&mut self.times(), why);
+    }
+
+    /// Stops the lease for good (release or drop): no more renewals, and `lost()` never
+    /// fires afterwards. Returns whether it was already lost, which the release reports.
+    pub(crate) fn stop(&self) -> bool {
+        let mut times = self.times();
+        let lost = self.status_locked(&mut times, Instant::now()) == Status::Lost;
+        times.stopped = true;
+        let sync_waiters = times.sync_waiters > 0;
+        drop(times);
+        self.changed.notify_waiters();
+        if sync_waiters {
+            self.changed_sync.notify_all();
+        }
+        lost
+    }
+
+    /// Whether the watchdog renews this lease.
+    pub(crate) fn renews(&self) -> bool {
+        self.renews
+    }
+
+    /// Whether the guard has released or dropped the lease.
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.times().stopped
+    }
+
+    /// Until when the lease may be relied on (frozen once lost).
+    pub(crate) fn valid_until(&self) -> Instant {
+        self.times().valid_until
+    }
+
+    /// When the server expires the key by itself, at the latest as far as this process
+    /// can tell: over every command sent for the lease, answered or not (a renewal in
+    /// flight may have moved the key's end), its send time plus its ttl, plus the
+    /// response timeout for one that ran late.
+    pub(crate) fn expires(&self) -> Instant {
+        self.times().farthest
+    }
+
+    /// How long the lease can still be relied on.
+    pub(crate) fn remaining(&self) -> Duration {
+        self.valid_until().saturating_duration_since(Instant::now())
+    }
+
+    /// An `extend(ttl)` about to be sent at `now`: refused with a typed error when the
+    /// ttl is out of range or the lease is lost already (nothing is sent then).
+    pub(crate) fn extending(&self, ttl: Duration, now: Instant) -> Result<Sending, LockError> {
+        crate::machine::limit::check_ttl(ttl)?;
+        if self.is_lost() {
+            return Err(self.not_held());
+        }
+        Ok(self.sending(ttl, now))
+    }
+
+    /// Marks a renewal or extension for `ttl` as sent (at `now`, or a little later). Its
+    /// answer goes back with the returned [`Sending`].
+    ///
+    /// This is where the order of a lease's commands is kept honest. Two commands in
+    /// flight at once may run on the server in either order (two connections, a pool, a
+    /// reconnect, two tasks racing to one socket), and one that got no answer may still
+    /// run after any later one. So a confirmation counts the lease from the latest send
+    /// time confirmed so far, but for the *shortest* ttl among the commands whose order
+    /// it cannot know: the key lives at least that long whichever ran last.
+    pub(crate) fn sending(&self, ttl: Duration, now: Instant) -> Sending {
+        let mut times = self.times();
+        let id = times.next_id;
+        times.next_id += 1;
+        if let Some(low) = times.flying.iter().map(|f| f.ttl).min() {
+            let low = low.min(ttl);
+            times.overlap = Some(times.overlap.map_or(low, |o| o.min(low)));
+        }
+        times.flying.push(Flight { id, ttl });
+        let farthest = now + ttl + self.settings.response_timeout;
+        times.farthest = times.farthest.max(farthest);
+        Sending { id, ttl }
+    }
+
+    /// `sending` was answered or given up: out of the flight. Returns the ttl a
+    /// confirmation of it may be counted for (see [`sending`](Self::sending)).
+    fn land(times: &mut Times, sending: Sending) -> Duration {
+        times.flying.retain(|f| f.id != sending.id);
+        let mut ttl = sending.ttl;
+        for bound in [times.overlap, times.unsure].into_iter().flatten() {
+            ttl = ttl.min(bound);
+        }
+        if times.flying.is_empty() {
+            times.overlap = None;
+        }
+        ttl
+    }
+
+    /// `sending` failed in a way that may have run it (no reply): it may still run on
+    /// the server after any later command, so every later confirmation counts for at
+    /// most its ttl.
+    fn unanswered(&self, sending: Sending, error: &LockError) {
+        let mut times = self.times();
+        Self::land(&mut times, sending);
+        if error.may_have_run() {
+            times.unsure = Some(times.unsure.map_or(sending.ttl, |u| u.min(sending.ttl)));
+        }
+    }
+
+    /// `sending`, sent at `sent`, was confirmed at `now`. Returns `false` if it came too
+    /// late: the lease had run out meanwhile (or was stopped), and a lost lease is never
+    /// revived.
+    pub(crate) fn renewed(&self, sending: Sending, sent: Instant, now: Instant) -> bool {
+        let mut times = self.times();
+        let ttl = Self::land(&mut times, sending);
+        if !matches!(self.status_locked(&mut times, now), Status::Held { .. }) {
+            return false;
+        }
+        if sent >= times.sent {
+            times.sent = sent;
+            times.ttl = sending.ttl;
+        }
+        times.valid_until = times.sent + validity(ttl);
+        times.next_renewal = times.sent + renew_interval(ttl);
+        drop(times);
+        self.changed.notify_waiters();
+        true
+    }
+
+    /// What an `extend` reports, from what the server answered (`Ok(Some(from))`:
+    /// renewed, the new lease counting from `from`; `Ok(None)`: not ours).
+    pub(crate) fn extended(
+        &self,
+        sending: Sending,
+        reply: Result<Option<Instant>, LockError>,
+        now: Instant,
+    ) -> Result<(), LockError> {
+        let renewed = match reply {
+            Ok(renewed) => renewed,
+            Err(e) => {
+                self.unanswered(sending, &e);
+                return Err(e);
+            }
+        };
+        let Some(from) = renewed else {
+            Self::land(&mut self.times(), sending);
+            self.refused("the key changed owner or vanished");
+            return Err(self.not_held());
+        };
+        // Confirmed after the validity end, the lease had run out meanwhile.
+        if !self.renewed(sending, from, now) {
+            return Err(self.not_held());
+        }
+        tracing::debug!(lock = %self.keys.name, ttl = ?sending.ttl, "lease extended");
+        Ok(())
+    }
+
+    /// What a release reports, from whether the lease was lost before it (see
+    /// [`stop`](Self::stop)) and what the delete answered. `Ok(done)`: the release is
+    /// over (`done` false only when the delete failed and must be retried in the
+    /// background, which drop does).
+    pub(crate) fn released(
+        &self,
+        lost_before: bool,
+        deleted: Result<bool, LockError>,
+    ) -> (bool, Result<(), LockError>) {
+        match deleted {
+            Ok(true) if !lost_before => {
+                tracing::debug!(lock = %self.keys.name, fence = self.fence, "lock released");
+                (true, Ok(()))
+            }
+            Ok(_) => (true, Err(self.lost_on_release())),
+            // A lease lost before the release is reported as such in any case.
+            Err(_) if lost_before => (false, Err(self.lost_on_release())),
+            Err(e) => (false, Err(e)),
+        }
+    }
+
+    /// A release found the key gone or owned by another, or the lease was lost before:
+    /// the loss is signalled, and the caller hears [`LockError::NotHeld`].
+    pub(crate) fn lost_on_release(&self) -> LockError {
+        self.refused("released after the key changed owner or vanished");
+        self.not_held()
+    }
+
+    /// The guard's answer to `is_held`, from whether the server holds its token.
+    pub(crate) fn checked(&self, ours: bool) -> bool {
+        if !ours {
+            self.refused("the key changed owner or vanished");
+        }
+        ours && !self.is_lost()
+    }
+
+    pub(crate) fn not_held(&self) -> LockError {
+        LockError::NotHeld {
+            name: self.keys.name.clone(),
+        }
+    }
+
+    /// A guard's `Debug`: name, fencing token and whether it is lost; the token redacted.
+    pub(crate) fn debug(&self, f: &mut std::fmt::Formatter<'_>, guard: &str) -> std::fmt::Result {
+        f.debug_struct(guard)
+            .field("name", &self.keys.name)
+            .field("fencing_token", &self.fence)
+            .field("lost", &self.is_lost())
+            .field("token", &self.token)
+            .finish_non_exhaustive()
+    }
+
+    /// The watchdog's question: if a renewal is due at `now`, it is marked in flight and
+    /// returned (its lease length in it); `None` if nothing is to be sent.
+    pub(crate) fn begin_renewal(&self, now: Instant) -> Option<Sending> {
+        let ttl = {
+            let mut times = self.times();
+            let held = matches!(self.status_locked(&mut times, now), Status::Held { .. });
+            if !held || times.renewing || !self.renews_at(now) || now < times.next_renewal {
+                return None;
+            }
+            times.renewing = true;
+            times.ttl
+        };
+        Some(self.sending(ttl, now))
+    }
+
+    /// The renewal in flight ended with `reply` (`Ok(Some(from))`: renewed, counting
+    /// from `from`; `Ok(None)`: not ours any more) at `now`. A failed renewal is tried
+    /// again a little later, while the lease lasts.
+    pub(crate) fn renewal_done(
+        &self,
+        sending: Sending,
+        reply: Result<Option<Instant>, LockError>,
+        now: Instant,
+    ) {
+        match reply {
+            Ok(Some(from)) => {
+                if self.renewed(sending, from, now) {
+                    tracing::trace!(lock = %self.keys.name, fence = self.fence, "lease renewed");
+                }
+                self.end_renewal(None);
+            }
+            Ok(None) => {
+                Self::land(&mut self.times(), sending);
+                self.refused("the key changed owner or vanished");
+                self.end_renewal(None);
+            }
+            Err(e) => {
+                self.unanswered(sending, &e);
+                let retry = retry_delay(sending.ttl);
+                self.end_renewal(Some(now + retry));
+                if !self.is_stopped() {
+                    tracing::warn!(lock = %self.keys.name, error = %e, retry_in = ?retry, "lease renewal failed");
+                }
+            }
+        }
+    }
+
+    /// The renewal in flight ended; if it failed, the next try is at `retry_at`. The
+    /// order matters: a renewal's outcome is recorded first, so the watchdog never sees
+    /// the renewal done with the old times.
+    fn end_renewal(&self, retry_at: Option<Instant>) {
+        let mut times = self.times();
+        times.renewing = false;
+        if let Some(at) = retry_at {
+            times.next_renewal = at;
+        }
+    }
+
+    fn renews_at(&self, now: Instant) -> bool {
+        self.renews && self.renew_until.is_none_or(|until| now < until)
+    }
+
+    /// When the watchdog should look at this lease next: the next renewal (unless one is
+    /// in flight), and in any case the validity end, when the loss is logged. `None` once
+    /// there is nothing left to watch.
+    pub(crate) fn next_action(&self, now: Instant) -> Option<Instant> {
+        let mut times = self.times();
+        let Status::Held { valid_until } = self.status_locked(&mut times, now) else {
+            return None;
+        };
+        // (With the deadline switched off, only renewals are left to watch.)
+        let end = (!crate::machine::mutants::no_deadline()).then_some(valid_until);
+        let renewal = (self.renews_at(now) && !times.renewing).then_some(times.next_renewal);
+        match (renewal, end) {
+            (Some(renewal), Some(end)) => Some(renewal.min(end)),
+            (renewal, end) => renewal.or(end),
+        }
+    }
+
+    /// Resolves once the lease is lost: at its validity end at the latest, whatever any
+    /// command in flight does, or when a release finds it gone. Never resolves for a
+    /// lease released in time.
+    pub(crate) async fn lost(&self) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            match self.status(Instant::now()) {
+                Status::Lost => return,
+                // A release that finds the key gone or another owner's still makes the
+                // lease lost; a release that succeeded changes nothing more.
+                Status::Released => changed.await,
+                Status::Held { valid_until } => {
+                    let end = tokio::time::Instant::from_std(valid_until);
+                    let deadline = async {
+                        if crate::machine::mutants::no_deadline() {
+                            std::future::pending::<()>().await;
+                        }
+                        tokio::time::sleep_until(end).await;
+                    };
+                    tokio::select! {
+                        () = changed => {}
+                        () = deadline => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Blocks until the lease is lost or `timeout` passes; whether it was lost.
+    pub(crate) fn lost_within(&self, timeout: Duration) -> bool {
+        let give_up = Instant::now().checked_add(timeout);
+        let mut times = self.times();
+        loop {
+            let now = Instant::now();
+            let wake = match self.status_locked(&mut times, now) {
+                Status::Lost => return true,
+                Status::Held { valid_until } if !crate::machine::mutants::no_deadline() => {
+                    Some(give_up.map_or(valid_until, |g| g.min(valid_until)))
+                }
+                Status::Released | Status::Held { .. } => give_up,
+            };
+            if wake.is_some_and(|at| at <= now) {
+                return false;
+            }
+            times.sync_waiters += 1;
+            times = match wake {
+                Some(at) => {
+                    self.changed_sync
+                        .wait_timeout(times, at - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+                None => self
+                    .changed_sync
+                    .wait(times)
+                    .unwrap_or_else(PoisonError::into_inner),
+            };
+            times.sync_waiters -= 1;
+            if give_up.is_some_and(|g| Instant::now() >= g) {
+                return self.status_locked(&mut times, Instant::now()) == Status::Lost;
+            }
+        }
+    }
+}
+
+/// A held lease: its name, fencing token, validity and loss signal. Every guard derefs
+/// to its lease, so these are the guard's methods too (`guard.fencing_token()`); a
+/// clone ([`LockGuard::lease`](crate::LockGuard::lease)) is a cheap view to hand to
+/// another task. It cannot release or extend; the guard does that.
+///
+/// ```no_run
+/// # async fn demo(locks: lockscript::Locks) -> Result<(), lockscript::LockError> {
+/// let done = locks
+///     .with_lock("orders:42", |lease| async move {
+///         println!("writing with fencing token {}", lease.fencing_token());
+///     })
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Lease {
+    pub(crate) lease: Arc<LeaseState>,
+}
+
+impl Lease {
+    /// The lease `granted` starts, with the handovers in a row that led to it.
+    /// `one_node`: the backend keeps a grant on one server (or Cluster slot), so a
+    /// guarded script can check it, unless the grant is a shared one.
+    pub(crate) fn of(granted: Granted, settings: &Arc<Settings>, one_node: bool) -> (Lease, u32) {
+        let Granted {
+            keys,
+            token,
+            grant,
+            started,
+            watchdog,
+        } = granted;
+        let one_node = one_node && !keys.kind.shared();
+        let waited = grant.sent.saturating_duration_since(started);
+        let lease = LeaseState::of_grant(keys, token, &grant, settings, watchdog, one_node, waited);
+        (Lease { lease }, grant.handovers)
+    }
+
+    /// The lock's name.
+    ///
+    /// ```no_run
+    /// # fn f(lease: lockscript::Lease) { println!("{}", lease.name()); }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.lease.keys.name
+    }
+
+    /// This grant's fencing token: strictly larger than every earlier grant's of the
+    /// same lock name. Pass it with every write the lock protects, and have the store
+    /// refuse a token lower than one it has seen.
+    ///
+    /// ```no_run
+    /// # fn f(lease: lockscript::Lease) { println!("{}", lease.fencing_token()); }
+    /// ```
+    pub fn fencing_token(&self) -> u64 {
+        self.lease.fence
+    }
+
+    /// How long `lock()` waited for this grant.
+    ///
+    /// ```no_run
+    /// # fn f(lease: lockscript::Lease) { println!("{:?}", lease.waited()); }
+    /// ```
+    pub fn waited(&self) -> Duration {
+        self.lease.waited
+    }
+
+    /// How many acquisition attempts the call made for this grant: 1 when the lock was
+    /// free; for a grant handed over by a release, the attempts made before it.
+    ///
+    /// ```no_run
+    /// # fn f(lease: lockscript::Lease) { println!("{}", lease.attempts()); }
+    /// ```
+    pub fn attempts(&self) -> u32 {
+        self.lease.attempts
+    }
+
+    /// Resolves when the lease is known lost: at its validity end at the latest (see
+    /// [`valid_until`](Self::valid_until)) if no renewal was confirmed by then, whatever
+    /// the server or the network is doing, or earlier when a renewal finds the key gone
+    /// or another owner's (for Redlock: on a majority of masters). Never resolves for a
+    /// released lease.
+    ///
+    /// ```no_run
+    /// # async fn f(lease: lockscript::Lease) { lease.lost().await; eprintln!("lost"); }
+    /// ```
+    pub async fn lost(&self) {
+        self.lease.lost().await;
+    }
+
+    /// Blocks until the lease is known lost, or `timeout` passes; whether it was lost.
+    /// It returns at the lease's validity end at the latest if no renewal was confirmed
+    /// by then, whatever the server is doing.
+    ///
+    /// ```no_run
+    /// # fn f(lease: lockscript::Lease) {
+    /// if lease.lost_within(std::time::Duration::from_millis(100)) { eprintln!("lost"); }
+    /// # }
+    /// ```
+    pub fn lost_within(&self, timeout: Duration) -> bool {
+        self.lease.lost_within(timeout)
+    }
+
+    /// Whether the lease is lost (no round trip): its validity end has passed without a
+    /// confirmed renewal, or the server answered that the key is gone or has another
+    /// owner. Evaluated on the clock at each call, so it turns `true` at the validity
+    /// end exactly, whatever the server or the network is doing. Check it before each
+    /// write the lock protects.
+    ///
+    /// ```no_run
+    /// # fn f(lease: lockscript::Lease) { assert!(!lease.is_lost()); }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        self.lease.is_lost()
+    }
+
+    /// How long the lease can still be relied on, by this process's clock.
+    ///
+    /// ```no_run
+    /// # fn f(lease: lockscript::Lease) { println!("{:?}", lease.remaining()); }
+    /// ```
+    pub fn remaining(&self) -> Duration {
+        self.lease.remaining()
+    }
+
+    /// The lease's validity end on this process's monotonic clock: the time the
+    /// granting (or last confirmed renewing) command was sent, plus the ttl, minus the
+    /// drift allowance (1% + 2 ms). The server keeps the key at least that long. It
+    /// moves forward with each confirmed renewal and is frozen once the lease is lost.
+    ///
+    /// ```no_run
+    /// # fn f(lease: lockscript::Lease) { println!("{:?}", lease.valid_until()); }
+    /// ```
+    pub fn valid_until(&self) -> Instant {
+        self.lease.valid_until()
+    }
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.lease.debug(f, "Lease")
+    }
+}
+
+/// What `with_lock`'s work is worth after the release that follows it: its value, or
+/// `NotHeld` when the lease ended before the release (the work may have overlapped
+/// another holder's, which is exactly what the caller must hear). Any other release
+/// error leaves the value: the lease was still valid, and the release is retried in the
+/// background.
+pub(crate) fn after_work<T>(
+    name: &str,
+    released: Result<(), LockError>,
+    value: T,
+) -> Result<T, LockError> {
+    match released {
+        Ok(()) => Ok(value),
+        Err(e @ LockError::NotHeld { .. }) => Err(e),
+        Err(e) => {
+            tracing::warn!(lock = name, error = %e, "release after with_lock failed; retried in the background");
+            Ok(value)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new_lease(ttl_ms: u64, renews: bool) -> (LeaseState, Instant) {
+        let settings = Settings {
+            ttl: Duration::from_millis(ttl_ms),
+            ..Settings::default()
+        };
+        let sent = Instant::now();
+        let keys = settings.keys("t").unwrap();
+        let state = LeaseState::new(
+            keys,
+            7,
+            Token::new().unwrap(),
+            Arc::new(settings),
+            sent,
+            renews,
+        );
+        (state, sent)
+    }
+
+    #[test]
+    fn the_lease_is_lost_at_its_validity_end_on_the_clock() {
+        let (lease, sent) = new_lease(1_000, true);
+        let end = sent + validity(Duration::from_secs(1));
+        assert_eq!(lease.valid_until(), end);
+        assert_eq!(
+            lease.status(sent + Duration::from_millis(900)),
+            Status::Held { valid_until: end }
+        );
+        assert_eq!(lease.status(end), Status::Lost);
+        // Sticky: a renewal confirmed after the end does not revive it.
+        let late = lease.sending(Duration::from_secs(1), end);
+        assert!(!lease.renewed(late, end, end));
+        assert_eq!(lease.status(sent), Status::Lost);
+    }
+
+    #[test]
+    fn a_renewal_moves_the_end_but_an_older_reply_does_not_undo_a_newer_one() {
+        let (lease, sent) = new_lease(900, true);
+        let ttl = Duration::from_millis(900);
+        let earlier = lease.sending(ttl, sent + Duration::from_millis(100));
+        let later = sent + Duration::from_millis(300);
+        let newer = lease.sending(ttl, later);
+        assert!(lease.renewed(newer, later, later));
+        assert_eq!(
+            lease.valid_until(),
+            later + validity(Duration::from_millis(900))
+        );
+        // A renewal sent before `later` and confirmed after it changes nothing.
+        assert!(lease.renewed(earlier, sent + Duration::from_millis(100), later));
+        assert_eq!(
+            lease.valid_until(),
+            later + validity(Duration::from_millis(900))
+        );
+    }
+
+    #[test]
+    fn renewals_are_planned_every_third_and_one_at_a_time() {
+        let (lease, sent) = new_lease(900, true);
+        assert_eq!(lease.begin_renewal(sent), None, "not due yet");
+        let due = sent + Duration::from_millis(300);
+        assert_eq!(
+            lease.next_action(sent),
+            Some(due),
+            "the next renewal comes first"
+        );
+        let sending = lease.begin_renewal(due).expect("due");
+        assert_eq!(sending.ttl, Duration::from_millis(900));
+        assert_eq!(lease.begin_renewal(due), None, "one in flight already");
+        // While it is in flight, the watchdog still looks at the validity end.
+        assert_eq!(lease.next_action(due), Some(lease.valid_until()));
+        let refused = LockError::no_reply(Duration::from_millis(1));
+        lease.renewal_done(sending, Err(refused), due);
+        assert_eq!(
+            lease.next_action(due),
+            Some(due + retry_delay(Duration::from_millis(900))),
+            "a failed renewal is retried soon"
+        );
+    }
+
+    #[test]
+    fn without_the_watchdog_only_the_end_is_watched() {
+        let (lease, sent) = new_lease(900, false);
+        assert_eq!(lease.next_action(sent), Some(lease.valid_until()));
+        assert_eq!(lease.begin_renewal(sent + Duration::from_millis(400)), None);
+    }
+
+    #[test]
+    fn a_stopped_lease_is_never_lost_and_a_lost_one_says_so_on_stop() {
+        let (lease, sent) = new_lease(100, true);
+        assert!(!lease.stop());
+        assert_eq!(
+            lease.status(sent + Duration::from_secs(5)),
+            Status::Released
+        );
+        assert!(!lease.is_lost());
+
+        let (lease, _) = new_lease(100, true);
+        lease.refused("gone");
+        assert!(lease.stop(), "a release after the loss reports it");
+        assert!(lease.is_lost());
+    }
+
+    #[test]
+    fn lost_within_returns_at_the_validity_end() {
+        let (lease, _) = new_lease(50, true);
+        let end = lease.valid_until();
+        assert!(lease.lost_within(Duration::from_secs(5)));
+        let now = Instant::now();
+        assert!(now >= end);
+        assert!(now - end < Duration::from_millis(200), "{:?}", now - end);
+        let (lease, _) = new_lease(10_000, true);
+        assert!(!lease.lost_within(Duration::from_millis(5)));
+    }
+
+    #[test]
+    fn a_blocked_lost_within_wakes_at_the_loss() {
+        // The condvar is signalled only while a thread is counted as waiting; a missed
+        // signal would leave this one asleep for its whole 30 s timeout (the lease is
+        // good for a minute), so a return within 1 s of the loss proves the wake-up.
+        let (lease, _) = new_lease(60_000, true);
+        let lease = Arc::new(lease);
+        let waiter = {
+            let lease = Arc::clone(&lease);
+            std::thread::spawn(move || {
+                let lost = lease.lost_within(Duration::from_secs(30));
+                (lost, Instant::now())
+            })
+        };
+        while lease.times().sync_waiters == 0 {
+            std::thread::yield_now();
+        }
+        let refused = Instant::now();
+        lease.refused("gone");
+        let (lost, returned) = waiter.join().unwrap();
+        assert!(lost, "the loss is reported");
+        let after = returned.saturating_duration_since(refused);
+        assert!(
+            after < Duration::from_secs(1),
+            "woken {after:?} after the loss"
+        );
+        assert_eq!(lease.times().sync_waiters, 0);
+    }
+
+    #[test]
+    fn two_commands_in_flight_at_once_count_for_the_shorter_ttl_whichever_ran_last() {
+        // The review's case: extend(500 ms) queued behind another call, the watchdog's
+        // renewal (6 s) sent later on another socket and run first. The extend ran last
+        // on the server, so the key lives 500 ms; the lease must not believe 6 s.
+        let (lease, sent) = new_lease(6_000, true);
+        let short = Duration::from_millis(500);
+        let t0 = sent + Duration::from_millis(1_800);
+        let extend = lease.sending(short, t0);
+        let t1 = sent + Duration::from_secs(2);
+        let renewal = lease.sending(Duration::from_secs(6), t1);
+        let answered = sent + Duration::from_millis(2_400);
+        assert!(lease.renewed(renewal, t1, answered));
+        assert_eq!(
+            lease.valid_until(),
+            t1 + validity(short),
+            "the renewal alone"
+        );
+        assert!(lease.renewed(extend, t0, answered));
+        assert_eq!(lease.valid_until(), t1 + validity(short), "then the extend");
+        // Once nothing is in flight, a later renewal counts for its own ttl again.
+        let t2 = sent + Duration::from_millis(2_450);
+        let next = lease.sending(Duration::from_secs(6), t2);
+        assert!(lease.renewed(next, t2, t2));
+        assert_eq!(lease.valid_until(), t2 + validity(Duration::from_secs(6)));
+    }
+
+    #[test]
+    fn a_command_without_an_answer_bounds_every_later_confirmation() {
+        let (lease, sent) = new_lease(6_000, true);
+        let short = Duration::from_millis(500);
+        let lost = lease.sending(short, sent);
+        let e = lease
+            .extended(lost, Err(LockError::no_reply(short)), sent)
+            .unwrap_err();
+        assert!(e.may_have_run());
+        let t1 = sent + Duration::from_millis(100);
+        let renewal = lease.sending(Duration::from_secs(6), t1);
+        lease.renewal_done(renewal, Ok(Some(t1)), t1);
+        assert_eq!(
+            lease.valid_until(),
+            t1 + validity(short),
+            "the unanswered extend may still run after it"
+        );
+        // And the watchdog renews at that pace, so the lease is kept, not lost.
+        assert_eq!(lease.next_action(t1), Some(t1 + renew_interval(short)));
+        // A refusal that proves nothing ran bounds nothing.
+        let (lease, sent) = new_lease(6_000, true);
+        let refused = lease.sending(short, sent);
+        let denied = redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
+            "refused",
+        ));
+        let _ = lease.extended(refused, Err(LockError::Redis(denied)), sent);
+        let renewal = lease.sending(Duration::from_secs(6), t1);
+        lease.renewal_done(renewal, Ok(Some(t1)), t1);
+        assert_eq!(lease.valid_until(), t1 + validity(Duration::from_secs(6)));
+    }
+
+    #[test]
+    fn the_key_may_live_as_long_as_the_farthest_command_sent_for_it() {
+        let settings = Settings::default();
+        let (lease, sent) = new_lease(3_000, true);
+        assert_eq!(lease.expires(), sent + Duration::from_secs(3));
+        // A renewal in flight (not answered yet) may have moved the key's end.
+        let t1 = sent + Duration::from_secs(1);
+        let _flying = lease.sending(Duration::from_secs(3), t1);
+        assert_eq!(
+            lease.expires(),
+            t1 + Duration::from_secs(3) + settings.response_timeout
+        );
+    }
+
+    #[tokio::test]
+    async fn lost_fires_at_the_validity_end_and_follows_renewals() {
+        let (lease, sent) = new_lease(60, true);
+        let lease = Arc::new(lease);
+        let renewer = {
+            let lease = Arc::clone(&lease);
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                let now = Instant::now();
+                let sending = lease.sending(Duration::from_millis(60), now);
+                assert!(lease.renewed(sending, now, now));
+            })
+        };
+        lease.lost().await;
+        let fired = Instant::now();
+        renewer.await.unwrap();
+        let end = lease.valid_until();
+        assert!(end > sent + validity(Duration::from_millis(60)), "renewed");
+        assert!(fired >= end, "not before the end");
+    }
+}

@@ -1,0 +1,1 @@
+return redis.call('INCRBY', KEYS[1], ARGV[1])

@@ -1,0 +1,6 @@
+#[lockscript_test::test(fixtures("fixtures/wrong-arity.redis"))]
+fn reads_a_fixture(conn: &mut redis::Connection) {
+    let _ = conn;
+}
+
+fn main() {}
