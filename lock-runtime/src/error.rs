@@ -51,7 +51,7 @@ pub enum LockError {
     /// Nothing was changed by the refused command.
     #[error(
         "the Redis user may not {} in script `{script}` (server: {message}); grant it \
-         (see the README's ACL rules for a lock user)",
+         (see the least ACL of a lock user in lockscript::guide::servers)",
         match command {
             Some(c) => format!("run `{c}` (ACL SETUSER <user> +{})", c.to_ascii_lowercase()),
             None => "do what it asked".to_owned(),

@@ -40,12 +40,17 @@
 //! lockscript = { version = "0.1", features = ["cluster"] }
 //! redis = "1.8"
 //! ```
+//!
+//! # The guide
+//!
+//! The reference lives in [`guide`], one page per topic, every example a doctest: start
+//! with [locks and what they promise](guide::locks).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 // The macro names `::lockscript::...`; this makes that path work inside the crate too.
 extern crate self as lockscript;
 
-// The layers, each a folder (see "Architecture" above): the scripts always; the lock
+// The layers, each a folder (CONTRIBUTING.md draws them): the scripts always; the lock
 // machine's rules for either face; the executors and the faces behind their features.
 mod error;
 mod script;
@@ -94,6 +99,44 @@ pub use script::invocation::{Invocation, ScriptArg, ScriptReply};
 pub use script::registry::load_scripts_async;
 pub use script::registry::{load_scripts, scripts};
 pub use script::script::{Arity, Script};
+
+/// The guide: one page per topic, moved here from the README so it is versioned with
+/// the code it describes and its examples compile as doctests.
+///
+/// | page | what it answers |
+/// |---|---|
+/// | [`locks`](guide::locks) | taking, holding and releasing a lock; defaults, limits and keys; what a lock promises, with its bounds |
+/// | [`fair`](guide::fair) | fair locks, read/write locks and semaphores |
+/// | [`fencing`](guide::fencing) | fencing that reaches the data: guarded scripts, one fence per lock in SQL |
+/// | [`cluster`](guide::cluster) | Redis Cluster, Redlock, and what each topology guarantees |
+/// | [`servers`](guide::servers) | the servers we test on, Redis Functions, the least ACL a lock user needs |
+/// | [`scripts`](guide::scripts) | `#[lock_script]`: signatures, checks, `@include` modules |
+/// | [`testing`](guide::testing) | testing your scripts with `lockscript-test`, across servers |
+/// | [`auditing`](guide::auditing) | `lockscript audit` and `verify`: matching files to the digests a server runs |
+/// | [`reliability`](guide::reliability) | the chaos checker, its soaks, and every fault with its test |
+/// | [`performance`](guide::performance) | the bench, its floors and where the time goes |
+pub mod guide {
+    #[doc = include_str!("../guide/locks.md")]
+    pub mod locks {}
+    #[doc = include_str!("../guide/fair.md")]
+    pub mod fair {}
+    #[doc = include_str!("../guide/fencing.md")]
+    pub mod fencing {}
+    #[doc = include_str!("../guide/cluster.md")]
+    pub mod cluster {}
+    #[doc = include_str!("../guide/servers.md")]
+    pub mod servers {}
+    #[doc = include_str!("../guide/scripts.md")]
+    pub mod scripts {}
+    #[doc = include_str!("../guide/testing.md")]
+    pub mod testing {}
+    #[doc = include_str!("../guide/auditing.md")]
+    pub mod auditing {}
+    #[doc = include_str!("../guide/reliability.md")]
+    pub mod reliability {}
+    #[doc = include_str!("../guide/performance.md")]
+    pub mod performance {}
+}
 
 /// Not public API: what `#[lock_script]` expands to. May change in any release.
 #[doc(hidden)]

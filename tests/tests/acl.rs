@@ -1,4 +1,4 @@
-//! The least privilege a lock user needs, as documented in the README: scripts run
+//! The least privilege a lock user needs, as documented in the guide (lockscript::guide::servers): scripts run
 //! with the caller's ACL permissions, so the user needs the commands the scripts call,
 //! the key pattern and the release channels, not just EVAL/EVALSHA.
 

@@ -1,7 +1,7 @@
 //! Fair mode against real servers: one queue per lock on the server, waiters of
 //! separate handles (each with its own connections, as separate processes have) served
 //! in arrival order by direct handoff, without a second attempt; cancelled and timed-out
-//! waiters leave the queue; dead waiters are skipped within the README's bound; Redis
+//! waiters leave the queue; dead waiters are skipped within the guide's bound; Redis
 //! Cluster; the blocking face.
 
 use std::sync::{Arc, Mutex};

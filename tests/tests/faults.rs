@@ -13,7 +13,7 @@ use redis::AsyncCommands;
 
 const PATIENCE: Duration = Duration::from_secs(10);
 
-/// How late `lost()` may fire after the validity end (the README's figure; `loss.rs`
+/// How late `lost()` may fire after the validity end (the guide's figure; `loss.rs`
 /// measures it for every handle and fault).
 const LOSS_SLACK: Duration = Duration::from_millis(100);
 

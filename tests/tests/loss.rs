@@ -20,7 +20,7 @@ use lockscript_test::server::RedisServer;
 /// The lease of every test here.
 const TTL: Duration = Duration::from_millis(300);
 
-/// How late `lost()` may fire after the validity end: the README's figure.
+/// How late `lost()` may fire after the validity end: the guide's figure.
 const SLACK: Duration = Duration::from_millis(100);
 
 /// A hang guard only: the bound is asserted on the measured instant.

@@ -1,4 +1,4 @@
-//! A hundred small script tests, as a user's suite would have them: what the README's
+//! A hundred small script tests, as a user's suite would have them: what the guide's
 //! figure for a suite of 100 script tests on 2 cores measures
 //! (`cargo test -p lockscript-harness --test script_suite`).
 

@@ -378,7 +378,7 @@ where
     ///
     /// Every handle that locks a name should use the same mode: a handle without it
     /// ignores the queue. A waiter that stops (cancelled, timed out) leaves the queue
-    /// at once; one whose process died is skipped within the bound the README
+    /// at once; one whose process died is skipped within the bound the guide
     /// states. One server or one Redis Cluster only: a Redlock handle refuses it with
     /// [`LockError::InvalidSettings`](crate::LockError::InvalidSettings).
     ///

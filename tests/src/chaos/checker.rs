@@ -1,5 +1,5 @@
 //! The checker: reads a whole chaos history and reports every violation of what the
-//! README promises, with the shortest window of the timeline that shows it.
+//! guide promises, with the shortest window of the timeline that shows it.
 //!
 //! 1. **Exclusion as the holder sees it.** No holder finds its lease valid
 //!    (`is_lost()` false before a write) after another holder of the same lock was
@@ -53,7 +53,7 @@ use super::history::Event;
 /// The bounds the history is held to.
 #[derive(Clone, Copy, Debug)]
 pub struct Bounds {
-    /// How late `lost()` may fire (the README's loss slack).
+    /// How late `lost()` may fire (the guide's loss slack).
     pub slack: Duration,
     /// How much a call may overrun its bound: the scheduling delay of its last timer
     /// on a loaded machine.

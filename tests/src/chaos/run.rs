@@ -39,7 +39,7 @@ pub struct RunConfig {
     pub mutant: Option<String>,
 }
 
-/// How late `lost()` may fire: the README's figure.
+/// How late `lost()` may fire: the guide's figure.
 pub const SLACK: Duration = Duration::from_millis(100);
 
 /// How far a call may overrun its bound under the chaos load (four worker processes,
