@@ -16,6 +16,8 @@
 //! - [`functions::library`] writes the scripts as one Redis Functions library.
 //! - [`audit::audit_dir`] does that for every script of a directory (and below it) and
 //!   checks the directory's `SHA1SUMS`.
+//! - [`inspect::inspect`] (feature `cli`) reads the locks on a live server, read-only:
+//!   holders, fencing tokens, waiters (`lockscript inspect`).
 //!
 //! The parts that parse Lua (`lua`, `scope`, `include`, `floor`, `audit`) are behind the
 //! `analysis` feature (on with the default `cli`); the rest writes text and needs no
@@ -40,6 +42,8 @@ pub mod functions;
 pub mod guarded;
 #[cfg(feature = "analysis")]
 pub mod include;
+#[cfg(feature = "cli")]
+pub mod inspect;
 #[cfg(feature = "analysis")]
 pub mod lua;
 mod problem;

@@ -606,3 +606,50 @@ fn a_file_that_is_not_utf8_is_audited_as_redis_runs_it() {
     let warning = script["warnings"][0].as_str().unwrap();
     assert!(warning.ends_with("latin1.lua:6:39: not UTF-8 here: Redis runs the bytes as they are; the checks read them as text with U+FFFD in place of what is not"), "{warning}");
 }
+
+/// `inspect` shows a lock taken by the shipped acquire script: its holder's digest (never
+/// the token), fencing token and lease, as a table and as JSON; one name not held exits 1.
+#[test]
+fn inspect_shows_a_held_lock_and_exits_one_for_a_name_nobody_holds() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let mut conn = server.connection();
+    let acquire = std::fs::read_to_string(workspace().join("scripts/acquire-with-retry.lua")).unwrap();
+    let token = "0123456789abcdef0123456789abcdef";
+    let (granted, fence): (i64, u64) = redis::cmd("EVAL")
+        .arg(&acquire)
+        .arg(3)
+        .arg("lock:{orders:42}")
+        .arg("lock:{orders:42}:fence")
+        .arg("lock:{orders:42}:holders")
+        .arg(token)
+        .arg(30_000)
+        .arg(3_600_000)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(granted, 1);
+
+    let out = lockscript(&["inspect", &url, "orders:42", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(!stdout(&out).contains(token), "the owner token never shows");
+    let v = json(&out);
+    let lock = &v["locks"][0];
+    assert_eq!(lock["name"], "orders:42");
+    assert_eq!(lock["kind"], "lock");
+    assert_eq!(lock["fence"]["value"], fence);
+    let holder = &lock["holders"][0];
+    assert_eq!(holder["fence"], fence);
+    assert_eq!(holder["grant"], "exclusive");
+    assert_eq!(holder["owner"], &lockscript_audit::sha1_hex(token.as_bytes())[..8]);
+    let left = holder["lease_left_ms"].as_i64().unwrap();
+    assert!(left > 0 && left <= 30_000, "{left}");
+
+    let out = lockscript(&["inspect", &url, "orders:*"]);
+    assert_eq!(out.status.code(), Some(0));
+    let table = stdout(&out);
+    assert!(table.contains("orders:42  lock") && table.contains(&format!("fence {fence}")), "{table}");
+
+    let out = lockscript(&["inspect", &url, "orders:43"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stdout(&out).contains("no lock named `orders:43`"), "{}", stdout(&out));
+}

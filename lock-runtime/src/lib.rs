@@ -115,6 +115,7 @@ pub use script::script::{Arity, Script};
 /// | [`auditing`](guide::auditing) | `lockscript audit` and `verify`: matching files to the digests a server runs |
 /// | [`reliability`](guide::reliability) | the chaos checker, its soaks, and every fault with its test |
 /// | [`performance`](guide::performance) | the bench, its floors and where the time goes |
+/// | [`operations`](guide::operations) | `lockscript inspect`: who holds a lock, with which token, who waits |
 pub mod guide {
     #[doc = include_str!("../guide/locks.md")]
     pub mod locks {}
@@ -136,6 +137,8 @@ pub mod guide {
     pub mod reliability {}
     #[doc = include_str!("../guide/performance.md")]
     pub mod performance {}
+    #[doc = include_str!("../guide/operations.md")]
+    pub mod operations {}
 }
 
 /// Not public API: what `#[lock_script]` expands to. May change in any release.

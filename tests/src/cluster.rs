@@ -692,21 +692,9 @@ pub fn key_slot(key: impl AsRef<[u8]>) -> u16 {
     crc16_xmodem(hashed) % SLOT_COUNT
 }
 
-/// CRC16/XMODEM (polynomial 0x1021, initial value 0), the checksum Redis Cluster hashes with.
-fn crc16_xmodem(data: &[u8]) -> u16 {
-    let mut crc = 0_u16;
-    for &byte in data {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 == 0 {
-                crc << 1
-            } else {
-                (crc << 1) ^ 0x1021
-            };
-        }
-    }
-    crc
-}
+/// CRC16/XMODEM, the checksum Redis Cluster hashes with (`lockscript inspect` routes a
+/// lock name to its primary with the same function).
+use lockscript_audit::inspect::crc16 as crc16_xmodem;
 
 /// The outcome of asking one node about the cluster.
 enum Probe {

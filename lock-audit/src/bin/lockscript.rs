@@ -5,6 +5,7 @@
 //! lockscript verify --url redis://host:port/ [--functions] [--load] [--json] [DIR...]
 //! lockscript wrap FILE
 //! lockscript functions [--guarded] [DIR...]
+//! lockscript inspect URL [NAME | PATTERN] [--prefix P] [--json] [--watch SECS]
 //! ```
 //!
 //! `audit` runs the checks `#[lock_script]` runs at compile time on every script of each
@@ -29,6 +30,12 @@
 //! `audit` also prints warnings: calls of commands that some servers of the test matrix
 //! lack (Valkey's `DELIFEQ`, Redis 8's `XACKDEL`), naming them and the first version that
 //! has the command. Warnings do not change the exit status.
+//!
+//! `inspect` shows the locks on a live server (every primary of a Cluster), read-only:
+//! for each lock its kind, each holder's lease left and fencing token (a digest of its
+//! owner token, never the token), the fence counter and when it expires, and the waiters
+//! in line with their age and whether their process is alive; see
+//! `lockscript_audit::inspect` for what it reads and the ACL it needs.
 //!
 //! Exit status: 0 when everything is in order, 1 when a problem was found, 2 when the
 //! command could not run (bad arguments, unreadable directory, unreachable server).
@@ -82,6 +89,30 @@ enum Command {
         #[arg(default_value = "scripts")]
         dirs: Vec<PathBuf>,
     },
+    /// Show the locks on a live server (every primary of a Cluster), read-only: holders
+    /// (a digest of the owner token, lease left, fencing token), the fence counter,
+    /// waiters (age, alive).
+    Inspect {
+        /// The server, e.g. redis://127.0.0.1:6379/ (any node of a Cluster).
+        url: String,
+        /// One lock name, or a glob over names (`orders:*`); every lock when absent.
+        pattern: Option<String>,
+        /// The key prefix of the lock handles.
+        #[arg(long, default_value = "lock:")]
+        prefix: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Print again every SECS seconds until interrupted.
+        #[arg(long, value_name = "SECS")]
+        watch: Option<f64>,
+        /// The COUNT of each SCAN call.
+        #[arg(long, default_value_t = 1000)]
+        count: usize,
+        /// Read at most this many locks.
+        #[arg(long, default_value_t = 1000)]
+        max: usize,
+    },
     /// Report which scripts a server has cached (SCRIPT EXISTS), or with --functions which
     /// are in its function libraries; --load adds the missing.
     Verify {
@@ -133,6 +164,26 @@ fn main() -> ExitCode {
         } => audit(&dirs, json, guarded, out),
         Command::Wrap { file } => wrap(&file, out),
         Command::Functions { guarded, dirs } => functions(&dirs, guarded, out),
+        Command::Inspect {
+            url,
+            pattern,
+            prefix,
+            json,
+            watch,
+            count,
+            max,
+        } => {
+            let options = lockscript_audit::inspect::Options {
+                prefix,
+                pattern,
+                scan_count: count.max(1),
+                max_locks: max.max(1),
+            };
+            match watch {
+                Some(secs) => return watch_locks(&url, &options, json, secs),
+                None => inspect(&url, &options, json, out),
+            }
+        }
         Command::Verify {
             url,
             functions: false,
@@ -166,6 +217,60 @@ fn main() -> ExitCode {
             eprintln!("lockscript: {message}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// `lockscript inspect`: the report once; 1 when one name was asked for and is not held,
+/// queued or counted.
+fn inspect(
+    url: &str,
+    options: &lockscript_audit::inspect::Options,
+    json: bool,
+    out: &mut String,
+) -> Result<usize, Fatal> {
+    use lockscript_audit::inspect;
+    let report = inspect::inspect(url, options).map_err(Fatal)?;
+    if json {
+        say!(out, "{:#}", inspect::json(&report));
+    } else {
+        say_raw!(out, "{}", inspect::table(&report));
+    }
+    let asked_one = options.pattern.as_deref().is_some_and(|p| !p.contains(['*', '?', '[']));
+    if asked_one && report.locks.is_empty() {
+        if !json {
+            say!(out, "no lock named `{}` (prefix `{}`)", options.pattern.as_deref().unwrap_or_default(), options.prefix);
+        }
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+/// `lockscript inspect --watch SECS`: the report again every `secs` seconds, on a cleared
+/// screen, until interrupted; a failed read is shown and tried again at the next tick.
+fn watch_locks(
+    url: &str,
+    options: &lockscript_audit::inspect::Options,
+    json: bool,
+    secs: f64,
+) -> ExitCode {
+    let Ok(every) = std::time::Duration::try_from_secs_f64(secs) else {
+        eprintln!("lockscript: --watch takes a number of seconds, not {secs}");
+        return ExitCode::from(2);
+    };
+    let every = every.max(std::time::Duration::from_millis(100));
+    loop {
+        let mut out = String::new();
+        let read = inspect(url, options, json, &mut out);
+        let mut stdout = std::io::stdout().lock();
+        let shown = match read {
+            Ok(_) => write!(stdout, "\x1b[2J\x1b[H{out}"),
+            Err(Fatal(message)) => write!(stdout, "\x1b[2J\x1b[Hlockscript: {message} (trying again)\n"),
+        };
+        if shown.and_then(|()| stdout.flush()).is_err() {
+            return ExitCode::SUCCESS; // the reader went away
+        }
+        drop(stdout);
+        std::thread::sleep(every);
     }
 }
 
