@@ -34,6 +34,7 @@
 //! | `cluster`  |         | Redis Cluster: `Locks::connect_cluster`, cluster pipelines (implies `tokio`) |
 //! | `redlock`  |         | `Redlock` over N independent masters (implies `tokio`) |
 //! | `tls`      |         | `rediss://` through rustls; the application installs a rustls crypto provider |
+//! | `metrics`  |         | [`metrics`](crate::metrics): waits, attempts, time held, losses, renewals, handovers through the `metrics` facade |
 //!
 //! ```toml
 //! [dependencies]
@@ -64,6 +65,9 @@ mod machine;
 #[cfg(feature = "blocking")]
 #[doc(inline)]
 pub use faces::blocking;
+#[cfg(all(feature = "metrics", any(feature = "tokio", feature = "blocking")))]
+#[doc(inline)]
+pub use machine::metrics;
 #[doc(inline)]
 pub use faces::sql;
 #[doc(inline)]

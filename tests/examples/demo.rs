@@ -48,6 +48,10 @@ async fn main() -> Result<(), BoxError> {
         let url = server.url();
         (Some(server), url)
     };
+    // lockscript's `metrics` feature, recorded as a Prometheus server would scrape them
+    // (an app serves `metrics.render()` on its /metrics endpoint).
+    let metrics = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+    lockscript::metrics::describe();
     let seconds: u64 = std::env::var("DEMO_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -86,7 +90,24 @@ async fn main() -> Result<(), BoxError> {
     let grants = contend(&locks, Duration::from_secs(seconds)).await?;
     summarize(&grants);
     show_failures(&locks, &mut plain).await?;
-    show_fencing(&locks, &mut plain).await
+    show_fencing(&locks, &mut plain).await?;
+    show_metrics(&metrics.render());
+    Ok(())
+}
+
+/// The lock engine's figures as Prometheus text: counters, and each histogram's count
+/// and median and p99 (the exporter renders histograms as summaries).
+fn show_metrics(text: &str) {
+    println!("\nMetrics (the `metrics` feature; Prometheus text, {} lines in all):", text.lines().count());
+    for line in text.lines().filter(|l| l.starts_with("lockscript_")) {
+        let shown = line.contains("_total")
+            || line.contains("_count")
+            || line.contains("quantile=\"0.5\"")
+            || line.contains("quantile=\"0.99\"");
+        if shown {
+            println!("  {line}");
+        }
+    }
 }
 
 /// Runs the workers with a live progress line and returns every grant they saw.

@@ -212,11 +212,13 @@ impl<B: Backend> Engine<B> {
                 match reply {
                     Ok(released) => {
                         tracing::debug!(lock = %abandoned.keys.name, released, "released in the background");
+                        crate::machine::metrics::background_release(&abandoned.keys.name, Ok(released));
                         return;
                     }
                     Err(e) if e.is_transient() => {
                         let Some(at) = abandoned.next_try(failures, Instant::now()) else {
                             tracing::debug!(lock = %abandoned.keys.name, error = %e, "background release failed; the ttl frees it");
+                            crate::machine::metrics::background_release(&abandoned.keys.name, Err(()));
                             return;
                         };
                         failures += 1;
@@ -224,6 +226,7 @@ impl<B: Backend> Engine<B> {
                     }
                     Err(e) => {
                         tracing::debug!(lock = %abandoned.keys.name, error = %e, "background release refused; the ttl frees it");
+                        crate::machine::metrics::background_release(&abandoned.keys.name, Err(()));
                         return;
                     }
                 }

@@ -253,6 +253,7 @@ pub(crate) fn handed_over(
         Ok(None) => (true, Err(lease.lost_on_release())),
         Ok(Some(fence)) => {
             tracing::debug!(lock = %lease.keys.name, fence = lease.fence, "lock released by handover");
+            crate::machine::metrics::handed_over(&lease.keys.name);
             let release = Box::new(move || release(abandoned));
             offer.hand(Handed::new(fence, sent, handovers + 1, release));
             (true, Ok(()))

@@ -291,6 +291,8 @@ impl Acquire {
             }
             Step::GiveUp(e) => {
                 tracing::debug!(attempts = self.wait.attempts(), "lock wait ended: {e}");
+                let timeout = matches!(e, LockError::Timeout { .. });
+                crate::machine::metrics::acquire_failed(&self.keys.name, timeout);
                 self.fail(e, now)
             }
         }

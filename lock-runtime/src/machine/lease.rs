@@ -101,10 +101,15 @@ struct Flight {
 /// A renewal or extension the lease knows is on its way to the server (see
 /// [`LeaseState::sending`]); its answer goes back to the lease with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Why a lease is lost when no renewal was confirmed before its validity end.
+const RAN_OUT: &str = "the lease ran out before a renewal was confirmed";
+
 pub(crate) struct Sending {
     id: u64,
     /// The lease length the command sets.
     pub(crate) ttl: Duration,
+    /// When it was sent.
+    at: Instant,
 }
 
 /// A held lease, shared by its guard, the watchdog and [`Lease`] views.
@@ -126,6 +131,8 @@ pub(crate) struct LeaseState {
     pub(crate) waited: Duration,
     /// The caller's acquisition attempts.
     pub(crate) attempts: u32,
+    /// When the granting command was sent (how long it was held, for the metrics).
+    since: Instant,
     times: Mutex<Times>,
     /// Wakes async waiters ([`lost`](Self::lost)) when the lease changes.
     changed: Notify,
@@ -157,6 +164,7 @@ impl LeaseState {
             one_node: true,
             waited: Duration::ZERO,
             attempts: 1,
+            since: sent,
             times: Mutex::new(Times {
                 valid_until: sent + validity(ttl),
                 sent,
@@ -229,7 +237,7 @@ impl LeaseState {
         } else if times.stopped {
             Status::Released
         } else if now >= times.valid_until && !crate::machine::mutants::no_deadline() {
-            self.lose(times, "the lease ran out before a renewal was confirmed");
+            self.lose(times, RAN_OUT);
             Status::Lost
         } else {
             Status::Held {
@@ -243,6 +251,8 @@ impl LeaseState {
         if times.lost.is_none() {
             times.lost = Some(why);
             tracing::warn!(lock = %self.keys.name, fence = self.fence, reason = why, "lock lost");
+            let held = Instant::now().saturating_duration_since(self.since);
+            crate::machine::metrics::ended(&self.keys.name, held, Some(why == RAN_OUT));
         }
         self.changed.notify_waiters();
         if times.sync_waiters > 0 {
@@ -333,7 +343,7 @@ impl LeaseState {
         times.flying.push(Flight { id, ttl });
         let farthest = now + ttl + self.settings.response_timeout;
         times.farthest = times.farthest.max(farthest);
-        Sending { id, ttl }
+        Sending { id, ttl, at: now }
     }
 
     /// `sending` was answered or given up: out of the flight. Returns the ttl a
@@ -421,6 +431,8 @@ impl LeaseState {
         match deleted {
             Ok(true) if !lost_before => {
                 tracing::debug!(lock = %self.keys.name, fence = self.fence, "lock released");
+                let held = Instant::now().saturating_duration_since(self.since);
+                crate::machine::metrics::ended(&self.keys.name, held, None);
                 (true, Ok(()))
             }
             Ok(_) => (true, Err(self.lost_on_release())),
@@ -485,19 +497,24 @@ impl LeaseState {
         reply: Result<Option<Instant>, LockError>,
         now: Instant,
     ) {
+        let name = &self.keys.name;
+        let took = now.saturating_duration_since(sending.at);
         match reply {
             Ok(Some(from)) => {
+                crate::machine::metrics::renewed(name, took, Ok(true));
                 if self.renewed(sending, from, now) {
                     tracing::trace!(lock = %self.keys.name, fence = self.fence, "lease renewed");
                 }
                 self.end_renewal(None);
             }
             Ok(None) => {
+                crate::machine::metrics::renewed(name, took, Ok(false));
                 Self::land(&mut self.times(), sending);
                 self.refused("the key changed owner or vanished");
                 self.end_renewal(None);
             }
             Err(e) => {
+                crate::machine::metrics::renewed(name, took, Err(()));
                 self.unanswered(sending, &e);
                 let retry = retry_delay(sending.ttl);
                 self.end_renewal(Some(now + retry));
@@ -641,6 +658,7 @@ impl Lease {
         } = granted;
         let one_node = one_node && !keys.kind.shared();
         let waited = grant.sent.saturating_duration_since(started);
+        crate::machine::metrics::acquired(&keys.name, waited, grant.attempts, grant.handovers > 0);
         let lease = LeaseState::of_grant(keys, token, &grant, settings, watchdog, one_node, waited);
         (Lease { lease }, grant.handovers)
     }

@@ -13,6 +13,7 @@
 //! | when the watchdog acts | [`schedule`] |
 //! | readers and permits of a shared grant | [`readers`] |
 //! | owner tokens | [`token`] |
+//! | what is counted and timed (feature `metrics`) | [`metrics`] |
 
 pub(crate) mod acquire;
 pub(crate) mod call;
@@ -21,6 +22,7 @@ pub(crate) mod grant;
 pub(crate) mod key;
 pub(crate) mod lease;
 pub(crate) mod limit;
+pub mod metrics;
 pub(crate) mod mutants;
 pub(crate) mod readers;
 pub(crate) mod reply;

@@ -182,6 +182,9 @@ pub struct SyncKind {
     connected: blocking::Locks,
     /// `face` with `Delivery::Functions`.
     functions: blocking::Locks,
+    /// A Prometheus recorder, installed on this thread only while the `_metrics`
+    /// contender runs: what lockscript's `metrics` feature costs with a recorder.
+    recorder: metrics_exporter_prometheus::PrometheusRecorder,
 }
 
 impl SyncKind {
@@ -191,6 +194,7 @@ impl SyncKind {
             face: blocking::Locks::new(client.get_connection()?),
             connected: blocking::Locks::connect(client)?,
             functions: blocking::Locks::new(client.get_connection()?).delivery(Delivery::Functions),
+            recorder: metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder(),
         })
     }
 
@@ -226,6 +230,20 @@ impl SyncKind {
             })?
             .push(samples, stem);
         }
+        // The face again with a recorder taking every figure of the `metrics` feature.
+        let (face, recorder) = (&self.face, &self.recorder);
+        PerCycle::measure(n, || {
+            metrics::with_local_recorder(recorder, || {
+                for _ in 0..n {
+                    let guard = face
+                        .try_lock(FACE_LOCK)?
+                        .ok_or("the face's lock was free")?;
+                    guard.release()?;
+                }
+                Ok(())
+            })
+        })?
+        .push(samples, "sync_metrics");
         Ok(())
     }
 }
@@ -243,6 +261,9 @@ pub struct AsyncKind<'rt> {
     pub face: Locks<MultiplexedConnection>,
     /// `face` with `Delivery::Functions`.
     functions: Locks<MultiplexedConnection>,
+    /// A Prometheus recorder for the `_metrics` contender (see [`SyncKind`]); installed on
+    /// the main thread, so only kinds that run the face there (not `on_worker`) use it.
+    recorder: metrics_exporter_prometheus::PrometheusRecorder,
 }
 
 impl<'rt> AsyncKind<'rt> {
@@ -260,6 +281,7 @@ impl<'rt> AsyncKind<'rt> {
             on_worker,
             face: Locks::new(conn.clone()),
             functions: Locks::new(conn.clone()).delivery(Delivery::Functions),
+            recorder: metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder(),
             conn,
         })
     }
@@ -334,6 +356,24 @@ impl<'rt> AsyncKind<'rt> {
                 })
             })?
             .push(samples, &stem);
+        }
+        if !self.on_worker {
+            let locks = self.face.clone();
+            PerCycle::measure(n, || {
+                metrics::with_local_recorder(&self.recorder, || {
+                    self.run(async move {
+                        for _ in 0..n {
+                            let guard = locks
+                                .try_lock(FACE_LOCK)
+                                .await?
+                                .ok_or("the face's lock was free")?;
+                            guard.release().await?;
+                        }
+                        Ok(())
+                    })
+                })
+            })?
+            .push(samples, &format!("{name}_metrics"));
         }
         Ok(())
     }

@@ -135,6 +135,16 @@ fn targets(get: &impl Fn(&str) -> f64, ranges: &BTreeMap<&str, (f64, f64)>) {
             )
         })
         .collect();
+    // The `metrics` feature with a recorder taking every figure, against the same face
+    // without one, on the kinds that run the face on the main thread.
+    for kind in ["sync", "ct", "mt"] {
+        checks.push((
+            format!("{kind}_metrics_cycle_us <= 1.02 x {kind}_cycle_us"),
+            get(&format!("{kind}_metrics_cycle_us")) / get(&format!("{kind}_cycle_us")),
+            1.02,
+            String::new(),
+        ));
+    }
     checks.push((
         "handoff_p50_us <= 3 x mt_rtt_p50_us".to_owned(),
         get("handoff_p50_us") / get("mt_rtt_p50_us"),

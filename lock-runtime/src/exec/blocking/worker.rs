@@ -180,7 +180,11 @@ impl Worker {
                 let id = RELEASE_IDS.fetch_add(1, Ordering::Relaxed);
                 self.queue(id, at, Job::Release(abandoned, settings, failures + 1));
             }
-            None => self.state().releases -= 1,
+            None => {
+                let result = reply.as_ref().map(|c| c.0).map_err(|_| ());
+                crate::machine::metrics::background_release(&abandoned.keys.name, result);
+                self.state().releases -= 1;
+            }
         }
     }
 }

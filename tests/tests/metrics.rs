@@ -1,0 +1,261 @@
+//! The `metrics` feature against a real server, with metrics-util's debugging recorder
+//! installed: each figure of `lockscript::metrics` is recorded where the lock engine says
+//! it happened, on both faces, with the values the guards report of themselves (the wait
+//! is the guard's own `waited()`, the time held of a lost lease its validity).
+//!
+//! One test binary, one recorder; every scenario uses lock names of its own and the
+//! figures carry the name (`label_lock_names(true)`), so scenarios never read each
+//! other's figures.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use lockscript::Locks;
+use lockscript::metrics as m;
+use lockscript_test::server::RedisServer;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+
+/// How late `lost()` may fire after the validity end (the guide's loss slack).
+const LOSS_SLACK: Duration = Duration::from_millis(100);
+/// The scheduling slack of this busy 2-core machine (as the chaos checker's).
+const SLACK: Duration = Duration::from_millis(250);
+
+/// What the recorder has seen, accumulated: a snapshot drains histograms, so samples
+/// are kept here across snapshots.
+#[derive(Default)]
+struct Seen {
+    counters: HashMap<String, u64>,
+    samples: HashMap<String, Vec<f64>>,
+}
+
+fn figures() -> &'static (Snapshotter, Mutex<Seen>) {
+    static FIGURES: OnceLock<(Snapshotter, Mutex<Seen>)> = OnceLock::new();
+    FIGURES.get_or_init(|| {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder.install().expect("the only recorder of this binary");
+        m::label_lock_names(true);
+        m::describe();
+        (snapshotter, Mutex::new(Seen::default()))
+    })
+}
+
+/// `metric{label,lock=name}` as the accumulator keys it.
+fn id(metric: &str, lock: &str, label: Option<(&str, &str)>) -> String {
+    let label = label.map_or(String::new(), |(k, v)| format!("{k}={v},"));
+    format!("{metric}{{{label}lock={lock}}}")
+}
+
+fn refresh() -> std::sync::MutexGuard<'static, Seen> {
+    let (snapshotter, seen) = figures();
+    let mut seen = seen.lock().unwrap();
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let key = key.key();
+        let mut lock = String::new();
+        let mut other = None;
+        for label in key.labels() {
+            if label.key() == "lock" {
+                lock = label.value().to_owned();
+            } else {
+                other = Some((label.key().to_owned(), label.value().to_owned()));
+            }
+        }
+        let id = id(
+            key.name(),
+            &lock,
+            other.as_ref().map(|(k, v)| (k.as_str(), v.as_str())),
+        );
+        match value {
+            DebugValue::Counter(n) => {
+                seen.counters.insert(id, n);
+            }
+            DebugValue::Histogram(values) => seen
+                .samples
+                .entry(id)
+                .or_default()
+                .extend(values.into_iter().map(|v| v.into_inner())),
+            DebugValue::Gauge(_) => {}
+        }
+    }
+    seen
+}
+
+fn counter(metric: &str, lock: &str, label: Option<(&str, &str)>) -> u64 {
+    refresh()
+        .counters
+        .get(&id(metric, lock, label))
+        .copied()
+        .unwrap_or(0)
+}
+
+fn samples(metric: &str, lock: &str, label: Option<(&str, &str)>) -> Vec<f64> {
+    refresh()
+        .samples
+        .get(&id(metric, lock, label))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Waits (up to 10 s) until `metric` counts `n` for `lock`: background work records
+/// after the call that caused it returned.
+async fn until_counted(metric: &str, lock: &str, label: Option<(&str, &str)>, n: u64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while counter(metric, lock, label) < n {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} never reached {n}",
+            id(metric, lock, label)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn locks(server: &RedisServer) -> Locks {
+    figures();
+    Locks::connect(&server.client()).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_and_its_release_record_the_wait_attempts_and_time_held() {
+    let server = RedisServer::start();
+    let locks = locks(&server).await;
+    let attempt = Some(("how", "attempt"));
+    let guard = locks.lock("m-cycle").await.unwrap();
+    assert_eq!(
+        samples(m::ACQUIRE_WAIT_SECONDS, "m-cycle", attempt),
+        vec![guard.waited().as_secs_f64()],
+        "the recorded wait is the guard's own"
+    );
+    assert_eq!(samples(m::ACQUIRE_ATTEMPTS, "m-cycle", attempt), vec![1.0]);
+    assert_eq!(counter(m::ACQUIRED_TOTAL, "m-cycle", attempt), 1);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    guard.release().await.unwrap();
+    let held = samples(m::HELD_SECONDS, "m-cycle", Some(("end", "released")));
+    assert_eq!(held.len(), 1);
+    assert!(
+        held[0] >= 0.050 && held[0] < 0.050 + SLACK.as_secs_f64(),
+        "held {held:?}"
+    );
+    assert_eq!(counter(m::LOST_TOTAL, "m-cycle", Some(("reason", "expired"))), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_that_runs_out_is_counted_lost_with_its_validity_as_time_held() {
+    let server = RedisServer::start();
+    let ttl = Duration::from_millis(300);
+    let locks = locks(&server).await.ttl(ttl).watchdog(false);
+    let guard = locks.lock("m-lost").await.unwrap();
+    // What is left of the validity when the call returns: the lease was held at least that.
+    let left = guard.valid_until() - std::time::Instant::now();
+    guard.lost().await;
+    assert_eq!(counter(m::LOST_TOTAL, "m-lost", Some(("reason", "expired"))), 1);
+    let held = samples(m::HELD_SECONDS, "m-lost", Some(("end", "lost")));
+    assert_eq!(held.len(), 1);
+    let bound = ttl + LOSS_SLACK + SLACK;
+    assert!(
+        held[0] >= left.as_secs_f64() && held[0] <= bound.as_secs_f64(),
+        "held {held:?}, validity left at the grant {left:?}, bound {bound:?}"
+    );
+    assert!(matches!(
+        guard.release().await,
+        Err(lockscript::LockError::NotHeld { .. })
+    ));
+    assert_eq!(
+        samples(m::HELD_SECONDS, "m-lost", Some(("end", "released"))),
+        Vec::<f64>::new(),
+        "a release after the loss is not a second end"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_records_each_renewal() {
+    let server = RedisServer::start();
+    let ttl = Duration::from_millis(300);
+    let locks = locks(&server).await.ttl(ttl).watchdog(true);
+    let guard = locks.lock("m-renew").await.unwrap();
+    // Renewals every ttl/3: at least two within 2 ttl.
+    tokio::time::sleep(ttl * 2).await;
+    let renewals = samples(m::RENEWAL_SECONDS, "m-renew", None);
+    assert!(renewals.len() >= 2, "{renewals:?}");
+    assert!(renewals.iter().all(|s| *s > 0.0 && *s < SLACK.as_secs_f64() + 0.5));
+    assert_eq!(counter(m::RENEWAL_FAILURES_TOTAL, "m-renew", Some(("reason", "error"))), 0);
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handover_and_a_timeout_are_counted_as_such() {
+    let server = RedisServer::start();
+    let locks = locks(&server)
+        .await
+        .wait_timeout(Duration::from_secs(10));
+    let first = locks.lock("m-hand").await.unwrap();
+    let waiter = {
+        let locks = locks.clone();
+        tokio::spawn(async move { locks.lock("m-hand").await.unwrap() })
+    };
+    // The waiter has refused once (its handover offer stands) when its attempt is counted.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    first.release().await.unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(counter(m::HANDOVERS_TOTAL, "m-hand", None), 1);
+    assert_eq!(counter(m::ACQUIRED_TOTAL, "m-hand", Some(("how", "handover"))), 1);
+    assert_eq!(
+        samples(m::ACQUIRE_WAIT_SECONDS, "m-hand", Some(("how", "handover"))),
+        vec![second.waited().as_secs_f64()]
+    );
+
+    let impatient = locks.clone().wait_timeout(Duration::from_millis(100));
+    assert!(impatient.lock("m-hand").await.is_err());
+    assert_eq!(
+        counter(m::ACQUIRE_FAILURES_TOTAL, "m-hand", Some(("reason", "timeout"))),
+        1
+    );
+    second.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_guard_is_released_in_the_background_and_counted_on_both_faces() {
+    let server = RedisServer::start();
+    let locks = locks(&server).await;
+    drop(locks.lock("m-drop").await.unwrap());
+    until_counted(
+        m::BACKGROUND_RELEASES_TOTAL,
+        "m-drop",
+        Some(("result", "released")),
+        1,
+    )
+    .await;
+
+    // The blocking face records the same figures at the same points.
+    let client = server.client();
+    // The handle lives on (its background thread does the release) until the end.
+    let (blocking, _handle) = tokio::task::spawn_blocking(move || {
+        let locks = lockscript::blocking::Locks::connect(&client).unwrap();
+        let guard = locks.lock("m-blocking").unwrap();
+        let waited = guard.waited();
+        guard.release().unwrap();
+        drop(locks.lock("m-blocking-drop").unwrap());
+        (waited, locks)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        samples(m::ACQUIRE_WAIT_SECONDS, "m-blocking", Some(("how", "attempt"))),
+        vec![blocking.as_secs_f64()]
+    );
+    assert_eq!(
+        samples(m::HELD_SECONDS, "m-blocking", Some(("end", "released"))).len(),
+        1
+    );
+    until_counted(
+        m::BACKGROUND_RELEASES_TOTAL,
+        "m-blocking-drop",
+        Some(("result", "released")),
+        1,
+    )
+    .await;
+}
