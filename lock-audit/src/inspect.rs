@@ -195,6 +195,13 @@ pub fn owner_digest(token: &str) -> String {
     hex
 }
 
+/// A score of a sorted set (milliseconds or microseconds of the server's clock) as an
+/// integer: scores are whole numbers well within `i64`.
+#[allow(clippy::cast_possible_truncation)]
+fn whole(score: f64) -> i64 {
+    score as i64
+}
+
 /// What `raw` says about lock `name` on `node`; `None` when nothing of it is left.
 pub fn state(name: &str, node: &str, raw: &Raw) -> Option<LockState> {
     let now_ms = raw.now_us / 1000;
@@ -215,7 +222,7 @@ pub fn state(name: &str, node: &str, raw: &Raw) -> Option<LockState> {
         .and_then(|k| Grant::from_code(k))
         .unwrap_or(Grant::Read);
     for (token, ends) in &raw.holders {
-        let left = *ends as i64 - now_ms;
+        let left = whole(*ends) - now_ms;
         if left <= 0 {
             continue; // expired; the next call of any holder drops it
         }
@@ -234,12 +241,15 @@ pub fn state(name: &str, node: &str, raw: &Raw) -> Option<LockState> {
             // '<token> <claim_ms> <kind> <channel>'
             let mut parts = ticket.split(' ');
             let token = parts.next().unwrap_or_default();
-            let grant = parts.nth(1).and_then(Grant::from_code).unwrap_or(Grant::Exclusive);
-            let deadline = deadlines.get(ticket.as_str()).map_or(0, |d| *d as i64);
+            let grant = parts
+                .nth(1)
+                .and_then(Grant::from_code)
+                .unwrap_or(Grant::Exclusive);
+            let deadline = deadlines.get(ticket.as_str()).map_or(0, |d| whole(*d));
             Waiter {
                 owner: owner_digest(token),
                 grant,
-                waiting_ms: (raw.now_us - *arrived_us as i64).max(0) / 1000,
+                waiting_ms: (raw.now_us - whole(*arrived_us)).max(0) / 1000,
                 alive: deadline > now_ms,
                 deadline_in_ms: deadline - now_ms,
             }
@@ -252,8 +262,15 @@ pub fn state(name: &str, node: &str, raw: &Raw) -> Option<LockState> {
     if holders.is_empty() && waiters.is_empty() && fence.is_none() {
         return None;
     }
-    let grants = holders.iter().map(|h| h.grant).chain(waiters.iter().map(|w| w.grant));
-    let mut kind = if raw.queue_len > 0 { Kind::Fair } else { Kind::Lock };
+    let grants = holders
+        .iter()
+        .map(|h| h.grant)
+        .chain(waiters.iter().map(|w| w.grant));
+    let mut kind = if raw.queue_len > 0 {
+        Kind::Fair
+    } else {
+        Kind::Lock
+    };
     for grant in grants.chain(raw.fences.get("~kind").and_then(|k| Grant::from_code(k))) {
         match grant {
             Grant::Read => kind = Kind::ReadWrite,
@@ -291,7 +308,11 @@ pub fn crc16(bytes: &[u8]) -> u16 {
     for &b in bytes {
         crc ^= u16::from(b) << 8;
         for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
         }
     }
     crc
@@ -337,7 +358,11 @@ pub fn with_address(url: &str, host: &str, port: u16) -> String {
         None => ("", rest),
     };
     let path = after.find(['/', '?']).map_or("", |i| &after[i..]);
-    let host = if host.contains(':') { format!("[{host}]") } else { host.to_owned() };
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
     format!("{scheme}://{auth}{host}:{port}{path}")
 }
 
@@ -360,21 +385,28 @@ fn open(url: &str) -> Result<redis::Connection, String> {
     Ok(conn)
 }
 
+/// A primary of a Cluster: host, port, and the slot ranges it serves.
+type Primary = (String, u16, Vec<(u16, u16)>);
+
 /// The servers to read: the one at `url`, or every primary of its Cluster.
 fn nodes(url: &str) -> Result<(bool, Vec<Node>), String> {
     let mut conn = open(url)?;
-    let slots: redis::RedisResult<redis::Value> = redis::cmd("CLUSTER").arg("SLOTS").query(&mut conn);
-    let ranges = match slots {
-        Ok(redis::Value::Array(ranges)) => ranges,
-        // Not a Cluster (or no permission to ask): read this server alone.
-        _ => {
-            let node = Node { address: address_of(url), conn, slots: Vec::new() };
-            return Ok((false, vec![node]));
-        }
+    let slots: redis::RedisResult<redis::Value> =
+        redis::cmd("CLUSTER").arg("SLOTS").query(&mut conn);
+    // Not a Cluster (or no permission to ask): read this server alone.
+    let Ok(redis::Value::Array(ranges)) = slots else {
+        let node = Node {
+            address: address_of(url),
+            conn,
+            slots: Vec::new(),
+        };
+        return Ok((false, vec![node]));
     };
-    let mut by_address: Vec<(String, u16, Vec<(u16, u16)>)> = Vec::new();
+    let mut by_address: Vec<Primary> = Vec::new();
     for range in ranges {
-        let redis::Value::Array(fields) = range else { continue };
+        let redis::Value::Array(fields) = range else {
+            continue;
+        };
         let (Some(start), Some(end), Some(redis::Value::Array(primary))) =
             (fields.first(), fields.get(1), fields.get(2))
         else {
@@ -391,8 +423,12 @@ fn nodes(url: &str) -> Result<(bool, Vec<Node>), String> {
             .and_then(|p| redis::from_redis_value_ref(p).ok())
             .ok_or("CLUSTER SLOTS: a primary without a port")?;
         let port = u16::try_from(port).map_err(|_| format!("CLUSTER SLOTS: port {port}"))?;
-        let range = (start as u16, end as u16);
-        match by_address.iter_mut().find(|(h, p, _)| *h == host && *p == port) {
+        let slot = |n: i64| u16::try_from(n).map_err(|_| format!("CLUSTER SLOTS: slot {n}"));
+        let range = (slot(start)?, slot(end)?);
+        match by_address
+            .iter_mut()
+            .find(|(h, p, _)| *h == host && *p == port)
+        {
             Some((_, _, ranges)) => ranges.push(range),
             None => by_address.push((host, port, vec![range])),
         }
@@ -400,7 +436,11 @@ fn nodes(url: &str) -> Result<(bool, Vec<Node>), String> {
     let mut nodes = Vec::new();
     for (host, port, slots) in by_address {
         let conn = open(&with_address(url, &host, port))?;
-        nodes.push(Node { address: format!("{host}:{port}"), conn, slots });
+        nodes.push(Node {
+            address: format!("{host}:{port}"),
+            conn,
+            slots,
+        });
     }
     Ok((true, nodes))
 }
@@ -433,14 +473,26 @@ fn read(conn: &mut redis::Connection, prefix: &str, name: &str) -> Result<Raw, S
         .arg(MAX_WAITERS_LISTED - 1)
         .arg("WITHSCORES");
     pipe.cmd("ZCARD").arg(key(":queue"));
-    pipe.cmd("ZRANGE").arg(key(":alive")).arg(0).arg(-1).arg("WITHSCORES");
-    pipe.cmd("ZRANGE").arg(key(":holders")).arg(0).arg(-1).arg("WITHSCORES");
+    pipe.cmd("ZRANGE")
+        .arg(key(":alive"))
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES");
+    pipe.cmd("ZRANGE")
+        .arg(key(":holders"))
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES");
     pipe.cmd("HGETALL").arg(key(":fences"));
     pipe.cmd("TIME");
     let values: Vec<redis::Value> = pipe
         .query(conn)
         .map_err(|e| format!("reading lock `{name}`: {e}"))?;
-    let at = |i: usize| values.get(i).ok_or_else(|| format!("reading lock `{name}`: short reply"));
+    let at = |i: usize| {
+        values
+            .get(i)
+            .ok_or_else(|| format!("reading lock `{name}`: short reply"))
+    };
     let parse_err = |e: redis::ParsingError| format!("reading lock `{name}`: {e}");
     let scored = |v: &redis::Value| -> Result<Vec<(String, f64)>, String> {
         // RESP2 answers a flat list, member then score.
@@ -524,7 +576,9 @@ pub fn inspect(url: &str, options: &Options) -> Result<Report, String> {
             let slot = slot(name);
             let node = nodes
                 .iter_mut()
-                .find(|n| n.slots.is_empty() || n.slots.iter().any(|(a, b)| (*a..=*b).contains(&slot)))
+                .find(|n| {
+                    n.slots.is_empty() || n.slots.iter().any(|(a, b)| (*a..=*b).contains(&slot))
+                })
                 .ok_or_else(|| format!("no primary serves slot {slot} of lock `{name}`"))?;
             let raw = read(&mut node.conn, &options.prefix, name)?;
             locks.extend(state(name, &node.address, &raw));
@@ -534,7 +588,14 @@ pub fn inspect(url: &str, options: &Options) -> Result<Report, String> {
             for node in &mut nodes {
                 let mut names = Vec::new();
                 let room = options.max_locks.saturating_sub(locks.len());
-                truncated |= scan(&mut node.conn, &options.prefix, glob, options.scan_count, room, &mut names)?;
+                truncated |= scan(
+                    &mut node.conn,
+                    &options.prefix,
+                    glob,
+                    options.scan_count,
+                    room,
+                    &mut names,
+                )?;
                 names.sort();
                 for name in names {
                     let raw = read(&mut node.conn, &options.prefix, &name)?;
@@ -557,7 +618,7 @@ pub fn duration(ms: i64) -> String {
     let sign = if ms < 0 { "-" } else { "" };
     let ms = ms.unsigned_abs();
     if ms < 60_000 {
-        format!("{sign}{:.2} s", ms as f64 / 1000.0)
+        format!("{sign}{:.2} s", Duration::from_millis(ms).as_secs_f64())
     } else if ms < 3_600_000 {
         format!("{sign}{} m {} s", ms / 60_000, ms % 60_000 / 1000)
     } else {
@@ -580,10 +641,20 @@ pub fn table(report: &Report) -> String {
             let _ = write!(out, "  on {}", lock.node);
         }
         match &lock.fence {
-            Some(Fence { value, expires_in_ms: Some(ms) }) => {
-                let _ = write!(out, "  fence counter {value} (expires in {})", duration(*ms));
+            Some(Fence {
+                value,
+                expires_in_ms: Some(ms),
+            }) => {
+                let _ = write!(
+                    out,
+                    "  fence counter {value} (expires in {})",
+                    duration(*ms)
+                );
             }
-            Some(Fence { value, expires_in_ms: None }) => {
+            Some(Fence {
+                value,
+                expires_in_ms: None,
+            }) => {
                 let _ = write!(out, "  fence counter {value} (no expiry)");
             }
             None => {}
@@ -617,11 +688,18 @@ pub fn table(report: &Report) -> String {
             );
         }
         if lock.waiters_total > lock.waiters.len() {
-            let _ = writeln!(out, "  ... {} more waiting", lock.waiters_total - lock.waiters.len());
+            let _ = writeln!(
+                out,
+                "  ... {} more waiting",
+                lock.waiters_total - lock.waiters.len()
+            );
         }
     }
     if report.truncated {
-        let _ = writeln!(out, "\n(more locks matched; narrow the pattern or raise --max)");
+        let _ = writeln!(
+            out,
+            "\n(more locks matched; narrow the pattern or raise --max)"
+        );
     }
     out
 }
@@ -683,11 +761,17 @@ pub fn json(report: &Report) -> serde_json::Value {
 }
 
 #[cfg(test)]
+#[allow(clippy::cast_precision_loss)]
 mod tests {
     use super::*;
 
     fn raw() -> Raw {
-        Raw { now_us: 1_000_000_000, owner_pttl: -2, fence_pttl: -2, ..Raw::default() }
+        Raw {
+            now_us: 1_000_000_000,
+            owner_pttl: -2,
+            fence_pttl: -2,
+            ..Raw::default()
+        }
     }
 
     #[test]
@@ -700,7 +784,10 @@ mod tests {
     #[test]
     fn names_come_from_any_key_of_a_lock_and_nothing_else() {
         assert_eq!(name_of("lock:", "lock:{orders:42}"), Some("orders:42"));
-        assert_eq!(name_of("lock:", "lock:{orders:42}:fence"), Some("orders:42"));
+        assert_eq!(
+            name_of("lock:", "lock:{orders:42}:fence"),
+            Some("orders:42")
+        );
         assert_eq!(name_of("lock:", "lock:{a}:queue"), Some("a"));
         assert_eq!(name_of("lock:", "lock:{a}:other"), None);
         assert_eq!(name_of("lock:", "other:{a}"), None);
@@ -721,14 +808,23 @@ mod tests {
         assert_ne!(s.holders[0].owner, "00ff");
         assert_eq!(s.holders[0].fence, Some(17));
         assert_eq!(s.holders[0].lease_left_ms, 2500);
-        assert_eq!(s.fence, Some(Fence { value: 17, expires_in_ms: Some(3_600_000) }));
+        assert_eq!(
+            s.fence,
+            Some(Fence {
+                value: 17,
+                expires_in_ms: Some(3_600_000)
+            })
+        );
     }
 
     #[test]
     fn readers_waiters_and_dead_tickets_are_told_apart() {
         let mut r = raw();
         let now_ms = r.now_us / 1000;
-        r.holders = vec![("aa".to_owned(), (now_ms + 900) as f64), ("bb".to_owned(), (now_ms - 5) as f64)];
+        r.holders = vec![
+            ("aa".to_owned(), (now_ms + 900) as f64),
+            ("bb".to_owned(), (now_ms - 5) as f64),
+        ];
         r.fences = HashMap::from([
             ("aa".to_owned(), "5".to_owned()),
             ("~kind".to_owned(), "r".to_owned()),
@@ -772,7 +868,10 @@ mod tests {
 
     #[test]
     fn addresses_keep_the_rest_of_the_url() {
-        assert_eq!(with_address("redis://u:p@h:1/2", "x", 7), "redis://u:p@x:7/2");
+        assert_eq!(
+            with_address("redis://u:p@h:1/2", "x", 7),
+            "redis://u:p@x:7/2"
+        );
         assert_eq!(with_address("rediss://h:1", "::1", 7), "rediss://[::1]:7");
         assert_eq!(address_of("redis://u:p@h:1/2"), "h:1");
         assert_eq!(address_of("redis+unix:///tmp/r.sock"), "/tmp/r.sock");

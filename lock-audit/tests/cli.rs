@@ -614,7 +614,8 @@ fn inspect_shows_a_held_lock_and_exits_one_for_a_name_nobody_holds() {
     let server = RedisServer::start();
     let url = server.url();
     let mut conn = server.connection();
-    let acquire = std::fs::read_to_string(workspace().join("scripts/acquire-with-retry.lua")).unwrap();
+    let acquire =
+        std::fs::read_to_string(workspace().join("scripts/acquire-with-retry.lua")).unwrap();
     let token = "0123456789abcdef0123456789abcdef";
     let (granted, fence): (i64, u64) = redis::cmd("EVAL")
         .arg(&acquire)
@@ -640,16 +641,26 @@ fn inspect_shows_a_held_lock_and_exits_one_for_a_name_nobody_holds() {
     let holder = &lock["holders"][0];
     assert_eq!(holder["fence"], fence);
     assert_eq!(holder["grant"], "exclusive");
-    assert_eq!(holder["owner"], &lockscript_audit::sha1_hex(token.as_bytes())[..8]);
+    assert_eq!(
+        holder["owner"],
+        &lockscript_audit::sha1_hex(token.as_bytes())[..8]
+    );
     let left = holder["lease_left_ms"].as_i64().unwrap();
     assert!(left > 0 && left <= 30_000, "{left}");
 
     let out = lockscript(&["inspect", &url, "orders:*"]);
     assert_eq!(out.status.code(), Some(0));
     let table = stdout(&out);
-    assert!(table.contains("orders:42  lock") && table.contains(&format!("fence {fence}")), "{table}");
+    assert!(
+        table.contains("orders:42  lock") && table.contains(&format!("fence {fence}")),
+        "{table}"
+    );
 
     let out = lockscript(&["inspect", &url, "orders:43"]);
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
-    assert!(stdout(&out).contains("no lock named `orders:43`"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("no lock named `orders:43`"),
+        "{}",
+        stdout(&out)
+    );
 }

@@ -34,7 +34,7 @@
 //! | `cluster`  |         | Redis Cluster: `Locks::connect_cluster`, cluster pipelines (implies `tokio`) |
 //! | `redlock`  |         | `Redlock` over N independent masters (implies `tokio`) |
 //! | `tls`      |         | `rediss://` through rustls; the application installs a rustls crypto provider |
-//! | `metrics`  |         | [`metrics`](crate::metrics): waits, attempts, time held, losses, renewals, handovers through the `metrics` facade |
+//! | `metrics`  |         | [`metrics`]: waits, attempts, time held, losses, renewals, handovers through the `metrics` facade |
 //!
 //! ```toml
 //! [dependencies]
@@ -65,11 +65,11 @@ mod machine;
 #[cfg(feature = "blocking")]
 #[doc(inline)]
 pub use faces::blocking;
+#[doc(inline)]
+pub use faces::sql;
 #[cfg(all(feature = "metrics", any(feature = "tokio", feature = "blocking")))]
 #[doc(inline)]
 pub use machine::metrics;
-#[doc(inline)]
-pub use faces::sql;
 #[doc(inline)]
 pub use script::builtin;
 

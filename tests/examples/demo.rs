@@ -98,7 +98,10 @@ async fn main() -> Result<(), BoxError> {
 /// The lock engine's figures as Prometheus text: counters, and each histogram's count
 /// and median and p99 (the exporter renders histograms as summaries).
 fn show_metrics(text: &str) {
-    println!("\nMetrics (the `metrics` feature; Prometheus text, {} lines in all):", text.lines().count());
+    println!(
+        "\nMetrics (the `metrics` feature; Prometheus text, {} lines in all):",
+        text.lines().count()
+    );
     for line in text.lines().filter(|l| l.starts_with("lockscript_")) {
         let shown = line.contains("_total")
             || line.contains("_count")

@@ -12,6 +12,9 @@ use lockscript_test::server::RedisServer;
 use redis::Commands;
 
 const PATIENCE: Duration = Duration::from_secs(10);
+/// The scheduling slack of a call's bound on this busy 2-core machine (the guide's, as
+/// the chaos checker's).
+const SLACK: Duration = Duration::from_millis(250);
 
 fn locks(server: &RedisServer) -> Locks {
     Locks::connect(&server.client()).expect("connect")
@@ -436,4 +439,40 @@ fn a_call_that_needs_the_script_loaded_ends_within_the_response_timeout() {
     std::thread::sleep(Duration::from_millis(300));
     let guard = locks.try_lock("slow").unwrap();
     assert!(guard.is_some(), "granted once the replies are on time");
+}
+
+/// A late reply of a call that gave up does not give the next call a second response
+/// timeout. The client skips such replies before its own, and each read waits the
+/// socket's read timeout afresh: with replies delayed 900 ms and a 500 ms timeout, the
+/// second call read the first one's reply at 900 ms and then waited until 1,400 ms for
+/// its own (a soak saw a release take 860 ms). Each call now shares what is left of its
+/// timeout among the reads ahead of it.
+#[test]
+fn a_late_reply_of_an_earlier_call_does_not_stretch_the_next_call() {
+    let (_server, proxy, locks) = behind_a_proxy();
+    let timeout = Duration::from_millis(500);
+    let locks = locks.response_timeout(timeout);
+    let warm = locks.try_lock("warm").unwrap().expect("free");
+    warm.release().unwrap();
+    proxy.set_delay(Duration::from_millis(900));
+    for call in 0..4 {
+        let started = Instant::now();
+        let result = locks.try_lock("slow");
+        let took = started.elapsed();
+        assert!(
+            took <= timeout + SLACK,
+            "call {call} took {took:?}, over its bound of {timeout:?} + {SLACK:?}: {result:?}"
+        );
+    }
+    // Replies on time again: the late ones are skipped and the handle works on.
+    proxy.set_delay(Duration::ZERO);
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Ok(Some(guard)) = locks.try_lock("slow") {
+            guard.release().unwrap();
+            break;
+        }
+        assert!(Instant::now() < deadline, "the handle never recovered");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

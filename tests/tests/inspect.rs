@@ -44,7 +44,9 @@ fn read_only_url(server: &RedisServer) -> String {
         .arg("+cluster|slots")
         .query::<()>(&mut conn)
         .expect("ACL SETUSER");
-    server.url().replacen("redis://", &format!("redis://{INSPECTOR}:secret@"), 1)
+    server
+        .url()
+        .replacen("redis://", &format!("redis://{INSPECTOR}:secret@"), 1)
 }
 
 /// Inspects until `done` holds of the one lock `name` (waiters queue asynchronously).
@@ -87,14 +89,17 @@ async fn a_held_lock_shows_its_holder_lease_and_fence_without_the_token() {
     assert_eq!(holder.grant, Grant::Exclusive);
     assert_eq!(holder.fence, Some(guard.fencing_token()));
     let server_left = holder.lease_left_ms;
-    let client_left = guard.remaining().as_millis() as i64;
+    let client_left = i64::try_from(guard.remaining().as_millis()).unwrap();
     assert!(
         server_left > 0 && server_left <= 30_000 && server_left + 1000 >= client_left,
         "the server's lease left ({server_left} ms) is the holder's ({client_left} ms) or later"
     );
-    let fence = lock.fence.expect("the fence counter");
+    let fence = lock.fence.clone().expect("the fence counter");
     assert_eq!(fence.value, guard.fencing_token());
-    assert!(fence.expires_in_ms.is_some_and(|ms| ms > 30_000), "{fence:?}");
+    assert!(
+        fence.expires_in_ms.is_some_and(|ms| ms > 30_000),
+        "{fence:?}"
+    );
 
     // The owner token never shows, only its digest: the JSON holds no 32-hex token.
     let report = Report {
@@ -109,9 +114,15 @@ async fn a_held_lock_shows_its_holder_lease_and_fence_without_the_token() {
         .arg("lock:{orders:42}")
         .query(&mut server.connection())
         .unwrap();
-    assert!(!json.contains(&owner) && !table.contains(&owner), "{json}\n{table}");
+    assert!(
+        !json.contains(&owner) && !table.contains(&owner),
+        "{json}\n{table}"
+    );
     assert_eq!(holder.owner, owner_digest(&owner));
-    assert!(table.contains("orders:42  lock") && table.contains(&holder.owner), "{table}");
+    assert!(
+        table.contains("orders:42  lock") && table.contains(&holder.owner),
+        "{table}"
+    );
 
     guard.release().await.unwrap();
     let freed = until(&url, "orders:42", |l| l.holders.is_empty()).await;
@@ -148,7 +159,11 @@ async fn a_fair_lock_shows_its_waiters_in_line_and_alive() {
     let lock = until(&url, "hot", |l| l.waiters.len() == 2).await;
     assert_eq!(lock.kind, Kind::Fair);
     assert_eq!(lock.holders[0].fence, Some(guard.fencing_token()));
-    assert!(lock.waiters.iter().all(|w| w.alive && w.grant == Grant::Exclusive));
+    assert!(
+        lock.waiters
+            .iter()
+            .all(|w| w.alive && w.grant == Grant::Exclusive)
+    );
     assert!(
         lock.waiters[0].waiting_ms >= lock.waiters[1].waiting_ms,
         "first in line waited longest: {:?}",
@@ -156,12 +171,16 @@ async fn a_fair_lock_shows_its_waiters_in_line_and_alive() {
     );
     assert_ne!(lock.waiters[0].owner, lock.waiters[1].owner);
 
+    let first = guard.fencing_token();
     guard.release().await.unwrap();
     for w in waiting {
         tokio::time::timeout(PATIENCE, w).await.unwrap().unwrap();
     }
-    let done = until(&url, "hot", |l| l.waiters_total == 0 && l.holders.is_empty()).await;
-    assert!(done.fence.unwrap().value > guard.fencing_token() + 1);
+    let done = until(&url, "hot", |l| {
+        l.waiters_total == 0 && l.holders.is_empty()
+    })
+    .await;
+    assert!(done.fence.unwrap().value > first + 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -181,7 +200,11 @@ async fn a_read_write_lock_shows_its_readers_and_a_waiting_writer() {
     let mut fences: Vec<_> = lock.holders.iter().map(|h| h.fence.unwrap()).collect();
     fences.sort_unstable();
     assert_eq!(fences, vec![first.fencing_token(), second.fencing_token()]);
-    assert!(lock.holders.iter().all(|h| h.grant == Grant::Read && h.lease_left_ms > 0));
+    assert!(
+        lock.holders
+            .iter()
+            .all(|h| h.grant == Grant::Read && h.lease_left_ms > 0)
+    );
 
     let other = Locks::connect(&server.client())
         .await
@@ -197,7 +220,10 @@ async fn a_read_write_lock_shows_its_readers_and_a_waiting_writer() {
     assert!(lock.waiters[0].alive);
     first.release().await.unwrap();
     second.release().await.unwrap();
-    tokio::time::timeout(PATIENCE, writer).await.unwrap().unwrap();
+    tokio::time::timeout(PATIENCE, writer)
+        .await
+        .unwrap()
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -266,7 +292,10 @@ async fn a_pattern_finds_every_lock_on_every_primary_of_a_cluster() {
         .collect();
     expected.sort();
     assert_eq!(
-        found.iter().map(|(n, f, _)| (n.clone(), *f)).collect::<Vec<_>>(),
+        found
+            .iter()
+            .map(|(n, f, _)| (n.clone(), *f))
+            .collect::<Vec<_>>(),
         expected
     );
     let nodes: std::collections::HashSet<_> = found.iter().map(|(_, _, node)| node).collect();

@@ -21,8 +21,8 @@ const LOSS_SLACK: Duration = Duration::from_millis(100);
 /// The scheduling slack of this busy 2-core machine (as the chaos checker's).
 const SLACK: Duration = Duration::from_millis(250);
 
-/// What the recorder has seen, accumulated: a snapshot drains histograms, so samples
-/// are kept here across snapshots.
+/// What the recorder has seen, accumulated: a snapshot drains counters and histograms,
+/// so their values are kept here across snapshots.
 #[derive(Default)]
 struct Seen {
     counters: HashMap<String, u64>,
@@ -34,7 +34,9 @@ fn figures() -> &'static (Snapshotter, Mutex<Seen>) {
     FIGURES.get_or_init(|| {
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
-        recorder.install().expect("the only recorder of this binary");
+        recorder
+            .install()
+            .expect("the only recorder of this binary");
         m::label_lock_names(true);
         m::describe();
         (snapshotter, Mutex::new(Seen::default()))
@@ -56,7 +58,7 @@ fn refresh() -> std::sync::MutexGuard<'static, Seen> {
         let mut other = None;
         for label in key.labels() {
             if label.key() == "lock" {
-                lock = label.value().to_owned();
+                label.value().clone_into(&mut lock);
             } else {
                 other = Some((label.key().to_owned(), label.value().to_owned()));
             }
@@ -67,14 +69,13 @@ fn refresh() -> std::sync::MutexGuard<'static, Seen> {
             other.as_ref().map(|(k, v)| (k.as_str(), v.as_str())),
         );
         match value {
-            DebugValue::Counter(n) => {
-                seen.counters.insert(id, n);
-            }
+            // A snapshot hands over what was counted since the last one.
+            DebugValue::Counter(n) => *seen.counters.entry(id).or_default() += n,
             DebugValue::Histogram(values) => seen
                 .samples
                 .entry(id)
                 .or_default()
-                .extend(values.into_iter().map(|v| v.into_inner())),
+                .extend(values.into_iter().map(|v| v.0)),
             DebugValue::Gauge(_) => {}
         }
     }
@@ -137,7 +138,10 @@ async fn a_grant_and_its_release_record_the_wait_attempts_and_time_held() {
         held[0] >= 0.050 && held[0] < 0.050 + SLACK.as_secs_f64(),
         "held {held:?}"
     );
-    assert_eq!(counter(m::LOST_TOTAL, "m-cycle", Some(("reason", "expired"))), 0);
+    assert_eq!(
+        counter(m::LOST_TOTAL, "m-cycle", Some(("reason", "expired"))),
+        0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,7 +153,10 @@ async fn a_lease_that_runs_out_is_counted_lost_with_its_validity_as_time_held() 
     // What is left of the validity when the call returns: the lease was held at least that.
     let left = guard.valid_until() - std::time::Instant::now();
     guard.lost().await;
-    assert_eq!(counter(m::LOST_TOTAL, "m-lost", Some(("reason", "expired"))), 1);
+    assert_eq!(
+        counter(m::LOST_TOTAL, "m-lost", Some(("reason", "expired"))),
+        1
+    );
     let held = samples(m::HELD_SECONDS, "m-lost", Some(("end", "lost")));
     assert_eq!(held.len(), 1);
     let bound = ttl + LOSS_SLACK + SLACK;
@@ -178,17 +185,26 @@ async fn the_watchdog_records_each_renewal() {
     tokio::time::sleep(ttl * 2).await;
     let renewals = samples(m::RENEWAL_SECONDS, "m-renew", None);
     assert!(renewals.len() >= 2, "{renewals:?}");
-    assert!(renewals.iter().all(|s| *s > 0.0 && *s < SLACK.as_secs_f64() + 0.5));
-    assert_eq!(counter(m::RENEWAL_FAILURES_TOTAL, "m-renew", Some(("reason", "error"))), 0);
+    assert!(
+        renewals
+            .iter()
+            .all(|s| *s > 0.0 && *s < SLACK.as_secs_f64() + 0.5)
+    );
+    assert_eq!(
+        counter(
+            m::RENEWAL_FAILURES_TOTAL,
+            "m-renew",
+            Some(("reason", "error"))
+        ),
+        0
+    );
     guard.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handover_and_a_timeout_are_counted_as_such() {
     let server = RedisServer::start();
-    let locks = locks(&server)
-        .await
-        .wait_timeout(Duration::from_secs(10));
+    let locks = locks(&server).await.wait_timeout(Duration::from_secs(10));
     let first = locks.lock("m-hand").await.unwrap();
     let waiter = {
         let locks = locks.clone();
@@ -202,7 +218,10 @@ async fn a_handover_and_a_timeout_are_counted_as_such() {
         .unwrap()
         .unwrap();
     assert_eq!(counter(m::HANDOVERS_TOTAL, "m-hand", None), 1);
-    assert_eq!(counter(m::ACQUIRED_TOTAL, "m-hand", Some(("how", "handover"))), 1);
+    assert_eq!(
+        counter(m::ACQUIRED_TOTAL, "m-hand", Some(("how", "handover"))),
+        1
+    );
     assert_eq!(
         samples(m::ACQUIRE_WAIT_SECONDS, "m-hand", Some(("how", "handover"))),
         vec![second.waited().as_secs_f64()]
@@ -211,7 +230,11 @@ async fn a_handover_and_a_timeout_are_counted_as_such() {
     let impatient = locks.clone().wait_timeout(Duration::from_millis(100));
     assert!(impatient.lock("m-hand").await.is_err());
     assert_eq!(
-        counter(m::ACQUIRE_FAILURES_TOTAL, "m-hand", Some(("reason", "timeout"))),
+        counter(
+            m::ACQUIRE_FAILURES_TOTAL,
+            "m-hand",
+            Some(("reason", "timeout"))
+        ),
         1
     );
     second.release().await.unwrap();
@@ -244,7 +267,11 @@ async fn a_dropped_guard_is_released_in_the_background_and_counted_on_both_faces
     .await
     .unwrap();
     assert_eq!(
-        samples(m::ACQUIRE_WAIT_SECONDS, "m-blocking", Some(("how", "attempt"))),
+        samples(
+            m::ACQUIRE_WAIT_SECONDS,
+            "m-blocking",
+            Some(("how", "attempt"))
+        ),
         vec![blocking.as_secs_f64()]
     );
     assert_eq!(

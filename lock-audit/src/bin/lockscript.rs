@@ -235,10 +235,18 @@ fn inspect(
     } else {
         say_raw!(out, "{}", inspect::table(&report));
     }
-    let asked_one = options.pattern.as_deref().is_some_and(|p| !p.contains(['*', '?', '[']));
+    let asked_one = options
+        .pattern
+        .as_deref()
+        .is_some_and(|p| !p.contains(['*', '?', '[']));
     if asked_one && report.locks.is_empty() {
         if !json {
-            say!(out, "no lock named `{}` (prefix `{}`)", options.pattern.as_deref().unwrap_or_default(), options.prefix);
+            say!(
+                out,
+                "no lock named `{}` (prefix `{}`)",
+                options.pattern.as_deref().unwrap_or_default(),
+                options.prefix
+            );
         }
         return Ok(1);
     }
@@ -264,7 +272,9 @@ fn watch_locks(
         let mut stdout = std::io::stdout().lock();
         let shown = match read {
             Ok(_) => write!(stdout, "\x1b[2J\x1b[H{out}"),
-            Err(Fatal(message)) => write!(stdout, "\x1b[2J\x1b[Hlockscript: {message} (trying again)\n"),
+            Err(Fatal(message)) => {
+                writeln!(stdout, "\x1b[2J\x1b[Hlockscript: {message} (trying again)")
+            }
         };
         if shown.and_then(|()| stdout.flush()).is_err() {
             return ExitCode::SUCCESS; // the reader went away

@@ -98,12 +98,12 @@ struct Flight {
     ttl: Duration,
 }
 
-/// A renewal or extension the lease knows is on its way to the server (see
-/// [`LeaseState::sending`]); its answer goes back to the lease with it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 /// Why a lease is lost when no renewal was confirmed before its validity end.
 const RAN_OUT: &str = "the lease ran out before a renewal was confirmed";
 
+/// A renewal or extension the lease knows is on its way to the server (see
+/// [`LeaseState::sending`]); its answer goes back to the lease with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Sending {
     id: u64,
     /// The lease length the command sets.

@@ -186,9 +186,19 @@ pub(crate) fn ended(name: &str, held: Duration, lost: Option<bool>) {
 pub(crate) fn renewed(name: &str, took: Duration, outcome: Result<bool, ()>) {
     #[cfg(feature = "metrics")]
     match outcome {
-        Ok(true) => metrics::histogram!(RENEWAL_SECONDS, labels(name, None)).record(took.as_secs_f64()),
-        Ok(false) => metrics::counter!(RENEWAL_FAILURES_TOTAL, labels(name, Some(("reason", "refused")))).increment(1),
-        Err(()) => metrics::counter!(RENEWAL_FAILURES_TOTAL, labels(name, Some(("reason", "error")))).increment(1),
+        Ok(true) => {
+            metrics::histogram!(RENEWAL_SECONDS, labels(name, None)).record(took.as_secs_f64());
+        }
+        Ok(false) => metrics::counter!(
+            RENEWAL_FAILURES_TOTAL,
+            labels(name, Some(("reason", "refused")))
+        )
+        .increment(1),
+        Err(()) => metrics::counter!(
+            RENEWAL_FAILURES_TOTAL,
+            labels(name, Some(("reason", "error")))
+        )
+        .increment(1),
     }
     #[cfg(not(feature = "metrics"))]
     let _ = (name, took, outcome);

@@ -29,18 +29,33 @@ pub(crate) struct Conn<C> {
 
 /// The connection's place while no call has it.
 struct Slot<C> {
-    /// The connection and the response timeout last applied to it; `None` while a call
-    /// has it.
-    conn: Option<(C, Option<Duration>)>,
+    /// The connection; `None` while a call has it.
+    conn: Option<Held<C>>,
     /// Calls waiting for it. The condvar is signalled only while there are some: a
     /// signal is a futex syscall even with nobody waiting, and every call would pay it.
     waiting: u32,
 }
 
+/// The connection with what the calls on it must know of its socket.
+struct Held<C> {
+    conn: C,
+    /// The read timeout last set on the socket (`None`: not known).
+    applied: Option<Duration>,
+    /// At most this many replies of commands that gave up are still to come. The client
+    /// reads and skips them before the next reply, and every read it makes waits up to
+    /// the socket's read timeout afresh: so a command with `n` such replies ahead of its
+    /// own is given the `n + 1`th part of what is left of its call's timeout per read,
+    /// which bounds the whole call (a soak saw a release take 860 ms of a 500 ms bound
+    /// when an earlier call's late reply restarted the wait for its own). Counted from
+    /// above (a timed-out pipeline counts every reply it expected) and zero again after
+    /// any answered command, since replies come in order.
+    stale: u32,
+}
+
 /// The connection, taken out of its slot for one call; put back on drop.
 struct Checkout<'a, C> {
     home: &'a Conn<C>,
-    conn: Option<(C, Option<Duration>)>,
+    conn: Option<Held<C>>,
 }
 
 impl<C> Drop for Checkout<'_, C> {
@@ -61,7 +76,11 @@ impl<C: redis::ConnectionLike + Send> Conn<C> {
     pub(crate) fn new(conn: C, reopen: Option<Reopen<C>>, tune: Option<Tune<C>>) -> Self {
         Self {
             slot: Mutex::new(Slot {
-                conn: Some((conn, None)),
+                conn: Some(Held {
+                    conn,
+                    applied: None,
+                    stale: 0,
+                }),
                 waiting: 0,
             }),
             returned: Condvar::new(),
@@ -107,86 +126,104 @@ impl<C: redis::ConnectionLike + Send> Conn<C> {
         let started = Instant::now();
         let limit = timeout.unwrap_or(crate::DEFAULT_RESPONSE_TIMEOUT);
         let mut turn = self.checkout(started + limit, limit)?;
-        let Some((conn, applied)) = turn.conn.as_mut() else {
+        let Some(held) = turn.conn.as_mut() else {
             return Err(LockError::no_reply(limit));
         };
         // Without a timeout of its own, a call keeps the last one (or the default).
         let timeout = timeout
-            .or(*applied)
+            .or(held.applied)
             .unwrap_or(crate::DEFAULT_RESPONSE_TIMEOUT);
         let deadline = started + timeout;
-        // A call that waited for its turn (or for a re-open) gets only what is left.
-        let left = |now: Instant| {
-            if now.duration_since(started) < Duration::from_millis(1) {
-                timeout
-            } else {
-                deadline
-                    .saturating_duration_since(now)
-                    .max(Duration::from_millis(1))
-            }
-        };
-        if !conn.is_open()
+        if !held.conn.is_open()
             && let Some(reopen) = &self.reopen
         {
-            *conn = reopen(left(Instant::now()))?;
-            *applied = None;
-        }
-        let budget = left(Instant::now());
-        if let Some(tune) = &self.tune
-            && *applied != Some(budget)
-        {
-            tune(conn, budget)?;
-            *applied = (budget == timeout).then_some(timeout);
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
+            held.conn = reopen(left)?;
+            held.applied = None;
+            held.stale = 0;
         }
         f(&mut Bounded {
-            conn,
+            held,
             tune: self.tune.as_ref(),
-            applied,
+            started,
+            timeout,
             deadline,
-            sent: 0,
         })
     }
 }
 
-/// The handle's connection during one call: every command after the first is given only
-/// what is left of the call's response timeout, so a call that needs several commands
-/// (EVALSHA, then `SCRIPT LOAD` and EVALSHA after `NOSCRIPT`) still ends within it.
+/// The handle's connection during one call: every command is given only what is left of
+/// the call's response timeout, shared among the reads it makes (its replies and the late
+/// ones of earlier commands ahead of them), so a call that needs several commands
+/// (EVALSHA, then `SCRIPT LOAD` and EVALSHA after `NOSCRIPT`) or that follows one that
+/// gave up still ends within its timeout.
 pub(crate) struct Bounded<'a, C> {
-    conn: &'a mut C,
+    held: &'a mut Held<C>,
     tune: Option<&'a Tune<C>>,
-    /// The timeout set on the socket, `None` once a command was given less.
-    applied: &'a mut Option<Duration>,
+    /// When the call started (its wait for the connection included).
+    started: Instant,
+    /// The call's response timeout.
+    timeout: Duration,
     deadline: Instant,
-    sent: u32,
 }
 
 impl<C: redis::ConnectionLike> Bounded<'_, C> {
-    /// Before a command: the first has the call's timeout already; a later one gets what
-    /// is left, or fails at once when nothing is.
-    fn budget(&mut self) -> redis::RedisResult<()> {
-        self.sent += 1;
-        if self.sent == 1 {
-            return Ok(());
-        }
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(redis::RedisError::from(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "no time left within the response timeout for the next command",
-            )));
-        }
-        if let Some(tune) = self.tune {
-            tune(self.conn, left)?;
-            *self.applied = None;
+    /// Before a command that reads `replies` replies: the socket's read timeout is what
+    /// is left of the call, shared among those reads and the late ones ahead; an error
+    /// at once when nothing is left.
+    fn budget(&mut self, replies: usize) -> redis::RedisResult<()> {
+        let now = Instant::now();
+        let reads = u32::try_from(replies)
+            .unwrap_or(u32::MAX)
+            .saturating_add(self.held.stale)
+            .max(1);
+        // The common case, one reply and none late at the call's start, keeps the
+        // timeout already set: no syscall.
+        let window = if reads == 1 && now.duration_since(self.started) < Duration::from_millis(1) {
+            self.timeout
+        } else {
+            let left = self.deadline.saturating_duration_since(now);
+            if left.is_zero() {
+                return Err(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no time left within the response timeout for the next command",
+                )));
+            }
+            (left / reads).max(Duration::from_millis(1))
+        };
+        if let Some(tune) = self.tune
+            && self.held.applied != Some(window)
+        {
+            tune(&self.held.conn, window)?;
+            // Only the call's whole timeout is worth remembering: a share is set again.
+            self.held.applied = (window == self.timeout).then_some(window);
         }
         Ok(())
+    }
+
+    /// After a command that expected `replies`: an answer means every earlier reply was
+    /// read; a timeout leaves at most `replies` more to come.
+    fn account<T>(&mut self, result: &redis::RedisResult<T>, replies: usize) {
+        // A server error is an answer too; only a reply not read leaves one to come.
+        if let Err(e) = result
+            && (e.is_timeout() || e.is_io_error())
+        {
+            let replies = u32::try_from(replies).unwrap_or(u32::MAX);
+            self.held.stale = self.held.stale.saturating_add(replies);
+        } else {
+            self.held.stale = 0;
+        }
     }
 }
 
 impl<C: redis::ConnectionLike> redis::ConnectionLike for Bounded<'_, C> {
     fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<redis::Value> {
-        self.budget()?;
-        self.conn.req_packed_command(cmd)
+        self.budget(1)?;
+        let result = self.held.conn.req_packed_command(cmd);
+        self.account(&result, 1);
+        result
     }
 
     fn req_packed_commands(
@@ -195,29 +232,33 @@ impl<C: redis::ConnectionLike> redis::ConnectionLike for Bounded<'_, C> {
         offset: usize,
         count: usize,
     ) -> redis::RedisResult<Vec<redis::Value>> {
-        self.budget()?;
-        self.conn.req_packed_commands(cmd, offset, count)
+        self.budget(offset + count)?;
+        let result = self.held.conn.req_packed_commands(cmd, offset, count);
+        self.account(&result, offset + count);
+        result
     }
 
     fn req_command(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
         // Forwarded as a command: a cluster connection routes by it.
-        self.budget()?;
-        self.conn.req_command(cmd)
+        self.budget(1)?;
+        let result = self.held.conn.req_command(cmd);
+        self.account(&result, 1);
+        result
     }
 
     fn get_db(&self) -> i64 {
-        self.conn.get_db()
+        self.held.conn.get_db()
     }
 
     fn supports_pipelining(&self) -> bool {
-        self.conn.supports_pipelining()
+        self.held.conn.supports_pipelining()
     }
 
     fn check_connection(&mut self) -> bool {
-        self.conn.check_connection()
+        self.held.conn.check_connection()
     }
 
     fn is_open(&self) -> bool {
-        self.conn.is_open()
+        self.held.conn.is_open()
     }
 }

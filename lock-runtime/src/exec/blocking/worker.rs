@@ -175,16 +175,13 @@ impl Worker {
             _ => None,
         };
         tracing::debug!(lock = %abandoned.keys.name, ok = reply.is_ok(), retry = retry.is_some(), "background release");
-        match retry {
-            Some(at) => {
-                let id = RELEASE_IDS.fetch_add(1, Ordering::Relaxed);
-                self.queue(id, at, Job::Release(abandoned, settings, failures + 1));
-            }
-            None => {
-                let result = reply.as_ref().map(|c| c.0).map_err(|_| ());
-                crate::machine::metrics::background_release(&abandoned.keys.name, result);
-                self.state().releases -= 1;
-            }
+        if let Some(at) = retry {
+            let id = RELEASE_IDS.fetch_add(1, Ordering::Relaxed);
+            self.queue(id, at, Job::Release(abandoned, settings, failures + 1));
+        } else {
+            let result = reply.as_ref().map(|c| c.0).map_err(|_| ());
+            crate::machine::metrics::background_release(&abandoned.keys.name, result);
+            self.state().releases -= 1;
         }
     }
 }
