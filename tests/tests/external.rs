@@ -87,9 +87,26 @@ fn external_copy(change: impl FnOnce(&Path)) -> tempfile::TempDir {
             }
         }
     }
+    // A package name of its own: copies built at once in the shared target directory
+    // (and the original) must not take each other's artifacts for their own (a copy
+    // whose fixture is broken once built "fresh" from another's). Its library keeps the
+    // crate name the app's code uses.
+    let unique = dir
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_ascii_lowercase()
+        .replace(|c: char| !c.is_ascii_alphanumeric(), "-");
     let manifest = std::fs::read_to_string(from.join("Cargo.toml"))
         .unwrap()
-        .replace("path = \"../", &format!("path = \"{}/", root().display()));
+        .replace("path = \"../", &format!("path = \"{}/", root().display()))
+        .replacen(
+            "name = \"external-user\"",
+            &format!("name = \"{unique}\""),
+            1,
+        )
+        + "\n[lib]\nname = \"external_user\"\n";
     std::fs::write(dir.path().join("Cargo.toml"), manifest).unwrap();
     if from.join("Cargo.lock").exists() {
         std::fs::copy(from.join("Cargo.lock"), dir.path().join("Cargo.lock")).unwrap();
