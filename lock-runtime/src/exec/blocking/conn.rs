@@ -41,14 +41,14 @@ struct Held<C> {
     conn: C,
     /// The read timeout last set on the socket (`None`: not known).
     applied: Option<Duration>,
-    /// At most this many replies of commands that gave up are still to come. The client
-    /// reads and skips them before the next reply, and every read it makes waits up to
-    /// the socket's read timeout afresh: so a command with `n` such replies ahead of its
-    /// own is given the `n + 1`th part of what is left of its call's timeout per read,
-    /// which bounds the whole call (a soak saw a release take 860 ms of a 500 ms bound
-    /// when an earlier call's late reply restarted the wait for its own). Counted from
-    /// above (a timed-out pipeline counts every reply it expected) and zero again after
-    /// any answered command, since replies come in order.
+    /// At most this many requests that gave up still have replies to come. The client
+    /// reads and skips those replies before the next one, and every read it makes waits
+    /// up to the socket's read timeout afresh: so a command with `n` such requests ahead
+    /// of it is given the `n + 1`th part of what is left of its call's timeout, which
+    /// bounds the whole call (a soak saw a release take 860 ms of a 500 ms bound when an
+    /// earlier call's late reply restarted the wait for its own). A request's replies
+    /// (a pipeline's too) leave the server together, so each request counts once. Zero
+    /// again after any answered command, since replies come in order.
     stale: u32,
 }
 
@@ -155,10 +155,10 @@ impl<C: redis::ConnectionLike + Send> Conn<C> {
 }
 
 /// The handle's connection during one call: every command is given only what is left of
-/// the call's response timeout, shared among the reads it makes (its replies and the late
-/// ones of earlier commands ahead of them), so a call that needs several commands
-/// (EVALSHA, then `SCRIPT LOAD` and EVALSHA after `NOSCRIPT`) or that follows one that
-/// gave up still ends within its timeout.
+/// the call's response timeout, shared with the late replies of earlier requests ahead
+/// of its own, so a call that needs several commands (EVALSHA, then `SCRIPT LOAD` and
+/// EVALSHA after `NOSCRIPT`) or that follows one that gave up still ends within its
+/// timeout.
 pub(crate) struct Bounded<'a, C> {
     held: &'a mut Held<C>,
     tune: Option<&'a Tune<C>>,
@@ -170,15 +170,11 @@ pub(crate) struct Bounded<'a, C> {
 }
 
 impl<C: redis::ConnectionLike> Bounded<'_, C> {
-    /// Before a command that reads `replies` replies: the socket's read timeout is what
-    /// is left of the call, shared among those reads and the late ones ahead; an error
-    /// at once when nothing is left.
-    fn budget(&mut self, replies: usize) -> redis::RedisResult<()> {
+    /// Before a command: the socket's read timeout is what is left of the call, shared
+    /// with the late replies ahead of its own; an error at once when nothing is left.
+    fn budget(&mut self) -> redis::RedisResult<()> {
         let now = Instant::now();
-        let reads = u32::try_from(replies)
-            .unwrap_or(u32::MAX)
-            .saturating_add(self.held.stale)
-            .max(1);
+        let reads = self.held.stale.saturating_add(1);
         // The common case, one reply and none late at the call's start, keeps the
         // timeout already set: no syscall.
         let window = if reads == 1 && now.duration_since(self.started) < Duration::from_millis(1) {
@@ -203,15 +199,14 @@ impl<C: redis::ConnectionLike> Bounded<'_, C> {
         Ok(())
     }
 
-    /// After a command that expected `replies`: an answer means every earlier reply was
-    /// read; a timeout leaves at most `replies` more to come.
-    fn account<T>(&mut self, result: &redis::RedisResult<T>, replies: usize) {
+    /// After a command: an answer means every earlier reply was read; a timeout leaves
+    /// this request's replies to come.
+    fn account<T>(&mut self, result: &redis::RedisResult<T>) {
         // A server error is an answer too; only a reply not read leaves one to come.
         if let Err(e) = result
             && (e.is_timeout() || e.is_io_error())
         {
-            let replies = u32::try_from(replies).unwrap_or(u32::MAX);
-            self.held.stale = self.held.stale.saturating_add(replies);
+            self.held.stale = self.held.stale.saturating_add(1);
         } else {
             self.held.stale = 0;
         }
@@ -220,9 +215,9 @@ impl<C: redis::ConnectionLike> Bounded<'_, C> {
 
 impl<C: redis::ConnectionLike> redis::ConnectionLike for Bounded<'_, C> {
     fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<redis::Value> {
-        self.budget(1)?;
+        self.budget()?;
         let result = self.held.conn.req_packed_command(cmd);
-        self.account(&result, 1);
+        self.account(&result);
         result
     }
 
@@ -232,17 +227,17 @@ impl<C: redis::ConnectionLike> redis::ConnectionLike for Bounded<'_, C> {
         offset: usize,
         count: usize,
     ) -> redis::RedisResult<Vec<redis::Value>> {
-        self.budget(offset + count)?;
+        self.budget()?;
         let result = self.held.conn.req_packed_commands(cmd, offset, count);
-        self.account(&result, offset + count);
+        self.account(&result);
         result
     }
 
     fn req_command(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
         // Forwarded as a command: a cluster connection routes by it.
-        self.budget(1)?;
+        self.budget()?;
         let result = self.held.conn.req_command(cmd);
-        self.account(&result, 1);
+        self.account(&result);
         result
     }
 
