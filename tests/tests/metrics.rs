@@ -219,6 +219,11 @@ async fn a_handover_and_a_timeout_are_counted_as_such() {
         .unwrap();
     assert_eq!(counter(m::HANDOVERS_TOTAL, "m-hand", None), 1);
     assert_eq!(
+        samples(m::HELD_SECONDS, "m-hand", Some(("end", "released"))).len(),
+        1,
+        "a release by handover is a release: its time held is counted"
+    );
+    assert_eq!(
         counter(m::ACQUIRED_TOTAL, "m-hand", Some(("how", "handover"))),
         1
     );

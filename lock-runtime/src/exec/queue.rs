@@ -256,7 +256,8 @@ pub(crate) fn handed_over(
             crate::machine::metrics::handed_over(&lease.keys.name);
             let release = Box::new(move || release(abandoned));
             offer.hand(Handed::new(fence, sent, handovers + 1, release));
-            (true, Ok(()))
+            // Released as any release is (its time held counted), the lease not lost before.
+            lease.released(false, Ok(true))
         }
     }
 }
