@@ -1394,12 +1394,20 @@ mod tests {
             forgets_fences: false,
         };
         let report = check(
-            &[grant(1, 1, 1, 100 * MS), freeze(400 * MS + MS / 2, 1_100 * MS), lost(1_100 * MS)],
+            &[
+                grant(1, 1, 1, 100 * MS),
+                freeze(400 * MS + MS / 2, 1_100 * MS),
+                lost(1_100 * MS),
+            ],
             &bounds(),
         );
         assert!(report.violations.is_empty(), "{:?}", report.violations);
         let report = check(
-            &[grant(1, 1, 1, 100 * MS), freeze(520 * MS, 1_100 * MS), lost(1_100 * MS)],
+            &[
+                grant(1, 1, 1, 100 * MS),
+                freeze(520 * MS, 1_100 * MS),
+                lost(1_100 * MS),
+            ],
             &bounds(),
         );
         assert_eq!(kinds(&report), ["timely loss"]);
