@@ -346,7 +346,7 @@ fn glob_escape(text: &str) -> String {
 }
 
 /// Whether `pattern` is a glob rather than one name.
-fn is_glob(pattern: &str) -> bool {
+pub fn is_glob(pattern: &str) -> bool {
     pattern.contains(['*', '?', '['])
 }
 

@@ -238,7 +238,7 @@ fn inspect(
     let asked_one = options
         .pattern
         .as_deref()
-        .is_some_and(|p| !p.contains(['*', '?', '[']));
+        .is_some_and(|p| !inspect::is_glob(p));
     if asked_one && report.locks.is_empty() {
         if !json {
             say!(

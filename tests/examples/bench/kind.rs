@@ -170,6 +170,29 @@ fn sync_floor_cycle(conn: &mut redis::Connection, take: Take) -> Result<(), BoxE
     Ok(())
 }
 
+/// `n` cycles of the blocking face: `try_lock` + `release` of its lock.
+fn sync_face_cycles(locks: &blocking::Locks, n: usize) -> Result<(), BoxError> {
+    for _ in 0..n {
+        let guard = locks
+            .try_lock(FACE_LOCK)?
+            .ok_or("the face's lock was free")?;
+        guard.release()?;
+    }
+    Ok(())
+}
+
+/// `n` cycles of the async face: `try_lock` + `release` of its lock.
+async fn face_cycles(locks: Locks<MultiplexedConnection>, n: usize) -> Result<(), BoxError> {
+    for _ in 0..n {
+        let guard = locks
+            .try_lock(FACE_LOCK)
+            .await?
+            .ok_or("the face's lock was free")?;
+        guard.release().await?;
+    }
+    Ok(())
+}
+
 /// The sync kind: plain `redis::Connection`s, used on the main thread outside any
 /// runtime.
 pub struct SyncKind {
@@ -219,29 +242,12 @@ impl SyncKind {
             ("sync_connect", &self.connected),
             ("sync_functions", &self.functions),
         ] {
-            PerCycle::measure(n, || {
-                for _ in 0..n {
-                    let guard = locks
-                        .try_lock(FACE_LOCK)?
-                        .ok_or("the face's lock was free")?;
-                    guard.release()?;
-                }
-                Ok(())
-            })?
-            .push(samples, stem);
+            PerCycle::measure(n, || sync_face_cycles(locks, n))?.push(samples, stem);
         }
         // The face again with a recorder taking every figure of the `metrics` feature.
         let (face, recorder) = (&self.face, &self.recorder);
         PerCycle::measure(n, || {
-            metrics::with_local_recorder(recorder, || {
-                for _ in 0..n {
-                    let guard = face
-                        .try_lock(FACE_LOCK)?
-                        .ok_or("the face's lock was free")?;
-                    guard.release()?;
-                }
-                Ok(())
-            })
+            metrics::with_local_recorder(recorder, || sync_face_cycles(face, n))
         })?
         .push(samples, "sync_metrics");
         Ok(())
@@ -343,35 +349,12 @@ impl<'rt> AsyncKind<'rt> {
             (name.to_owned(), self.face.clone()),
             (format!("{name}_functions"), self.functions.clone()),
         ] {
-            PerCycle::measure(n, || {
-                self.run(async move {
-                    for _ in 0..n {
-                        let guard = locks
-                            .try_lock(FACE_LOCK)
-                            .await?
-                            .ok_or("the face's lock was free")?;
-                        guard.release().await?;
-                    }
-                    Ok(())
-                })
-            })?
-            .push(samples, &stem);
+            PerCycle::measure(n, || self.run(face_cycles(locks, n)))?.push(samples, &stem);
         }
         if !self.on_worker {
             let locks = self.face.clone();
             PerCycle::measure(n, || {
-                metrics::with_local_recorder(&self.recorder, || {
-                    self.run(async move {
-                        for _ in 0..n {
-                            let guard = locks
-                                .try_lock(FACE_LOCK)
-                                .await?
-                                .ok_or("the face's lock was free")?;
-                            guard.release().await?;
-                        }
-                        Ok(())
-                    })
-                })
+                metrics::with_local_recorder(&self.recorder, || self.run(face_cycles(locks, n)))
             })?
             .push(samples, &format!("{name}_metrics"));
         }
