@@ -38,6 +38,8 @@ for name in "${names[@]}"; do
   rows+=("$(printf '%-11s %-9s %7s %7s %8s' "$name" "$version" "${passed:-0}" "${failed:-0}" "$seconds")")
   if [ "${failed:-0}" != 0 ]; then
     grep -E '^    [a-z_:]+$|--- FAILED' "$log" | sed 's/^/    /' | sort -u | head -20 >&2 || true
+    # Why, where CI keeps only this output: each failure's panic message, cut short.
+    grep -A12 'panicked at' "$log" | cut -c1-400 | head -80 | sed 's/^/      /' >&2 || true
   fi
 done
 
