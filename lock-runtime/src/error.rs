@@ -317,6 +317,24 @@ impl LockError {
         }
     }
 
+    /// A failed round trip's error, for each call in it (whether it may have run is
+    /// kept).
+    #[cfg(any(feature = "tokio", feature = "blocking"))]
+    pub(crate) fn for_each(&self) -> LockError {
+        match self {
+            LockError::Redis(r) => LockError::Redis(r.clone()),
+            other => LockError::InvalidSettings(other.to_string()),
+        }
+    }
+
+    /// Whether a Cluster connection refused a pipeline whose commands live in different
+    /// slots (nothing was sent).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn is_cross_slot(&self) -> bool {
+        matches!(self, LockError::Redis(e)
+            if e.kind() == ErrorKind::Server(redis::ServerErrorKind::CrossSlot))
+    }
+
     /// The server refused to run the command for now, which proves it did not run: a
     /// Cluster redirect or a failover in progress (`MOVED`, `ASK`, `TRYAGAIN`,
     /// `CLUSTERDOWN`, `MASTERDOWN`, `READONLY`), or a server still loading its data.

@@ -93,6 +93,8 @@ pub use machine::limit::{
     MAX_NAME_LEN, MAX_RETRY_DELAY, MAX_TTL, MAX_WAIT, MIN_TTL,
 };
 #[cfg(any(feature = "tokio", feature = "blocking"))]
+pub use machine::native::NativeCommands;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
 pub use machine::retry::RetryPolicy;
 pub use script::batch::PipelineExt;
 #[cfg(feature = "tokio")]

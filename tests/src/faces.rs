@@ -38,6 +38,8 @@ pub struct Settings {
     pub retry: Option<lockscript::RetryPolicy>,
     /// `wait_for_replicas(replicas, timeout)`, when set.
     pub replicas: Option<(usize, Duration)>,
+    /// `native_commands(on)`.
+    pub native: bool,
 }
 
 /// A lock handle, whichever face.
@@ -57,17 +59,26 @@ pub trait Face: Clone + Send + 'static {
             watchdog: true,
             retry: None,
             replicas: None,
+            native: true,
         }
     }
 
     /// A handle on `server` as `connect` makes it (release notifications on).
-    fn connect(server: &RedisServer, settings: Settings) -> Self;
+    fn connect(server: &RedisServer, settings: Settings) -> Self {
+        Self::connect_client(&server.client(), settings)
+    }
+
+    /// A handle through `client` (a user of its own, say) as `connect` makes it.
+    fn connect_client(client: &redis::Client, settings: Settings) -> Self;
 
     /// One attempt.
     fn try_lock(&self, name: &str) -> Result<Option<Self::Guard>, LockError>;
 
     /// Waits for the lock.
     fn lock(&self, name: &str) -> Result<Self::Guard, LockError>;
+
+    /// See `Locks::offered_commands`.
+    fn offered_commands(&self) -> Option<lockscript::NativeCommands>;
 
     /// Runs `work` with the lock held (the watchdog on); the work gets the fencing token.
     fn with_lock<T: Send + 'static>(
@@ -89,6 +100,11 @@ pub trait Held: Send + 'static {
     fn attempts(&self) -> u32;
     /// Blocks until the lease is lost or `timeout` passes; whether it was lost.
     fn lost_within(&self, timeout: Duration) -> bool;
+    /// See `Lease::is_suspect`.
+    fn is_suspect(&self) -> bool;
+    /// Waits until the lease is suspect or lost, or `timeout` passes (the async face
+    /// awaits `Lease::suspect`); whether it is.
+    fn suspect_within(&self, timeout: Duration) -> bool;
     /// See `LockGuard::is_held`.
     fn is_held(&self) -> Result<bool, LockError>;
     /// See `LockGuard::extend`.
@@ -114,7 +130,7 @@ impl Face for Async {
     type Guard = AsyncGuard;
     const NAME: &'static str = "async";
 
-    fn connect(server: &RedisServer, settings: Settings) -> Self {
+    fn connect_client(client: &redis::Client, settings: Settings) -> Self {
         let runtime = Arc::new(
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -123,11 +139,12 @@ impl Face for Async {
                 .expect("the async face's runtime"),
         );
         let mut locks = runtime
-            .block_on(lockscript::Locks::connect(&server.client()))
+            .block_on(lockscript::Locks::connect(client))
             .expect("connect")
             .ttl(settings.ttl)
             .wait_timeout(settings.wait_timeout)
-            .watchdog(settings.watchdog);
+            .watchdog(settings.watchdog)
+            .native_commands(settings.native);
         if let Some(retry) = settings.retry {
             locks = locks.retry(retry);
         }
@@ -135,6 +152,10 @@ impl Face for Async {
             locks = locks.wait_for_replicas(replicas, timeout);
         }
         Self { runtime, locks }
+    }
+
+    fn offered_commands(&self) -> Option<lockscript::NativeCommands> {
+        self.locks.offered_commands()
     }
 
     fn try_lock(&self, name: &str) -> Result<Option<AsyncGuard>, LockError> {
@@ -189,6 +210,16 @@ impl Held for AsyncGuard {
         self.guard.lease().lost_within(timeout)
     }
 
+    fn is_suspect(&self) -> bool {
+        self.guard.is_suspect()
+    }
+
+    fn suspect_within(&self, timeout: Duration) -> bool {
+        let suspect = self.guard.suspect();
+        self.runtime
+            .block_on(async { tokio::time::timeout(timeout, suspect).await.is_ok() })
+    }
+
     fn is_held(&self) -> Result<bool, LockError> {
         self.runtime.block_on(self.guard.is_held())
     }
@@ -210,12 +241,13 @@ impl Face for Blocking {
     type Guard = lockscript::blocking::LockGuard;
     const NAME: &'static str = "blocking";
 
-    fn connect(server: &RedisServer, settings: Settings) -> Self {
-        let mut locks = lockscript::blocking::Locks::connect(&server.client())
+    fn connect_client(client: &redis::Client, settings: Settings) -> Self {
+        let mut locks = lockscript::blocking::Locks::connect(client)
             .expect("connect")
             .ttl(settings.ttl)
             .wait_timeout(settings.wait_timeout)
-            .watchdog(settings.watchdog);
+            .watchdog(settings.watchdog)
+            .native_commands(settings.native);
         if let Some(retry) = settings.retry {
             locks = locks.retry(retry);
         }
@@ -223,6 +255,10 @@ impl Face for Blocking {
             locks = locks.wait_for_replicas(replicas, timeout);
         }
         Self(locks)
+    }
+
+    fn offered_commands(&self) -> Option<lockscript::NativeCommands> {
+        self.0.offered_commands()
     }
 
     fn try_lock(&self, name: &str) -> Result<Option<Self::Guard>, LockError> {
@@ -261,6 +297,14 @@ impl Held for lockscript::blocking::LockGuard {
 
     fn lost_within(&self, timeout: Duration) -> bool {
         lockscript::Lease::lost_within(self, timeout)
+    }
+
+    fn is_suspect(&self) -> bool {
+        lockscript::Lease::is_suspect(self)
+    }
+
+    fn suspect_within(&self, timeout: Duration) -> bool {
+        lockscript::Lease::suspect_within(self, timeout)
     }
 
     fn is_held(&self) -> Result<bool, LockError> {

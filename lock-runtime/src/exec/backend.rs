@@ -2,13 +2,17 @@
 //! Cluster), or N independent masters (Redlock). Each call is bounded: by the handle's
 //! response timeout on one server, by the node timeout per round for Redlock.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
 
 use crate::Invocation;
 use crate::LockError;
 use crate::machine::fair::Ticket;
 use crate::machine::grant::{Abandoned, Outcome};
 use crate::machine::key::Keys;
+use crate::machine::lease::{LeaseState, Sending};
 use crate::machine::reply::Confirmed;
 use crate::machine::settings::Settings;
 use crate::machine::token::Token;
@@ -55,6 +59,18 @@ pub(crate) trait Backend: Clone + Send + Sync + 'static {
         token: &Token,
         ttl: Duration,
     ) -> impl Future<Output = Result<Option<Instant>, LockError>> + Send;
+
+    /// The renewals of several leases (`Sending` says each one's ttl), in as few round
+    /// trips as the backend can; each lease's own answer, as [`renew`](Self::renew)
+    /// gives it, in the same order. One failed or refused renewal hides no other's.
+    fn renew_all(
+        &self,
+        due: &[(Arc<LeaseState>, Sending)],
+    ) -> impl Future<Output = Vec<Result<Option<Instant>, LockError>>> + Send {
+        join_all(due.iter().map(|(lease, sending)| {
+            self.renew(&lease.settings, &lease.keys, &lease.token, sending.ttl)
+        }))
+    }
 
     /// Deletes the lock if `token` holds it (waking waiters); whether it did.
     fn release(

@@ -6,14 +6,21 @@
 //! within that same bound. Nothing else is ever re-sent: after an I/O error or a
 //! timeout the script may have run, and the grant protocol deals with that.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
 
 use redis::FromRedisValue;
 
 use crate::exec::backend::Backend;
+use crate::machine::call::{LeaseCall, batch, read_batch, renewal};
 use crate::machine::fair::Ticket;
 use crate::machine::grant::{Abandoned, Outcome};
 use crate::machine::key::Keys;
+use crate::machine::lease::{LeaseState, Sending};
+use crate::machine::native::{NativeCommands, Offered};
 use crate::machine::reply::Confirmed;
 use crate::machine::settings::Settings;
 use crate::machine::token::Token;
@@ -27,6 +34,23 @@ const RETRY_LATER: Duration = Duration::from_millis(10);
 #[derive(Clone)]
 pub(crate) struct Node<C> {
     pub(crate) conn: C,
+    /// What the server offers besides scripts, once asked (on a Cluster, as the node
+    /// that answered saw it; a node that lacks a command refuses it, and the call is
+    /// sent again as the script).
+    pub(crate) offered: Arc<Offered>,
+    /// The connection refused a pipeline across slots (a Cluster): batched calls go
+    /// one by one, concurrently.
+    one_by_one: Arc<AtomicBool>,
+}
+
+impl<C> Node<C> {
+    pub(crate) fn new(conn: C) -> Self {
+        Self {
+            conn,
+            offered: Arc::default(),
+            one_by_one: Arc::default(),
+        }
+    }
 }
 
 /// Awaits `fut` for at most `timeout`; [`LockError::no_reply`] after that.
@@ -59,6 +83,113 @@ where
             }
         })
         .await
+    }
+
+    /// Asks the server what it offers besides scripts, if `native` commands are allowed
+    /// and nobody has asked on this connection yet. An unanswered question is asked
+    /// again by the next call.
+    async fn ask(&self, conn: &mut C, native: bool) {
+        if self.offered.to_ask(native) {
+            match NativeCommands::ask()
+                .query_async::<redis::Value>(conn)
+                .await
+            {
+                // An error from the server is an answer: nothing offered.
+                Err(e) if e.is_io_error() || e.is_timeout() => {}
+                answer => self.offered.set(NativeCommands::read(&answer)),
+            }
+        }
+    }
+
+    /// A plain lock's renewal or release (`make` builds it for what the server offers),
+    /// bounded by the response timeout: asks the server what it offers first if nobody
+    /// has on this connection yet, and sends the script again at once if the server
+    /// refuses a native command.
+    pub(crate) async fn lease_call(
+        &self,
+        settings: &Settings,
+        make: impl Fn(NativeCommands) -> LeaseCall,
+    ) -> Result<Confirmed, LockError> {
+        let mut conn = self.conn.clone();
+        bounded(settings.response_timeout, async move {
+            self.ask(&mut conn, settings.native).await;
+            let call = make(self.offered.usable(settings.native));
+            match send(&mut conn, &call).await {
+                Err(e) if self.offered.failed(&e, call.is_native()) => {
+                    send(&mut conn, &make(NativeCommands::default())).await
+                }
+                reply => reply,
+            }
+        })
+        .await
+    }
+
+    /// `n` lease calls (`make(i, offered)` builds the `i`th) in one round trip, bounded
+    /// by `settings`' response timeout; each answered on its own, in order. A call the
+    /// server refused as a native command, or redirected, is sent again alone. A
+    /// connection that refuses a pipeline across slots (a Cluster) sends each call
+    /// alone from then on, concurrently.
+    pub(crate) async fn lease_calls(
+        &self,
+        settings: &Settings,
+        n: usize,
+        make: impl Fn(usize, NativeCommands) -> LeaseCall,
+    ) -> Vec<Result<Confirmed, LockError>> {
+        let make = &make;
+        let alone = |i: usize| self.lease_call(settings, move |native| make(i, native));
+        if n <= 1 || self.one_by_one.load(Ordering::Relaxed) {
+            return join_all((0..n).map(alone)).await;
+        }
+        let mut conn = self.conn.clone();
+        let batch = bounded(settings.response_timeout, async {
+            self.ask(&mut conn, settings.native).await;
+            let calls: Vec<LeaseCall> =
+                (0..n).map(|i| make(i, self.offered.usable(true))).collect();
+            let (pipe, counts) = batch(&calls)?;
+            let replies = read_batch(&counts, pipe.query_async(&mut conn).await?);
+            Ok((calls, replies))
+        })
+        .await;
+        match batch {
+            Ok((calls, mut replies)) => {
+                for (i, call) in calls.iter().enumerate() {
+                    if let Err(e) = &replies[i]
+                        && (self.offered.failed(e, call.is_native()) || e.is_retry_later())
+                    {
+                        replies[i] = alone(i).await;
+                    }
+                }
+                replies
+            }
+            Err(e) if e.is_cross_slot() => {
+                self.one_by_one.store(true, Ordering::Relaxed);
+                join_all((0..n).map(alone)).await
+            }
+            Err(e) => {
+                self.offered.failed(&e, false);
+                (0..n).map(|_| Err(e.for_each())).collect()
+            }
+        }
+    }
+}
+
+/// Sends a lease call, again after a "try again shortly" reply.
+async fn send<C: redis::aio::ConnectionLike>(
+    conn: &mut C,
+    call: &LeaseCall,
+) -> Result<Confirmed, LockError> {
+    loop {
+        let reply = match call {
+            LeaseCall::Script(script) => script.invoke_async(conn).await,
+            LeaseCall::Native(pipe) => match pipe.query_async(conn).await {
+                Ok(replies) => LeaseCall::read(replies),
+                Err(e) => Err(e.into()),
+            },
+        };
+        match reply {
+            Err(e) if e.is_retry_later() => tokio::time::sleep(RETRY_LATER).await,
+            reply => return reply,
+        }
     }
 }
 
@@ -113,8 +244,31 @@ where
         ttl: Duration,
     ) -> Result<Option<Instant>, LockError> {
         let sent = Instant::now();
-        let call = settings.renew_call(keys, token.as_str(), ttl);
-        Ok(self.run(settings, call).await?.0.then_some(sent))
+        let reply = self
+            .lease_call(settings, |native| {
+                settings.renew_call(keys, token.as_str(), ttl, native)
+            })
+            .await?;
+        Ok(reply.0.then_some(sent))
+    }
+
+    /// Every renewal in one round trip (a pipeline of native renewals or renew.lua
+    /// calls); on a Cluster one by one, concurrently.
+    async fn renew_all(
+        &self,
+        due: &[(Arc<LeaseState>, Sending)],
+    ) -> Vec<Result<Option<Instant>, LockError>> {
+        let Some((first, _)) = due.first() else {
+            return Vec::new();
+        };
+        let sent = Instant::now();
+        let replies = self
+            .lease_calls(&first.settings, due.len(), |i, native| {
+                renewal(&due[i].0, &due[i].1, native)
+            })
+            .await;
+        let confirmed = |reply: Result<Confirmed, LockError>| reply.map(|r| r.0.then_some(sent));
+        replies.into_iter().map(confirmed).collect()
     }
 
     async fn release(
@@ -123,8 +277,12 @@ where
         keys: &Keys,
         token: &Token,
     ) -> Result<bool, LockError> {
-        let call = settings.release_call(keys, token.as_str());
-        Ok(self.run(settings, call).await?.0)
+        let reply = self
+            .lease_call(settings, |native| {
+                settings.release_call(keys, token.as_str(), native)
+            })
+            .await?;
+        Ok(reply.0)
     }
 
     async fn release_abandoned(
@@ -132,10 +290,12 @@ where
         settings: &Settings,
         abandoned: &Abandoned,
     ) -> Result<bool, LockError> {
-        Ok(self
-            .run(settings, settings.abandoned_call(abandoned))
-            .await?
-            .0)
+        let reply = self
+            .lease_call(settings, |native| {
+                settings.abandoned_call(abandoned, native)
+            })
+            .await?;
+        Ok(reply.0)
     }
 
     const FAIR: bool = true;

@@ -31,8 +31,11 @@ use futures_util::future::join_all;
 
 use crate::LockError;
 use crate::exec::backend::Backend;
+use crate::exec::node::Node;
+use crate::machine::call::renewal;
 use crate::machine::grant::Outcome;
 use crate::machine::key::Keys;
+use crate::machine::lease::{LeaseState, Sending};
 use crate::machine::limit::validity;
 use crate::machine::reply::{Acquired, Confirmed};
 use crate::machine::settings::Settings;
@@ -40,7 +43,7 @@ use crate::machine::token::Token;
 
 /// N independent masters, each through its own connection.
 pub(crate) struct Quorum<C> {
-    pub(crate) nodes: Arc<[C]>,
+    pub(crate) nodes: Arc<[Node<C>]>,
 }
 
 impl<C> Clone for Quorum<C> {
@@ -93,7 +96,7 @@ where
     /// Runs one call on every master in parallel, each bounded by the node timeout.
     async fn round<T, F, Fut>(&self, settings: &Settings, call: F) -> Round<T>
     where
-        F: Fn(C) -> Fut,
+        F: Fn(Node<C>) -> Fut,
         Fut: Future<Output = Result<T, LockError>>,
     {
         let replies = join_all(self.nodes.iter().map(|node| {
@@ -116,17 +119,37 @@ where
         Round { replies }
     }
 
+    /// What a renewal round started at `start` with `ttl` means: renewed by a majority
+    /// within the validity, refused by a majority, or neither.
+    fn renewed(
+        &self,
+        round: &Round<Confirmed>,
+        start: Instant,
+        ttl: Duration,
+    ) -> Result<Option<Instant>, LockError> {
+        let renewed = round.count(|r| r.0);
+        let refused = round.count(|r| !r.0);
+        if renewed >= self.quorum() && Instant::now() < start + validity(ttl) {
+            Ok(Some(start))
+        } else if refused > self.nodes.len() - self.quorum() {
+            // A majority no longer holds our token: it cannot come back.
+            Ok(None)
+        } else {
+            Err(too_few_answered(renewed, self.nodes.len()))
+        }
+    }
+
     async fn release_round(
         &self,
         settings: &Settings,
         keys: &Keys,
         token: &Token,
     ) -> Round<Confirmed> {
-        self.round(settings, |mut conn| async move {
-            settings
-                .release_call(keys, token.as_str())
-                .invoke_async(&mut conn)
-                .await
+        self.round(settings, |node| async move {
+            node.lease_call(settings, |native| {
+                settings.release_call(keys, token.as_str(), native)
+            })
+            .await
         })
         .await
     }
@@ -148,10 +171,10 @@ where
         let ttl = settings.ttl;
         let start = Instant::now();
         let acquired = self
-            .round(settings, |mut conn| async move {
+            .round(settings, |node| async move {
                 settings
                     .acquire_call(keys, token.as_str())
-                    .invoke_async(&mut conn)
+                    .invoke_async(&mut node.conn.clone())
                     .await
             })
             .await;
@@ -171,7 +194,7 @@ where
             // Raise the counters of the granting masters to the token (see the module
             // docs for why this makes tokens rise across different majorities).
             let raised = join_all(granted.iter().map(|&i| {
-                let mut conn = self.nodes[i].clone();
+                let mut conn = self.nodes[i].conn.clone();
                 async move {
                     tokio::time::timeout(
                         settings.node_timeout,
@@ -215,23 +238,48 @@ where
     ) -> Result<Option<Instant>, LockError> {
         let start = Instant::now();
         let round = self
-            .round(settings, |mut conn| async move {
-                settings
-                    .renew_call(keys, token.as_str(), ttl)
-                    .invoke_async(&mut conn)
-                    .await
+            .round(settings, |node| async move {
+                node.lease_call(settings, |native| {
+                    settings.renew_call(keys, token.as_str(), ttl, native)
+                })
+                .await
             })
             .await;
-        let renewed = round.count(|r| r.0);
-        let refused = round.count(|r| !r.0);
-        if renewed >= self.quorum() && Instant::now() < start + validity(ttl) {
-            Ok(Some(start))
-        } else if refused > self.nodes.len() - self.quorum() {
-            // A majority no longer holds our token: it cannot come back.
-            Ok(None)
-        } else {
-            Err(too_few_answered(renewed, self.nodes.len()))
-        }
+        self.renewed(&round, start, ttl)
+    }
+
+    /// Every renewal in one round trip per master (a pipeline on each, in parallel, each
+    /// bounded by the node timeout); each lease then needs its own majority.
+    async fn renew_all(
+        &self,
+        due: &[(Arc<LeaseState>, Sending)],
+    ) -> Vec<Result<Option<Instant>, LockError>> {
+        let Some((first, _)) = due.first() else {
+            return Vec::new();
+        };
+        let settings = &first.settings;
+        let start = Instant::now();
+        let per_node = join_all(self.nodes.iter().map(|node| async move {
+            let calls = node.lease_calls(settings, due.len(), |i, native| {
+                renewal(&due[i].0, &due[i].1, native)
+            });
+            tokio::time::timeout(settings.node_timeout, calls)
+                .await
+                .ok()
+        }))
+        .await;
+        let round_of = |i: usize| Round {
+            replies: per_node
+                .iter()
+                .map(|node| {
+                    node.as_ref()
+                        .and_then(|replies| replies[i].as_ref().ok().copied())
+                })
+                .collect(),
+        };
+        (0..due.len())
+            .map(|i| self.renewed(&round_of(i), start, due[i].1.ttl))
+            .collect()
     }
 
     async fn release(
@@ -259,9 +307,11 @@ where
     ) -> Result<bool, LockError> {
         let (lock, token) = (&keys.lock, token.as_str());
         let round = self
-            .round(settings, |mut conn| async move {
-                let value: Option<String> =
-                    redis::cmd("GET").arg(lock).query_async(&mut conn).await?;
+            .round(settings, |node| async move {
+                let value: Option<String> = redis::cmd("GET")
+                    .arg(lock)
+                    .query_async(&mut node.conn.clone())
+                    .await?;
                 Ok(value.as_deref() == Some(token))
             })
             .await;

@@ -1,10 +1,12 @@
 //! The async watchdog: one tokio task per handle (shared by its clones) that renews the
 //! leases its guards hold.
 //!
-//! Leases wait in a [`Schedule`] ordered by their next action. A due renewal runs in a
-//! short task of its own (so a slow server delays no other lease), and meanwhile the
-//! lease stays queued at its validity end, where the loss is logged if no renewal was
-//! confirmed by then. The loss itself needs no task: [`LeaseState`] evaluates it on the
+//! Leases wait in a [`Schedule`] ordered by their next action. When a renewal is due,
+//! every other renewal due within [`BATCH_HORIZON`] goes with it: one short task sends
+//! them in one round trip (the backend's [`renew_all`](Backend::renew_all); each lease
+//! hears its own answer, and a slow round trip delays no later batch), and meanwhile
+//! each lease stays queued at its validity end, where the loss is logged if no renewal
+//! was confirmed by then. The loss itself needs no task: [`LeaseState`] evaluates it on the
 //! clock. Releasing a lease stops it; a renewal already in flight may still reach the
 //! server, where renew.lua changes nothing once the key is gone or another owner's, and
 //! its reply is ignored.
@@ -19,7 +21,7 @@ use std::time::Instant;
 use tokio::sync::Notify;
 
 use crate::exec::backend::Backend;
-use crate::machine::lease::{LeaseState, Sending};
+use crate::machine::lease::{BATCH_HORIZON, LeaseState, Sending};
 use crate::machine::schedule::Schedule;
 
 /// Renews the leases of one handle.
@@ -101,23 +103,42 @@ impl<B: Backend> Watchdog<B> {
         self.schedule_lock().remove(lease.id);
     }
 
-    /// A lease's time has come: renew it if due, and queue it at its next action.
-    fn act(self: &Arc<Self>, lease: &Arc<LeaseState>, now: Instant) {
-        if let Some(sending) = lease.begin_renewal(now) {
-            tokio::spawn(renew(Arc::clone(self), Arc::clone(lease), sending));
+    /// Leases whose time has come (and, when one starts a renewal, those due to renew
+    /// soon): the renewals that are due go out together, and each lease is queued at
+    /// its next action.
+    fn act(self: &Arc<Self>, mut due: Vec<Arc<LeaseState>>, now: Instant) {
+        let begin = |leases: &[Arc<LeaseState>]| -> Vec<(Arc<LeaseState>, Sending)> {
+            let started = leases
+                .iter()
+                .map(|l| l.begin_renewal(now).map(|s| (Arc::clone(l), s)));
+            started.flatten().collect()
+        };
+        let mut renewals = begin(&due);
+        if !renewals.is_empty() {
+            let soon = self
+                .schedule_lock()
+                .take_soon(now + BATCH_HORIZON, |_| true);
+            renewals.extend(begin(&soon));
+            due.extend(soon);
         }
-        self.schedule(lease);
+        for lease in &due {
+            self.schedule(lease);
+        }
+        if !renewals.is_empty() {
+            tokio::spawn(renew(Arc::clone(self), renewals));
+        }
     }
 }
 
-/// One renewal of one lease, then its next place in the queue.
-async fn renew<B: Backend>(dog: Arc<Watchdog<B>>, lease: Arc<LeaseState>, sending: Sending) {
-    let reply = dog
-        .backend
-        .renew(&lease.settings, &lease.keys, &lease.token, sending.ttl)
-        .await;
-    lease.renewal_done(sending, reply, Instant::now());
-    dog.schedule(&lease);
+/// The renewals that are due, in one round trip where the backend can; then each
+/// lease's next place in the queue.
+async fn renew<B: Backend>(dog: Arc<Watchdog<B>>, renewals: Vec<(Arc<LeaseState>, Sending)>) {
+    let replies = dog.backend.renew_all(&renewals).await;
+    let now = Instant::now();
+    for ((lease, sending), reply) in renewals.iter().zip(replies) {
+        lease.renewal_done(*sending, reply, now);
+        dog.schedule(lease);
+    }
 }
 
 /// The watchdog task: acts on leases as their times come, until the watchdog is gone.
@@ -129,8 +150,8 @@ async fn run<B: Backend>(dog: Weak<Watchdog<B>>, wake: Arc<Notify>) {
             };
             let now = Instant::now();
             let (due, next) = dog.schedule_lock().take_due(now);
-            for lease in &due {
-                dog.act(lease, now);
+            if !due.is_empty() {
+                dog.act(due, now);
             }
             next
         };

@@ -218,7 +218,7 @@ where
     /// ```
     pub fn new(conn: C) -> Self {
         Self {
-            engine: Engine::new(Node { conn }, Settings::default()),
+            engine: Engine::new(Node::new(conn), Settings::default()),
         }
     }
 
@@ -391,6 +391,42 @@ where
     pub fn fair(mut self, on: bool) -> Self {
         self.settings_mut().fair = on;
         self
+    }
+
+    /// Whether a plain lock's renewals and releases use the server's own conditional
+    /// commands where it offers them: `SET … IFEQ … PX` to renew, `DELIFEQ` or `DELEX …
+    /// IFEQ` (with the release notification in the same round trip) to release, at a
+    /// fraction of a script's server time. Same meaning as the scripts: never a change
+    /// to another owner's key, "not held" when not ours, an error means not done.
+    /// The handle asks the server what it offers (`COMMAND INFO`, `COMMAND DOCS`) on
+    /// first use and after a reconnect or a failover; see
+    /// [`offered_commands`](Self::offered_commands). Default on; off: always the
+    /// scripts (for an audit that wants every lock command to be a script).
+    ///
+    /// ```no_run
+    /// # fn f(locks: lockscript::Locks) -> lockscript::Locks {
+    /// locks.native_commands(false)
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn native_commands(mut self, on: bool) -> Self {
+        self.settings_mut().native = on;
+        self
+    }
+
+    /// What the server was found to offer for [`native_commands`](Self::native_commands):
+    /// `None` until a renewal or release asked it (and again after a reconnect).
+    ///
+    /// ```no_run
+    /// # fn f(locks: lockscript::Locks) {
+    /// if let Some(found) = locks.offered_commands() {
+    ///     println!("native releases: {}", found.releases());
+    /// }
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn offered_commands(&self) -> Option<crate::NativeCommands> {
+        self.engine.backend.offered.get()
     }
 
     /// After each grant, waits until at least `replicas` replicas of the master that

@@ -11,6 +11,7 @@ use redis::aio::ConnectionManager;
 use crate::LockError;
 use crate::exec::engine::Engine;
 use crate::exec::guard::Guard;
+use crate::exec::node::Node;
 use crate::exec::quorum::Quorum;
 use crate::machine::lease::Lease;
 use crate::machine::limit::DEFAULT_NODE_TIMEOUT;
@@ -99,7 +100,7 @@ where
     /// ```
     pub fn new(nodes: Vec<C>) -> Self {
         let backend = Quorum {
-            nodes: nodes.into(),
+            nodes: nodes.into_iter().map(Node::new).collect(),
         };
         Self {
             engine: Engine::new(backend, Settings::default()),
@@ -253,6 +254,34 @@ where
     pub fn fair(mut self, on: bool) -> Self {
         self.settings_mut().fair = on;
         self
+    }
+
+    /// Native renewals and releases on each master that offers them; see
+    /// [`Locks::native_commands`](crate::Locks::native_commands). Default on.
+    ///
+    /// ```no_run
+    /// # fn f(redlock: lockscript::Redlock) -> lockscript::Redlock {
+    /// redlock.native_commands(false)
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn native_commands(mut self, on: bool) -> Self {
+        self.settings_mut().native = on;
+        self
+    }
+
+    /// What each master was found to offer, in the order of the masters (`None` for
+    /// one not asked yet); see [`Locks::offered_commands`](crate::Locks::offered_commands).
+    ///
+    /// ```no_run
+    /// # fn f(redlock: lockscript::Redlock) {
+    /// println!("{:?}", redlock.offered_commands());
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn offered_commands(&self) -> Vec<Option<crate::NativeCommands>> {
+        let nodes = self.engine.backend.nodes.iter();
+        nodes.map(|node| node.offered.get()).collect()
     }
 
     /// How long one master may take to answer before it counts as failed for that

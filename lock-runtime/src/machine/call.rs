@@ -6,9 +6,92 @@ use std::time::Duration;
 
 use crate::machine::key::{Keys, Kind};
 use crate::machine::limit::millis;
+use crate::machine::native::NativeCommands;
 use crate::machine::reply::{Acquired, Confirmed};
 use crate::machine::settings::{ReplicaWait, Settings};
 use crate::{LockError, PipelineExt};
+
+/// A plain lock's renewal or release as sent: its script, or the server's own
+/// command where it offers one (see [`crate::machine::native`]).
+pub(crate) enum LeaseCall {
+    Script(crate::Invocation<Confirmed>),
+    /// The native command, then (for a release) the notification, sent together; the
+    /// first reply answers.
+    Native(redis::Pipeline),
+}
+
+impl LeaseCall {
+    pub(crate) fn is_native(&self) -> bool {
+        matches!(self, Self::Native(_))
+    }
+
+    /// Appends the call to `pipe`; how many replies it adds there (the first answers).
+    pub(crate) fn add_to(&self, pipe: &mut redis::Pipeline) -> Result<usize, LockError> {
+        match self {
+            Self::Script(call) => {
+                pipe.invoke(call)?;
+                Ok(1)
+            }
+            Self::Native(native) => {
+                for cmd in native.cmd_iter() {
+                    pipe.add_command(cmd.clone());
+                }
+                Ok(native.cmd_iter().count())
+            }
+        }
+    }
+
+    /// What a call's replies say: its first reply (a script's, `OK` or nil from `SET …
+    /// IFEQ`, 1 or 0 from `DELIFEQ`/`DELEX`). A refused notification after a native
+    /// release changes nothing: the release is done, and waiters poll.
+    pub(crate) fn read(
+        replies: Vec<redis::RedisResult<redis::Value>>,
+    ) -> Result<Confirmed, LockError> {
+        let first = replies
+            .into_iter()
+            .next()
+            .ok_or_else(|| redis::RedisError::from((redis::ErrorKind::Parse, "no reply")))?;
+        Ok(redis::from_redis_value(first?).map_err(redis::RedisError::from)?)
+    }
+}
+
+/// Several lease calls in one pipeline (errors kept per command), with how many
+/// replies each adds there; [`read_batch`] reads the answers.
+pub(crate) fn batch(calls: &[LeaseCall]) -> Result<(redis::Pipeline, Vec<usize>), LockError> {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors();
+    let counts = calls
+        .iter()
+        .map(|call| call.add_to(&mut pipe))
+        .collect::<Result<Vec<usize>, LockError>>()?;
+    Ok((pipe, counts))
+}
+
+/// Each call's answer from the replies to a [`batch`], in order.
+pub(crate) fn read_batch(
+    counts: &[usize],
+    replies: Vec<redis::RedisResult<redis::Value>>,
+) -> Vec<Result<Confirmed, LockError>> {
+    let mut replies = replies.into_iter();
+    let each = |&n: &usize| LeaseCall::read(replies.by_ref().take(n).collect());
+    counts.iter().map(each).collect()
+}
+
+/// The watchdog's renewal of `lease` (with the ttl `sending` carries), native where the
+/// server offers it (`native`) and the lease's handle allows it.
+pub(crate) fn renewal(
+    lease: &crate::machine::lease::LeaseState,
+    sending: &crate::machine::lease::Sending,
+    native: NativeCommands,
+) -> LeaseCall {
+    let settings = &lease.settings;
+    let native = if settings.native {
+        native
+    } else {
+        NativeCommands::default()
+    };
+    settings.renew_call(&lease.keys, lease.token.as_str(), sending.ttl, native)
+}
 
 /// The lock protocol's script calls, as every face (async, blocking, Redlock) sends
 /// them: with this handle's ttl arithmetic and its [`Delivery`](crate::Delivery).
@@ -94,7 +177,8 @@ impl Settings {
             return Ok(None);
         };
         let mut pipe = redis::pipe();
-        pipe.invoke(&self.renew_call(keys, token, self.ttl))?;
+        self.renew_call(keys, token, self.ttl, NativeCommands::default())
+            .add_to(&mut pipe)?;
         pipe.cmd("WAIT").arg(replicas).arg(millis(timeout));
         Ok(Some((pipe, timeout)))
     }
@@ -134,32 +218,67 @@ impl Settings {
             .reply_as()
     }
 
-    /// renew.lua: set the lease of `token`'s lock to `ttl`.
+    /// renew.lua: set the lease of `token`'s lock to `ttl`; for a plain lock on a server
+    /// that offers it (`native`), `SET … IFEQ … PX` instead.
     pub(crate) fn renew_call(
         &self,
         keys: &Keys,
         token: &str,
         ttl: Duration,
-    ) -> crate::Invocation<Confirmed> {
+        native: NativeCommands,
+    ) -> LeaseCall {
         if keys.kind.shared() {
-            return self.fair_call(keys, "renew", token, "", ttl).reply_as();
+            return LeaseCall::Script(self.fair_call(keys, "renew", token, "", ttl).reply_as());
         }
-        crate::script::builtin::renew(&keys.lock, token, millis(ttl))
-            .delivery(self.delivery)
-            .reply_as()
+        if native.renews() {
+            let mut pipe = redis::pipe();
+            pipe.cmd("SET")
+                .arg(&keys.lock)
+                .arg(token)
+                .arg("IFEQ")
+                .arg(token)
+                .arg("PX")
+                .arg(millis(ttl));
+            return LeaseCall::Native(pipe);
+        }
+        LeaseCall::Script(
+            crate::script::builtin::renew(&keys.lock, token, millis(ttl))
+                .delivery(self.delivery)
+                .reply_as(),
+        )
     }
 
     /// compare-del.lua: release `token`'s lock (in fair mode fair-queue.lua's
-    /// `release`, which hands it to the first live waiter).
-    pub(crate) fn release_call(&self, keys: &Keys, token: &str) -> crate::Invocation<Confirmed> {
+    /// `release`, which hands it to the first live waiter); for a plain lock on a server
+    /// that offers it (`native`), `DELIFEQ` (or `DELEX … IFEQ`) and the release
+    /// notification in the same round trip, in that order, as the script does them.
+    pub(crate) fn release_call(
+        &self,
+        keys: &Keys,
+        token: &str,
+        native: NativeCommands,
+    ) -> LeaseCall {
         if self.queued(keys) {
-            return self
-                .fair_call(keys, "release", token, "", self.ttl)
-                .reply_as();
+            return LeaseCall::Script(
+                self.fair_call(keys, "release", token, "", self.ttl)
+                    .reply_as(),
+            );
         }
-        crate::script::builtin::compare_del(&keys.lock, token)
-            .delivery(self.delivery)
-            .reply_as()
+        if native.releases() {
+            let mut pipe = redis::pipe();
+            if native.delifeq {
+                pipe.cmd("DELIFEQ").arg(&keys.lock).arg(token);
+            } else {
+                pipe.cmd("DELEX").arg(&keys.lock).arg("IFEQ").arg(token);
+            }
+            pipe.cmd("PUBLISH").arg(&keys.channel).arg("released");
+            return LeaseCall::Native(pipe);
+        }
+        LeaseCall::Script(
+            crate::script::builtin::compare_del(&keys.lock, token)
+                .delivery(self.delivery)
+                .reply_as(),
+        )
     }
 
     /// The release of a grant nobody owns; for a fair waiter that gave up, its ticket
@@ -167,13 +286,15 @@ impl Settings {
     pub(crate) fn abandoned_call(
         &self,
         abandoned: &crate::machine::grant::Abandoned,
-    ) -> crate::Invocation<Confirmed> {
+        native: NativeCommands,
+    ) -> LeaseCall {
         let token = abandoned.token.as_str();
         match &abandoned.ticket {
-            Some(ticket) => self
-                .fair_call(&abandoned.keys, "release", token, ticket, self.ttl)
-                .reply_as(),
-            None => self.release_call(&abandoned.keys, token),
+            Some(ticket) => LeaseCall::Script(
+                self.fair_call(&abandoned.keys, "release", token, ticket, self.ttl)
+                    .reply_as(),
+            ),
+            None => self.release_call(&abandoned.keys, token, native),
         }
     }
 

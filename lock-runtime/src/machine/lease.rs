@@ -42,6 +42,17 @@ pub(crate) fn retry_delay(ttl: Duration) -> Duration {
     (renew_interval(ttl) / 4).min(Duration::from_millis(500))
 }
 
+/// How far ahead of its due time the watchdog looks for renewals to send with one that
+/// is due: the renewals of one node due within this horizon go in one round trip.
+pub(crate) const BATCH_HORIZON: Duration = Duration::from_millis(50);
+
+/// How early a lease of `ttl` may be renewed to go with others: a tenth of its renewal
+/// interval, at most [`BATCH_HORIZON`]. Renewing early only moves its validity end
+/// earlier than a renewal on time would, by at most that much.
+pub(crate) fn renew_early(ttl: Duration) -> Duration {
+    (renew_interval(ttl) / 10).min(BATCH_HORIZON)
+}
+
 /// What a lease is, as of one instant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Status {
@@ -67,6 +78,9 @@ struct Times {
     next_renewal: Instant,
     /// A renewal has been sent and not answered yet.
     renewing: bool,
+    /// The watchdog's last renewal failed (an error or no reply, not a refusal) while
+    /// the lease was valid, and none was confirmed since.
+    suspect: bool,
     /// Why the lease was lost, once it is.
     lost: Option<&'static str>,
     /// The guard released or dropped the lease.
@@ -171,6 +185,7 @@ impl LeaseState {
                 ttl,
                 next_renewal: sent + renew_interval(ttl),
                 renewing: false,
+                suspect: false,
                 lost: None,
                 stopped: false,
                 sync_waiters: 0,
@@ -386,6 +401,7 @@ impl LeaseState {
         }
         times.valid_until = times.sent + validity(ttl);
         times.next_renewal = times.sent + renew_interval(ttl);
+        times.suspect = false;
         drop(times);
         self.changed.notify_waiters();
         true
@@ -473,13 +489,15 @@ impl LeaseState {
             .finish_non_exhaustive()
     }
 
-    /// The watchdog's question: if a renewal is due at `now`, it is marked in flight and
-    /// returned (its lease length in it); `None` if nothing is to be sent.
+    /// The watchdog's question: if a renewal is due at `now` (or within
+    /// [`renew_early`] of it, to go with others), it is marked in flight and returned
+    /// (its lease length in it); `None` if nothing is to be sent.
     pub(crate) fn begin_renewal(&self, now: Instant) -> Option<Sending> {
         let ttl = {
             let mut times = self.times();
             let held = matches!(self.status_locked(&mut times, now), Status::Held { .. });
-            if !held || times.renewing || !self.renews_at(now) || now < times.next_renewal {
+            let due = times.next_renewal.checked_sub(renew_early(times.ttl));
+            if !held || times.renewing || !self.renews_at(now) || due.is_some_and(|d| now < d) {
                 return None;
             }
             times.renewing = true;
@@ -518,8 +536,9 @@ impl LeaseState {
                 self.unanswered(sending, &e);
                 let retry = retry_delay(sending.ttl);
                 self.end_renewal(Some(now + retry));
+                self.suspected(now);
                 if !self.is_stopped() {
-                    tracing::warn!(lock = %self.keys.name, error = %e, retry_in = ?retry, "lease renewal failed");
+                    tracing::warn!(lock = %self.keys.name, error = %e, retry_in = ?retry, "lease renewal failed; the lease is suspect");
                 }
             }
         }
@@ -557,48 +576,90 @@ impl LeaseState {
         }
     }
 
-    /// Resolves once the lease is lost: at its validity end at the latest, whatever any
-    /// command in flight does, or when a release finds it gone. Never resolves for a
-    /// lease released in time.
-    pub(crate) async fn lost(&self) {
+    /// A renewal failed at `now` while the lease was valid: it is suspect until one is
+    /// confirmed (nothing changes for a released or lost lease, or one already suspect).
+    fn suspected(&self, now: Instant) {
+        let mut times = self.times();
+        let held = matches!(self.status_locked(&mut times, now), Status::Held { .. });
+        if !held || times.suspect {
+            return;
+        }
+        times.suspect = true;
+        let sync_waiters = times.sync_waiters > 0;
+        drop(times);
+        crate::machine::metrics::suspected(&self.keys.name);
+        self.changed.notify_waiters();
+        if sync_waiters {
+            self.changed_sync.notify_all();
+        }
+    }
+
+    /// Whether the lease is suspect now: held, and the last renewal failed.
+    pub(crate) fn is_suspect(&self) -> bool {
+        let mut times = self.times();
+        let held = matches!(
+            self.status_locked(&mut times, Instant::now()),
+            Status::Held { .. }
+        );
+        held && times.suspect
+    }
+
+    /// Whether `awaited` has come at `now` (`Ok`), or else until when at the latest to
+    /// wait before looking again (`None`: only a change of the lease can bring it).
+    fn watch(
+        &self,
+        times: &mut Times,
+        now: Instant,
+        awaited: Awaited,
+    ) -> Result<(), Option<Instant>> {
+        match self.status_locked(times, now) {
+            Status::Lost => Ok(()),
+            Status::Held { .. } if awaited == Awaited::Suspect && times.suspect => Ok(()),
+            Status::Held { valid_until } if !crate::machine::mutants::no_deadline() => {
+                Err(Some(valid_until))
+            }
+            // A release that finds the key gone or another owner's still makes the
+            // lease lost; a release that succeeded changes nothing more.
+            Status::Released | Status::Held { .. } => Err(None),
+        }
+    }
+
+    /// Resolves once `awaited` comes: the loss at the validity end at the latest,
+    /// whatever any command in flight does, or when a renewal or release finds the key
+    /// gone; suspicion when a renewal fails (or the loss, if it comes first). Never
+    /// resolves for a lease released in time.
+    pub(crate) async fn until(&self, awaited: Awaited) {
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            match self.status(Instant::now()) {
-                Status::Lost => return,
-                // A release that finds the key gone or another owner's still makes the
-                // lease lost; a release that succeeded changes nothing more.
-                Status::Released => changed.await,
-                Status::Held { valid_until } => {
-                    let end = tokio::time::Instant::from_std(valid_until);
-                    let deadline = async {
-                        if crate::machine::mutants::no_deadline() {
-                            std::future::pending::<()>().await;
-                        }
-                        tokio::time::sleep_until(end).await;
-                    };
+            let wake = match self.watch(&mut self.times(), Instant::now(), awaited) {
+                Ok(()) => return,
+                Err(wake) => wake,
+            };
+            match wake {
+                Some(at) => {
                     tokio::select! {
                         () = changed => {}
-                        () = deadline => {}
+                        () = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {}
                     }
                 }
+                None => changed.await,
             }
         }
     }
 
-    /// Blocks until the lease is lost or `timeout` passes; whether it was lost.
-    pub(crate) fn lost_within(&self, timeout: Duration) -> bool {
+    /// Blocks until `awaited` comes (see [`until`](Self::until)) or `timeout` passes;
+    /// whether it came.
+    pub(crate) fn within(&self, timeout: Duration, awaited: Awaited) -> bool {
         let give_up = Instant::now().checked_add(timeout);
         let mut times = self.times();
         loop {
             let now = Instant::now();
-            let wake = match self.status_locked(&mut times, now) {
-                Status::Lost => return true,
-                Status::Held { valid_until } if !crate::machine::mutants::no_deadline() => {
-                    Some(give_up.map_or(valid_until, |g| g.min(valid_until)))
-                }
-                Status::Released | Status::Held { .. } => give_up,
+            let wake = match self.watch(&mut times, now, awaited) {
+                Ok(()) => return true,
+                Err(Some(at)) => Some(give_up.map_or(at, |g| g.min(at))),
+                Err(None) => give_up,
             };
             if wake.is_some_and(|at| at <= now) {
                 return false;
@@ -618,10 +679,31 @@ impl LeaseState {
             };
             times.sync_waiters -= 1;
             if give_up.is_some_and(|g| Instant::now() >= g) {
-                return self.status_locked(&mut times, Instant::now()) == Status::Lost;
+                return self.watch(&mut times, Instant::now(), awaited).is_ok();
             }
         }
     }
+}
+
+impl LeaseState {
+    /// Resolves once the lease is lost (see [`until`](Self::until)).
+    pub(crate) async fn lost(&self) {
+        self.until(Awaited::Lost).await;
+    }
+
+    /// Blocks until the lease is lost or `timeout` passes; whether it was lost.
+    pub(crate) fn lost_within(&self, timeout: Duration) -> bool {
+        self.within(timeout, Awaited::Lost)
+    }
+}
+
+/// What a waiter on a lease waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Awaited {
+    /// The loss.
+    Lost,
+    /// A failed renewal while the lease is valid, or the loss.
+    Suspect,
 }
 
 /// A held lease: its name, fencing token, validity and loss signal. Every guard derefs
@@ -726,6 +808,51 @@ impl Lease {
     /// ```
     pub fn lost_within(&self, timeout: Duration) -> bool {
         self.lease.lost_within(timeout)
+    }
+
+    /// Whether the lease is suspect (no round trip): the watchdog's last renewal failed
+    /// (an error, or no reply within the response timeout: the server or the network is
+    /// in trouble) while the lease is still valid, and none was confirmed since. The
+    /// lease may still be ours (the renewal may even have run) and stays valid until
+    /// [`valid_until`](Self::valid_until); the watchdog keeps trying. Pause or
+    /// checkpoint the work the lock protects; resume when it clears (the next confirmed
+    /// renewal), stop when [`is_lost`](Self::is_lost). A lost or released lease is not
+    /// suspect.
+    ///
+    /// ```no_run
+    /// # fn f(lease: lockscript::Lease) {
+    /// if lease.is_suspect() { eprintln!("renewals failing: checkpoint now"); }
+    /// # }
+    /// ```
+    pub fn is_suspect(&self) -> bool {
+        self.lease.is_suspect()
+    }
+
+    /// Resolves when the lease becomes suspect (see [`is_suspect`](Self::is_suspect)):
+    /// when a renewal fails while the lease is valid, or when it is lost, whichever
+    /// comes first. Never resolves for a released lease. Await it again after the
+    /// suspicion clears to hear of the next one.
+    ///
+    /// ```no_run
+    /// # async fn f(lease: lockscript::Lease) {
+    /// lease.suspect().await;
+    /// if !lease.is_lost() { eprintln!("renewals failing; valid for {:?}", lease.remaining()); }
+    /// # }
+    /// ```
+    pub async fn suspect(&self) {
+        self.lease.until(Awaited::Suspect).await;
+    }
+
+    /// Blocks until the lease is suspect or lost, or `timeout` passes; whether it is
+    /// (see [`suspect`](Self::suspect)).
+    ///
+    /// ```no_run
+    /// # fn f(lease: lockscript::Lease) {
+    /// if lease.suspect_within(std::time::Duration::from_millis(100)) { eprintln!("suspect"); }
+    /// # }
+    /// ```
+    pub fn suspect_within(&self, timeout: Duration) -> bool {
+        self.lease.within(timeout, Awaited::Suspect)
     }
 
     /// Whether the lease is lost (no round trip): its validity end has passed without a
@@ -868,6 +995,96 @@ mod tests {
             lease.next_action(due),
             Some(due + retry_delay(Duration::from_millis(900))),
             "a failed renewal is retried soon"
+        );
+    }
+
+    #[test]
+    fn a_renewal_due_soon_may_go_early_to_join_others() {
+        let (lease, sent) = new_lease(900, true);
+        let early = renew_early(Duration::from_millis(900));
+        assert_eq!(
+            early,
+            Duration::from_millis(30),
+            "a tenth of the 300 ms interval"
+        );
+        let earliest = sent + Duration::from_millis(270);
+        assert_eq!(lease.begin_renewal(sent + Duration::from_millis(269)), None);
+        assert!(lease.begin_renewal(earliest).is_some());
+        assert_eq!(
+            renew_early(Duration::from_secs(30)),
+            BATCH_HORIZON,
+            "capped"
+        );
+    }
+
+    #[test]
+    fn a_failed_renewal_makes_the_lease_suspect_until_one_is_confirmed() {
+        let (lease, sent) = new_lease(60_000, true);
+        assert!(!lease.is_suspect());
+        assert!(!lease.within(Duration::ZERO, Awaited::Suspect));
+        let due = sent + Duration::from_secs(20);
+        let first = lease.begin_renewal(due).expect("due");
+        let failed = LockError::no_reply(Duration::from_millis(500));
+        lease.renewal_done(first, Err(failed), Instant::now());
+        assert!(lease.is_suspect() && !lease.is_lost());
+        assert!(lease.within(Duration::ZERO, Awaited::Suspect));
+        assert!(
+            !lease.within(Duration::ZERO, Awaited::Lost),
+            "suspect is not lost"
+        );
+        let retry = lease
+            .begin_renewal(due + Duration::from_secs(1))
+            .expect("retried");
+        let now = Instant::now();
+        lease.renewal_done(retry, Ok(Some(now)), now);
+        assert!(!lease.is_suspect(), "a confirmed renewal clears it");
+        // A refusal is a loss, not a suspicion; the suspect signal fires for it too.
+        let third = lease
+            .begin_renewal(now + Duration::from_secs(20))
+            .expect("due");
+        lease.renewal_done(third, Ok(None), Instant::now());
+        assert!(lease.is_lost() && !lease.is_suspect());
+        assert!(lease.within(Duration::ZERO, Awaited::Suspect));
+    }
+
+    #[test]
+    fn a_released_lease_is_never_suspect() {
+        let (lease, sent) = new_lease(60_000, true);
+        let sending = lease
+            .begin_renewal(sent + Duration::from_secs(20))
+            .expect("due");
+        lease.stop();
+        lease.renewal_done(
+            sending,
+            Err(LockError::no_reply(Duration::ZERO)),
+            Instant::now(),
+        );
+        assert!(!lease.is_suspect());
+        assert!(!lease.within(Duration::from_millis(20), Awaited::Suspect));
+    }
+
+    #[test]
+    fn a_blocked_suspect_within_wakes_at_the_failed_renewal() {
+        let (lease, sent) = new_lease(60_000, true);
+        let lease = Arc::new(lease);
+        let sending = lease
+            .begin_renewal(sent + Duration::from_secs(20))
+            .expect("due");
+        let waiter = {
+            let lease = Arc::clone(&lease);
+            std::thread::spawn(move || {
+                let suspect = lease.within(Duration::from_secs(30), Awaited::Suspect);
+                (suspect, Instant::now())
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        let failed_at = Instant::now();
+        lease.renewal_done(sending, Err(LockError::no_reply(Duration::ZERO)), failed_at);
+        let (suspect, woke) = waiter.join().unwrap();
+        assert!(suspect);
+        assert!(
+            woke.duration_since(failed_at) < Duration::from_secs(1),
+            "woken, not timed out"
         );
     }
 

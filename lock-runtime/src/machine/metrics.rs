@@ -13,6 +13,7 @@
 //! | `lockscript_lost_total` | counter | `reason` | leases lost: `expired` (no renewal confirmed in time) or `refused` (the server had another owner or no key) |
 //! | `lockscript_renewal_seconds` | histogram | | a confirmed renewal's round trip |
 //! | `lockscript_renewal_failures_total` | counter | `reason` | renewals that failed: `error` (retried while the lease lasts) or `refused` |
+//! | `lockscript_suspects_total` | counter | | leases that became suspect: a renewal failed while they were valid |
 //! | `lockscript_handovers_total` | counter | | releases that handed the lock straight to a waiter of the same handle |
 //! | `lockscript_background_releases_total` | counter | `result` | releases of grants nobody owns and of dropped guards: `released`, `not_held`, `failed` (the ttl frees it) |
 //!
@@ -52,6 +53,8 @@ pub const LOST_TOTAL: &str = "lockscript_lost_total";
 pub const RENEWAL_SECONDS: &str = "lockscript_renewal_seconds";
 /// `lockscript_renewal_failures_total`.
 pub const RENEWAL_FAILURES_TOTAL: &str = "lockscript_renewal_failures_total";
+/// `lockscript_suspects_total`.
+pub const SUSPECTS_TOTAL: &str = "lockscript_suspects_total";
 /// `lockscript_handovers_total`.
 pub const HANDOVERS_TOTAL: &str = "lockscript_handovers_total";
 /// `lockscript_background_releases_total`.
@@ -113,6 +116,11 @@ pub fn describe() {
         RENEWAL_FAILURES_TOTAL,
         Unit::Count,
         "Lease renewals that failed, by reason"
+    );
+    describe_counter!(
+        SUSPECTS_TOTAL,
+        Unit::Count,
+        "Leases that became suspect: a renewal failed while they were valid"
     );
     describe_counter!(
         HANDOVERS_TOTAL,
@@ -202,6 +210,15 @@ pub(crate) fn renewed(name: &str, took: Duration, outcome: Result<bool, ()>) {
     }
     #[cfg(not(feature = "metrics"))]
     let _ = (name, took, outcome);
+}
+
+/// A lease became suspect: a renewal failed while it was valid.
+#[inline]
+pub(crate) fn suspected(name: &str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(SUSPECTS_TOTAL, labels(name, None)).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = name;
 }
 
 /// A release handed the lock straight to a waiter of the same handle.

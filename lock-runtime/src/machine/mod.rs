@@ -12,6 +12,7 @@
 //! | the settings of a handle, key names and kinds, the protocol's script calls and replies | [`settings`], [`key`], [`call`], [`reply`] |
 //! | when the watchdog acts | [`schedule`] |
 //! | readers and permits of a shared grant | [`readers`] |
+//! | a server's native renew and release commands: asking for them, falling back | [`native`] |
 //! | owner tokens | [`token`] |
 //! | what is counted and timed (feature `metrics`) | [`metrics`] |
 
@@ -24,6 +25,7 @@ pub(crate) mod lease;
 pub(crate) mod limit;
 pub mod metrics;
 pub(crate) mod mutants;
+pub(crate) mod native;
 pub(crate) mod readers;
 pub(crate) mod reply;
 pub(crate) mod retry;

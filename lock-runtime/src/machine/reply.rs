@@ -29,14 +29,17 @@ impl redis::FromRedisValue for Acquired {
     }
 }
 
-/// What a release, renewal or check answered: `1`/`0` from compare-del.lua or renew.lua,
-/// or the first value of fair-queue.lua's reply; whether it was done (the token held).
+/// What a release, renewal or check answered: `1`/`0` from compare-del.lua or renew.lua
+/// (or from `DELIFEQ`/`DELEX`), `OK`/nil from `SET … IFEQ`, or the first value of
+/// fair-queue.lua's reply; whether it was done (the token held).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Confirmed(pub(crate) bool);
 
 impl redis::FromRedisValue for Confirmed {
     fn from_redis_value(v: redis::Value) -> Result<Self, redis::ParsingError> {
         let status = match v {
+            redis::Value::Okay => 1,
+            redis::Value::Nil => 0,
             redis::Value::Array(values) => match values.into_iter().next() {
                 Some(first) => i64::from_redis_value(first)?,
                 None => return Err(String::from("an empty script reply").into()),

@@ -72,6 +72,24 @@ impl<T> Schedule<T> {
         (due, next)
     }
 
+    /// Takes the items due by `until` that `pick` chooses (the renewals due soon, to send
+    /// with those due now), leaving when the driver looks next as it was.
+    pub(crate) fn take_soon(&mut self, until: Instant, pick: impl Fn(&T) -> bool) -> Vec<T> {
+        let chosen: Vec<(Instant, u64)> = self
+            .due
+            .range(..=(until, u64::MAX))
+            .filter(|(_, item)| pick(item))
+            .map(|(key, _)| *key)
+            .collect();
+        chosen
+            .into_iter()
+            .filter_map(|(at, id)| {
+                self.at.remove(&id);
+                self.due.remove(&(at, id))
+            })
+            .collect()
+    }
+
     /// How many items are queued.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
@@ -106,6 +124,22 @@ mod tests {
         assert_eq!(next, Some(ms(40)));
         let (_, next) = s.take_due(ms(41));
         assert_eq!(next, None, "then it sleeps until woken");
+    }
+
+    #[test]
+    fn items_due_soon_can_be_taken_with_those_due_now() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut s = Schedule::default();
+        s.insert(1, ms(10), 1);
+        s.insert(2, ms(20), 2);
+        s.insert(3, ms(25), 3);
+        s.insert(4, ms(90), 4);
+        let (due, next) = s.take_due(ms(10));
+        assert_eq!((due, next), (vec![1], Some(ms(20))));
+        assert_eq!(s.take_soon(ms(30), |&n| n != 3), vec![2]);
+        assert_eq!(s.len(), 2, "3 was not picked, 4 is not due soon");
+        assert_eq!(s.take_due(ms(26)).0, vec![3]);
     }
 
     #[test]

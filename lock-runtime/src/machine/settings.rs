@@ -32,6 +32,9 @@ pub(crate) struct Settings {
     pub(crate) delivery: crate::Delivery,
     /// Fair mode: one queue per lock on the server, direct handoff.
     pub(crate) fair: bool,
+    /// A plain lock's renewals and releases use the server's own commands where it
+    /// offers them (`SET … IFEQ`, `DELIFEQ`, `DELEX … IFEQ`); off: always the scripts.
+    pub(crate) native: bool,
     /// Redlock: how long one master may take per round.
     #[cfg(feature = "redlock")]
     pub(crate) node_timeout: Duration,
@@ -58,6 +61,8 @@ pub(crate) struct ReplicaWait {
 ///   restarts from may step back by up to that much without repeating a token;
 /// - scripts delivered by EVALSHA (`delivery`);
 /// - not fair (`fair`): a release wakes waiters and the first to ask wins;
+/// - native renewals and releases where the server offers them (`native_commands`):
+///   the same meaning as the scripts at a fraction of the server's time;
 /// - Redlock node timeout 50 ms.
 impl Default for Settings {
     fn default() -> Self {
@@ -73,6 +78,7 @@ impl Default for Settings {
             fence_retention: DEFAULT_FENCE_RETENTION,
             delivery: crate::Delivery::Scripts,
             fair: false,
+            native: true,
             #[cfg(feature = "redlock")]
             node_timeout: DEFAULT_NODE_TIMEOUT,
         }

@@ -5,6 +5,9 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::LockError;
+use crate::machine::call::LeaseCall;
+use crate::machine::native::{NativeCommands, Offered};
+use crate::machine::reply::Confirmed;
 
 /// Re-opens a connection that broke, within the given time.
 pub(crate) type Reopen<C> = Arc<dyn Fn(Duration) -> redis::RedisResult<C> + Send + Sync>;
@@ -25,6 +28,9 @@ pub(crate) struct Conn<C> {
     returned: Condvar,
     reopen: Option<Reopen<C>>,
     tune: Option<Tune<C>>,
+    /// What the server offers besides scripts, once asked; asked again after the
+    /// connection is re-opened.
+    pub(crate) offered: Offered,
 }
 
 /// The connection's place while no call has it.
@@ -86,6 +92,7 @@ impl<C: redis::ConnectionLike + Send> Conn<C> {
             returned: Condvar::new(),
             reopen,
             tune,
+            offered: Offered::default(),
         }
     }
 
@@ -143,6 +150,7 @@ impl<C: redis::ConnectionLike + Send> Conn<C> {
             held.conn = reopen(left)?;
             held.applied = None;
             held.stale = 0;
+            self.offered.forget();
         }
         f(&mut Bounded {
             held,
@@ -150,6 +158,26 @@ impl<C: redis::ConnectionLike + Send> Conn<C> {
             started,
             timeout,
             deadline,
+        })
+    }
+
+    /// A plain lock's renewal or release (`make` builds it for what the server offers),
+    /// within `timeout`; see [`Bounded::lease_call`].
+    pub(crate) fn lease_call(
+        &self,
+        native: bool,
+        timeout: Option<Duration>,
+        make: impl Fn(NativeCommands) -> LeaseCall,
+    ) -> Result<Confirmed, LockError> {
+        self.with(timeout, |c| {
+            c.ask(&self.offered, native);
+            let call = make(self.offered.usable(native));
+            match c.send(&call) {
+                Err(e) if self.offered.failed(&e, call.is_native()) => {
+                    c.send(&make(NativeCommands::default()))
+                }
+                reply => reply,
+            }
         })
     }
 }
@@ -209,6 +237,29 @@ impl<C: redis::ConnectionLike> Bounded<'_, C> {
             self.held.stale = self.held.stale.saturating_add(1);
         } else {
             self.held.stale = 0;
+        }
+    }
+}
+
+impl<C: redis::ConnectionLike> Bounded<'_, C> {
+    /// Asks the server what it offers besides scripts, if `native` commands are allowed
+    /// and nobody has asked on this connection yet. An unanswered question is asked
+    /// again by the next call.
+    pub(crate) fn ask(&mut self, offered: &Offered, native: bool) {
+        if offered.to_ask(native) {
+            match NativeCommands::ask().query::<redis::Value>(self) {
+                // An error from the server is an answer: nothing offered.
+                Err(e) if e.is_io_error() || e.is_timeout() => {}
+                answer => offered.set(NativeCommands::read(&answer)),
+            }
+        }
+    }
+
+    /// Sends one lease call.
+    pub(crate) fn send(&mut self, call: &LeaseCall) -> Result<Confirmed, LockError> {
+        match call {
+            LeaseCall::Script(script) => script.invoke(self),
+            LeaseCall::Native(pipe) => LeaseCall::read(pipe.query(self)?),
         }
     }
 }

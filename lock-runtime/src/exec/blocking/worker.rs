@@ -11,12 +11,14 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use super::conn::Conn;
+use crate::LockError;
+use crate::machine::call::{LeaseCall, batch, read_batch, renewal};
 use crate::machine::grant::Abandoned;
-use crate::machine::lease::{LeaseState, Sending};
+use crate::machine::lease::{BATCH_HORIZON, LeaseState, Sending};
+use crate::machine::native::NativeCommands;
 use crate::machine::reply::Confirmed;
 use crate::machine::schedule::Schedule;
 use crate::machine::settings::Settings;
-use crate::{LockError, PipelineExt};
 
 /// Something the thread does at a given time.
 enum Job {
@@ -118,7 +120,12 @@ impl Worker {
                 return;
             }
             let now = Instant::now();
-            let (due, next) = state.schedule.take_due(now);
+            let (mut due, next) = state.schedule.take_due(now);
+            // Renewals due soon go in the same round trip as those due now.
+            if due.iter().any(|job| matches!(job, Job::Lease(_))) {
+                let lease = |job: &Job| matches!(job, Job::Lease(_));
+                due.extend(state.schedule.take_soon(now + BATCH_HORIZON, lease));
+            }
             if due.is_empty() {
                 state = match next {
                     Some(at) => {
@@ -169,7 +176,9 @@ impl Worker {
         settings: Arc<Settings>,
         failures: u32,
     ) {
-        let reply = conn.with(None, |c| settings.abandoned_call(&abandoned).invoke(c));
+        let reply = conn.lease_call(settings.native, None, |native| {
+            settings.abandoned_call(&abandoned, native)
+        });
         let retry = match &reply {
             Err(e) if e.is_transient() => abandoned.next_try(failures, Instant::now()),
             _ => None,
@@ -194,40 +203,36 @@ fn renew<C: redis::ConnectionLike + Send>(conn: &Conn<C>, renewals: &[(Arc<Lease
         return;
     };
     let timeout = Some(first.settings.response_timeout);
-    let calls = renewals.iter().map(|(lease, sending)| {
-        lease
-            .settings
-            .renew_call(&lease.keys, lease.token.as_str(), sending.ttl)
-    });
+    let offered = &conn.offered;
+    let renew_call =
+        |(lease, sending): &(Arc<LeaseState>, Sending), native| renewal(lease, sending, native);
     let mut sent = Instant::now();
     let replies: Vec<Result<Confirmed, LockError>> = conn
         .with(timeout, |c| {
             sent = Instant::now();
-            if renewals.len() == 1 || !redis::ConnectionLike::supports_pipelining(c) {
-                return Ok(calls.map(|call| call.invoke(c)).collect());
+            c.ask(offered, renewals.iter().any(|(l, _)| l.settings.native));
+            let native = offered.usable(true);
+            let calls: Vec<LeaseCall> = renewals.iter().map(|r| renew_call(r, native)).collect();
+            let mut replies: Vec<Result<Confirmed, LockError>> =
+                if calls.len() == 1 || !redis::ConnectionLike::supports_pipelining(c) {
+                    calls.iter().map(|call| c.send(call)).collect()
+                } else {
+                    let (pipe, counts) = batch(&calls)?;
+                    read_batch(&counts, pipe.query(c)?)
+                };
+            // A server that refused a native renewal gets the script at once.
+            for ((reply, call), due) in replies.iter_mut().zip(&calls).zip(renewals) {
+                if let Err(e) = reply
+                    && offered.failed(e, call.is_native())
+                {
+                    *reply = c.send(&renew_call(due, NativeCommands::default()));
+                }
             }
-            let mut pipe = redis::pipe();
-            pipe.ignore_errors();
-            for call in calls {
-                pipe.invoke(&call)?;
-            }
-            let replies: Vec<redis::RedisResult<Confirmed>> = pipe.query(c)?;
-            Ok(replies
-                .into_iter()
-                .map(|r| r.map_err(LockError::from))
-                .collect())
+            Ok(replies)
         })
-        .unwrap_or_else(|e| renewals.iter().map(|_| Err(each(&e))).collect());
+        .unwrap_or_else(|e| renewals.iter().map(|_| Err(e.for_each())).collect());
     let now = Instant::now();
     for ((lease, sending), reply) in renewals.iter().zip(replies) {
         lease.renewal_done(*sending, reply.map(|r| r.0.then_some(sent)), now);
-    }
-}
-
-/// A failed round trip's error, for each lease in it (whether it may have run is kept).
-fn each(e: &LockError) -> LockError {
-    match e {
-        LockError::Redis(r) => LockError::Redis(r.clone()),
-        other => LockError::InvalidSettings(other.to_string()),
     }
 }

@@ -105,17 +105,14 @@ where
     pub fn extend(&self, ttl: Duration) -> Result<(), LockError> {
         let lease = &self.held.lease;
         let sending = lease.extending(ttl, Instant::now())?;
+        let (settings, sent) = (&lease.settings, Instant::now());
         let renewed = self
             .shared
             .conn
-            .with(Some(lease.settings.response_timeout), |c| {
-                let sent = Instant::now();
-                let renewed = lease
-                    .settings
-                    .renew_call(&lease.keys, lease.token.as_str(), ttl)
-                    .invoke(c)?;
-                Ok(renewed.0.then_some(sent))
-            });
+            .lease_call(settings.native, Some(settings.response_timeout), |native| {
+                settings.renew_call(&lease.keys, lease.token.as_str(), ttl, native)
+            })
+            .map(|renewed| renewed.0.then_some(sent));
         lease.extended(sending, renewed, Instant::now())?;
         if let Some(Some(worker)) = self.shared.worker.get() {
             worker.watch(lease);
@@ -142,14 +139,12 @@ where
         if let Some(offer) = queue.handover_for(&lease, lost_before, self.handovers) {
             return self.hand_over(&lease, offer);
         }
+        let settings = &lease.settings;
         let deleted = self
             .shared
             .conn
-            .with(Some(lease.settings.response_timeout), |c| {
-                lease
-                    .settings
-                    .release_call(&lease.keys, lease.token.as_str())
-                    .invoke(c)
+            .lease_call(settings.native, Some(settings.response_timeout), |native| {
+                settings.release_call(&lease.keys, lease.token.as_str(), native)
             })
             .map(|released| released.0);
         let (done, outcome) = lease.released(lost_before, deleted);

@@ -276,6 +276,33 @@ where
         self
     }
 
+    /// Native renewals and releases where the server offers them; see
+    /// [`Locks::native_commands`](crate::Locks::native_commands). Default on.
+    ///
+    /// ```no_run
+    /// # fn f(locks: lockscript::blocking::Locks) -> lockscript::blocking::Locks {
+    /// locks.native_commands(false)
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn native_commands(mut self, on: bool) -> Self {
+        self.settings_mut().native = on;
+        self
+    }
+
+    /// What the server was found to offer; see
+    /// [`Locks::offered_commands`](crate::Locks::offered_commands).
+    ///
+    /// ```no_run
+    /// # fn f(locks: lockscript::blocking::Locks) {
+    /// println!("{:?}", locks.offered_commands());
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn offered_commands(&self) -> Option<crate::NativeCommands> {
+        self.shared.conn.offered.get()
+    }
+
     /// After each grant, renew.lua and `WAIT replicas timeout` in one pipeline on the
     /// handle's connection, as [`crate::Locks::wait_for_replicas`] describes; a grant
     /// with fewer acknowledgements is released and the call fails with

@@ -1,0 +1,317 @@
+//! The server's side of a lock: server CPU per lock cycle, per renewal and per release on
+//! the script path and on the native path (`SET … IFEQ`, `DELIFEQ`: Valkey 9.1), next to
+//! the SET floor, measured in one interleaved run; then what keeping 1,000 and 10,000
+//! leases (ttl 1 s, watchdog on) renewed for 10 s costs on each path: server cores,
+//! client cores, round trips per second (the server's read events) and leases lost.
+//!
+//! ```text
+//! export REDIS_SERVER_BIN=$(bash tests/lockscript-test/servers.sh valkey-9.1)
+//! cargo run --release -p lockscript-harness --example server_work [-- --quick]
+//! ```
+//!
+//! Server CPU is the server's own count (`INFO cpu`, user + system) before and after a
+//! run of calls, over the calls; on a server without the native commands both paths are
+//! the scripts. Figures go to stdout and to `target/bench/server-work.json`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use lockscript::Locks;
+use lockscript_test::server::RedisServer;
+use redis::aio::MultiplexedConnection;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A named figure's samples, one per round.
+#[derive(Default)]
+struct Samples(BTreeMap<String, Vec<f64>>);
+
+impl Samples {
+    fn push(&mut self, name: &str, value: f64) {
+        self.0.entry(name.to_owned()).or_default().push(value);
+    }
+
+    fn medians(&self) -> BTreeMap<String, f64> {
+        self.0
+            .iter()
+            .map(|(k, v)| {
+                let mut v = v.clone();
+                v.sort_by(f64::total_cmp);
+                (k.clone(), v[v.len() / 2])
+            })
+            .collect()
+    }
+}
+
+/// A field of `INFO section`, summed over the names given.
+async fn info(
+    conn: &mut MultiplexedConnection,
+    section: &str,
+    fields: &[&str],
+) -> Result<f64, BoxError> {
+    let text: String = redis::cmd("INFO").arg(section).query_async(conn).await?;
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            fields
+                .contains(&k)
+                .then(|| v.trim().parse::<f64>().ok())
+                .flatten()
+        })
+        .sum())
+}
+
+async fn server_cpu_s(conn: &mut MultiplexedConnection) -> Result<f64, BoxError> {
+    info(conn, "cpu", &["used_cpu_sys", "used_cpu_user"]).await
+}
+
+/// This process's CPU time (every thread), in seconds.
+fn client_cpu_s() -> Result<f64, BoxError> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir("/proc/self/task")? {
+        let Ok(stat) = std::fs::read_to_string(task?.path().join("schedstat")) else {
+            continue;
+        };
+        total += stat
+            .split_whitespace()
+            .next()
+            .unwrap_or("0")
+            .parse::<u64>()?;
+    }
+    #[allow(clippy::cast_precision_loss)]
+    Ok(total as f64 / 1e9)
+}
+
+/// Server CPU microseconds per call of `n` calls made by `calls`.
+async fn server_us_per<F>(
+    stats: &mut MultiplexedConnection,
+    n: usize,
+    calls: F,
+) -> Result<f64, BoxError>
+where
+    F: Future<Output = Result<(), BoxError>>,
+{
+    let before = server_cpu_s(stats).await?;
+    calls.await?;
+    let after = server_cpu_s(stats).await?;
+    #[allow(clippy::cast_precision_loss)]
+    Ok((after - before) * 1e6 / n as f64)
+}
+
+/// One round of each path's cycle, renewal and release, and the floor, into `samples`.
+async fn round(
+    paths: &[(&str, &Locks<MultiplexedConnection>)],
+    floor: &mut MultiplexedConnection,
+    stats: &mut MultiplexedConnection,
+    n: usize,
+    samples: &mut Samples,
+) -> Result<(), BoxError> {
+    for &(path, locks) in paths {
+        let cycle = server_us_per(stats, n, async {
+            for _ in 0..n {
+                let guard = locks.try_lock("work:cycle").await?.ok_or("held")?;
+                guard.release().await?;
+            }
+            Ok(())
+        })
+        .await?;
+        samples.push(&format!("{path}_cycle_server_us"), cycle);
+
+        let guard = locks.try_lock("work:renew").await?.ok_or("held")?;
+        let renewal = server_us_per(stats, n, async {
+            for _ in 0..n {
+                guard.extend(Duration::from_secs(30)).await?;
+            }
+            Ok(())
+        })
+        .await?;
+        guard.release().await?;
+        samples.push(&format!("{path}_renewal_server_us"), renewal);
+
+        let mut held = Vec::with_capacity(n);
+        for i in 0..n {
+            held.push(
+                locks
+                    .try_lock(&format!("work:release:{i}"))
+                    .await?
+                    .ok_or("held")?,
+            );
+        }
+        let release = server_us_per(stats, n, async {
+            for guard in held {
+                guard.release().await?;
+            }
+            Ok(())
+        })
+        .await?;
+        samples.push(&format!("{path}_release_server_us"), release);
+    }
+    let set_floor = server_us_per(stats, n, async {
+        for _ in 0..n {
+            let _: Option<String> = redis::cmd("SET")
+                .arg("work:floor")
+                .arg("token")
+                .arg("NX")
+                .arg("PX")
+                .arg(30_000)
+                .query_async(floor)
+                .await?;
+            let _: i64 = redis::cmd("DEL")
+                .arg("work:floor")
+                .query_async(floor)
+                .await?;
+        }
+        Ok(())
+    })
+    .await?;
+    samples.push("set_floor_cycle_server_us", set_floor);
+    Ok(())
+}
+
+/// `n` leases of `path` held for `hold` with a 1 s ttl: server cores, client cores,
+/// round trips per second (the server's read events) and leases lost.
+async fn leases(
+    client: &redis::Client,
+    stats: &mut MultiplexedConnection,
+    native: bool,
+    n: usize,
+    held_for: Duration,
+) -> Result<[f64; 4], BoxError> {
+    let locks = Locks::new(client.get_multiplexed_async_connection().await?)
+        .ttl(Duration::from_secs(1))
+        .native_commands(native);
+    let mut held = Vec::with_capacity(n);
+    for i in 0..n {
+        held.push(
+            locks
+                .try_lock(&format!("work:lease:{i}"))
+                .await?
+                .ok_or("held")?,
+        );
+    }
+    let reads = |s: &mut MultiplexedConnection| {
+        let mut s = s.clone();
+        async move { info(&mut s, "stats", &["total_reads_processed"]).await }
+    };
+    let (server0, client0, reads0) = (
+        server_cpu_s(stats).await?,
+        client_cpu_s()?,
+        reads(stats).await?,
+    );
+    tokio::time::sleep(held_for).await;
+    let (server1, client1, reads1) = (
+        server_cpu_s(stats).await?,
+        client_cpu_s()?,
+        reads(stats).await?,
+    );
+    let secs = held_for.as_secs_f64();
+    #[allow(clippy::cast_precision_loss)]
+    let lost = held.iter().filter(|g| g.is_lost()).count() as f64;
+    for guard in held {
+        let _ = guard.release().await;
+    }
+    Ok([
+        (server1 - server0) / secs,
+        (client1 - client0) / secs,
+        (reads1 - reads0) / secs,
+        lost,
+    ])
+}
+
+fn main() -> Result<(), BoxError> {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let (rounds, n, hold) = if quick {
+        (3, 2_000, Duration::from_secs(3))
+    } else {
+        (7, 10_000, Duration::from_secs(10))
+    };
+    let server = RedisServer::start();
+    let client = server.client();
+    lockscript::load_scripts(&mut client.get_connection()?)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let mut figures = runtime.block_on(async {
+        let connect = || client.get_multiplexed_async_connection();
+        let native = Locks::new(connect().await?).native_commands(true);
+        let script = Locks::new(connect().await?).native_commands(false);
+        let (mut floor, mut stats) = (connect().await?, connect().await?);
+        // Ask the server once, outside the measured calls.
+        native
+            .try_lock("work:warm")
+            .await?
+            .ok_or("held")?
+            .release()
+            .await?;
+        let found = native.offered_commands();
+        eprintln!("server offers: {found:?}");
+        let mut samples = Samples::default();
+        for r in 0..rounds {
+            eprint!("\rround {}/{rounds}", r + 1);
+            let paths = [("native", &native), ("script", &script)];
+            round(&paths, &mut floor, &mut stats, n, &mut samples).await?;
+        }
+        eprintln!();
+        let mut figures = samples.medians();
+        for count in [1_000, 10_000] {
+            for (path, on) in [("native", true), ("script", false)] {
+                eprintln!("{count} leases, {path}...");
+                let [server_cores, client_cores, reads, lost] =
+                    leases(&client, &mut stats, on, count, hold).await?;
+                figures.insert(format!("{path}_{count}_leases_server_cores"), server_cores);
+                figures.insert(format!("{path}_{count}_leases_client_cores"), client_cores);
+                figures.insert(format!("{path}_{count}_leases_round_trips_per_s"), reads);
+                figures.insert(format!("{path}_{count}_leases_lost"), lost);
+            }
+        }
+        Ok::<_, BoxError>(figures)
+    })?;
+    for what in ["cycle", "renewal", "release"] {
+        let get = |k: String| figures.get(&k).copied().unwrap_or(f64::NAN);
+        let ratio =
+            get(format!("native_{what}_server_us")) / get(format!("script_{what}_server_us"));
+        figures.insert(format!("native_over_script_{what}"), ratio);
+    }
+    let fig = |k: &str| figures.get(k).copied().unwrap_or(f64::NAN);
+    println!("server CPU per call (µs, median of {rounds} rounds of {n}):");
+    println!("{:<10} {:>9} {:>9} {:>9}", "", "native", "script", "ratio");
+    for what in ["cycle", "renewal", "release"] {
+        println!(
+            "{what:<10} {:>9.2} {:>9.2} {:>9.2}",
+            fig(&format!("native_{what}_server_us")),
+            fig(&format!("script_{what}_server_us")),
+            fig(&format!("native_over_script_{what}")),
+        );
+    }
+    println!(
+        "SET floor  {:>9.2}  (SET NX PX + DEL)",
+        fig("set_floor_cycle_server_us")
+    );
+    println!("\nleases held {:.0} s at ttl 1 s:", hold.as_secs_f64());
+    println!(
+        "{:<16} {:>12} {:>12} {:>14} {:>6}",
+        "", "server cores", "client cores", "round trips/s", "lost"
+    );
+    for count in [1_000, 10_000] {
+        for path in ["native", "script"] {
+            let f = |what: &str| fig(&format!("{path}_{count}_leases_{what}"));
+            println!(
+                "{:<16} {:>12.3} {:>12.3} {:>14.0} {:>6.0}",
+                format!("{count} {path}"),
+                f("server_cores"),
+                f("client_cores"),
+                f("round_trips_per_s"),
+                f("lost"),
+            );
+        }
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(
+        dir.join("server-work.json"),
+        serde_json::to_string_pretty(&figures)? + "\n",
+    )?;
+    Ok(())
+}

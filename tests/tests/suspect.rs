@@ -1,0 +1,103 @@
+//! The suspect signal, measured, on both faces: a renewal that fails while the lease is
+//! valid (a partition, here the fault proxy holding every byte) makes the lease suspect
+//! no later than the renewal's due time plus the response timeout plus the scheduling
+//! slack, while it is still valid; the next confirmed renewal clears it before the
+//! validity end; a lease whose renewals never fail is never suspect.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lockscript_test::faces::{Face, Held};
+use lockscript_test::on_both_faces;
+use lockscript_test::proxy::Proxy;
+use lockscript_test::server::RedisServer;
+
+/// The lease: long enough that a renewal can fail, be retried and be confirmed within
+/// it.
+const TTL: Duration = Duration::from_secs(2);
+/// The README's scheduling slack on a call's bound.
+const CALL_SLACK: Duration = Duration::from_millis(250);
+const RESPONSE_TIMEOUT: Duration = lockscript::DEFAULT_RESPONSE_TIMEOUT;
+
+on_both_faces!(
+    a_failed_renewal_makes_the_lease_suspect_in_time_and_a_confirmed_one_clears_it,
+    a_lease_whose_renewals_succeed_is_never_suspect,
+);
+
+/// When the granting command was sent: the validity end minus the validity (ttl less
+/// the drift allowance, 1% + 2 ms).
+fn sent_at(valid_until: Instant) -> Instant {
+    let drift = TTL / 100 + Duration::from_millis(2);
+    let validity = TTL.checked_sub(drift).expect("the drift is below the ttl");
+    valid_until
+        .checked_sub(validity)
+        .expect("a grant sent after boot")
+}
+
+fn a_failed_renewal_makes_the_lease_suspect_in_time_and_a_confirmed_one_clears_it<F: Face>() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let settings = lockscript_test::faces::Settings {
+        ttl: TTL,
+        ..F::settings()
+    };
+    let locks = F::connect_client(&redis::Client::open(proxy.url()).unwrap(), settings);
+    let guard = locks.lock("suspect").unwrap();
+    let first_end = guard.valid_until();
+    let due = sent_at(first_end) + TTL / 3;
+    assert!(!guard.is_suspect(), "{}: fresh", F::NAME);
+    proxy.set_blackhole(true);
+    assert!(
+        guard.suspect_within(TTL * 2),
+        "{}: the failed renewal makes it suspect",
+        F::NAME
+    );
+    let became = Instant::now();
+    assert!(!guard.is_lost(), "{}: suspect, not lost", F::NAME);
+    assert!(guard.is_suspect(), "{}", F::NAME);
+    assert!(
+        became <= due + RESPONSE_TIMEOUT + CALL_SLACK,
+        "{}: suspect {:?} after the renewal was due (bound: the response timeout {:?} + {:?})",
+        F::NAME,
+        became.saturating_duration_since(due),
+        RESPONSE_TIMEOUT,
+        CALL_SLACK
+    );
+    assert!(became < first_end, "{}: while still valid", F::NAME);
+    proxy.set_blackhole(false);
+    // The watchdog tries again a little later; its confirmation clears the suspicion
+    // before the lease would have run out.
+    while guard.is_suspect() && Instant::now() < first_end {
+        thread::sleep(Duration::from_millis(5));
+    }
+    let cleared = Instant::now();
+    assert!(
+        !guard.is_suspect() && !guard.is_lost(),
+        "{}: a confirmed renewal clears it (lost: {})",
+        F::NAME,
+        guard.is_lost()
+    );
+    assert!(cleared < first_end, "{}: cleared in time", F::NAME);
+    assert!(guard.valid_until() > first_end, "{}: renewed", F::NAME);
+    guard.release().unwrap();
+}
+
+fn a_lease_whose_renewals_succeed_is_never_suspect<F: Face>() {
+    let server = RedisServer::start();
+    let locks = F::connect(
+        &server,
+        lockscript_test::faces::Settings {
+            ttl: Duration::from_millis(300),
+            ..F::settings()
+        },
+    );
+    let guard = locks.lock("calm").unwrap();
+    // Five renewals' worth; suspect_within returns false only after its whole timeout.
+    assert!(
+        !guard.suspect_within(Duration::from_millis(500)),
+        "{}: never suspect",
+        F::NAME
+    );
+    assert!(!guard.is_lost(), "{}", F::NAME);
+    guard.release().unwrap();
+}
