@@ -83,20 +83,63 @@ fn client_cpu_s() -> Result<f64, BoxError> {
     Ok(total as f64 / 1e9)
 }
 
-/// Server CPU microseconds per call of `n` calls made by `calls`.
+/// The microseconds the server spent executing `commands` (`INFO commandstats`, each
+/// command's `usec`, a script's including the commands it calls).
+async fn exec_us(conn: &mut MultiplexedConnection, commands: &[&str]) -> Result<f64, BoxError> {
+    let text: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await?;
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let (name, fields) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            commands
+                .contains(&name)
+                .then_some(fields)?
+                .split(',')
+                .find_map(|f| f.strip_prefix("usec=").and_then(|v| v.parse::<f64>().ok()))
+        })
+        .sum())
+}
+
+/// Per call of the `n` calls `calls` makes: the server's CPU microseconds (`INFO cpu`,
+/// its reading and writing included) and its microseconds executing `commands`.
 async fn server_us_per<F>(
     stats: &mut MultiplexedConnection,
     n: usize,
+    commands: &[&str],
     calls: F,
-) -> Result<f64, BoxError>
+) -> Result<(f64, f64), BoxError>
 where
     F: Future<Output = Result<(), BoxError>>,
 {
-    let before = server_cpu_s(stats).await?;
+    let (cpu0, exec0) = (server_cpu_s(stats).await?, exec_us(stats, commands).await?);
     calls.await?;
-    let after = server_cpu_s(stats).await?;
+    let (cpu1, exec1) = (server_cpu_s(stats).await?, exec_us(stats, commands).await?);
     #[allow(clippy::cast_precision_loss)]
-    Ok((after - before) * 1e6 / n as f64)
+    let n = n as f64;
+    Ok(((cpu1 - cpu0) * 1e6 / n, (exec1 - exec0) / n))
+}
+
+/// The commands a path sends itself in each measured run (a script's inner commands are
+/// in its own time): (cycle, renewal, release).
+fn top_level(path: &str) -> [&'static [&'static str]; 3] {
+    const SCRIPTS: &[&str] = &["evalsha", "eval"];
+    if path == "native" {
+        [
+            &["evalsha", "eval", "delifeq", "delex", "publish"],
+            &["set"],
+            &["delifeq", "delex", "publish"],
+        ]
+    } else {
+        [SCRIPTS, SCRIPTS, SCRIPTS]
+    }
+}
+
+fn push(samples: &mut Samples, path: &str, what: &str, (cpu, exec): (f64, f64)) {
+    samples.push(&format!("{path}_{what}_server_us"), cpu);
+    samples.push(&format!("{path}_{what}_exec_us"), exec);
 }
 
 /// One round of each path's cycle, renewal and release, and the floor, into `samples`.
@@ -108,18 +151,24 @@ async fn round(
     samples: &mut Samples,
 ) -> Result<(), BoxError> {
     for &(path, locks) in paths {
-        let cycle = server_us_per(stats, n, async {
-            for _ in 0..n {
-                let guard = locks.try_lock("work:cycle").await?.ok_or("held")?;
-                guard.release().await?;
-            }
-            Ok(())
-        })
+        let [cycle_cmds, renewal_cmds, release_cmds] = top_level(path);
+        let cycle = server_us_per(
+            stats,
+            n,
+            cycle_cmds,
+            Box::pin(async {
+                for _ in 0..n {
+                    let guard = locks.try_lock("work:cycle").await?.ok_or("held")?;
+                    guard.release().await?;
+                }
+                Ok(())
+            }),
+        )
         .await?;
-        samples.push(&format!("{path}_cycle_server_us"), cycle);
+        push(samples, path, "cycle", cycle);
 
         let guard = locks.try_lock("work:renew").await?.ok_or("held")?;
-        let renewal = server_us_per(stats, n, async {
+        let renewal = server_us_per(stats, n, renewal_cmds, async {
             for _ in 0..n {
                 guard.extend(Duration::from_secs(30)).await?;
             }
@@ -127,7 +176,7 @@ async fn round(
         })
         .await?;
         guard.release().await?;
-        samples.push(&format!("{path}_renewal_server_us"), renewal);
+        push(samples, path, "renewal", renewal);
 
         let mut held = Vec::with_capacity(n);
         for i in 0..n {
@@ -138,16 +187,16 @@ async fn round(
                     .ok_or("held")?,
             );
         }
-        let release = server_us_per(stats, n, async {
+        let release = server_us_per(stats, n, release_cmds, async {
             for guard in held {
                 guard.release().await?;
             }
             Ok(())
         })
         .await?;
-        samples.push(&format!("{path}_release_server_us"), release);
+        push(samples, path, "release", release);
     }
-    let set_floor = server_us_per(stats, n, async {
+    let set_floor = server_us_per(stats, n, &["set", "del"], async {
         for _ in 0..n {
             let _: Option<String> = redis::cmd("SET")
                 .arg("work:floor")
@@ -165,7 +214,7 @@ async fn round(
         Ok(())
     })
     .await?;
-    samples.push("set_floor_cycle_server_us", set_floor);
+    push(samples, "set_floor", "cycle", set_floor);
     Ok(())
 }
 
@@ -251,7 +300,7 @@ fn main() -> Result<(), BoxError> {
         for r in 0..rounds {
             eprint!("\rround {}/{rounds}", r + 1);
             let paths = [("native", &native), ("script", &script)];
-            round(&paths, &mut floor, &mut stats, n, &mut samples).await?;
+            Box::pin(round(&paths, &mut floor, &mut stats, n, &mut samples)).await?;
         }
         eprintln!();
         let mut figures = samples.medians();
@@ -269,24 +318,47 @@ fn main() -> Result<(), BoxError> {
         Ok::<_, BoxError>(figures)
     })?;
     for what in ["cycle", "renewal", "release"] {
-        let get = |k: String| figures.get(&k).copied().unwrap_or(f64::NAN);
-        let ratio =
-            get(format!("native_{what}_server_us")) / get(format!("script_{what}_server_us"));
-        figures.insert(format!("native_over_script_{what}"), ratio);
+        for kind in ["server", "exec"] {
+            let get = |k: String| figures.get(&k).copied().unwrap_or(f64::NAN);
+            let ratio =
+                get(format!("native_{what}_{kind}_us")) / get(format!("script_{what}_{kind}_us"));
+            figures.insert(format!("native_over_script_{what}_{kind}"), ratio);
+        }
     }
+    report(&figures, rounds, n, hold);
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(
+        dir.join("server-work.json"),
+        serde_json::to_string_pretty(&figures)? + "\n",
+    )?;
+    Ok(())
+}
+
+/// Prints the figures.
+fn report(figures: &BTreeMap<String, f64>, rounds: usize, n: usize, hold: Duration) {
     let fig = |k: &str| figures.get(k).copied().unwrap_or(f64::NAN);
-    println!("server CPU per call (µs, median of {rounds} rounds of {n}):");
-    println!("{:<10} {:>9} {:>9} {:>9}", "", "native", "script", "ratio");
+    println!("server µs per call (median of {rounds} rounds of {n}): executing the commands");
+    println!("(INFO commandstats) | all its CPU, reading and writing included (INFO cpu)");
+    println!(
+        "{:<10} {:>8} {:>8} {:>6} | {:>8} {:>8} {:>6}",
+        "", "native", "script", "ratio", "native", "script", "ratio"
+    );
     for what in ["cycle", "renewal", "release"] {
+        let f = |k: String| fig(&k);
         println!(
-            "{what:<10} {:>9.2} {:>9.2} {:>9.2}",
-            fig(&format!("native_{what}_server_us")),
-            fig(&format!("script_{what}_server_us")),
-            fig(&format!("native_over_script_{what}")),
+            "{what:<10} {:>8.2} {:>8.2} {:>6.2} | {:>8.2} {:>8.2} {:>6.2}",
+            f(format!("native_{what}_exec_us")),
+            f(format!("script_{what}_exec_us")),
+            f(format!("native_over_script_{what}_exec")),
+            f(format!("native_{what}_server_us")),
+            f(format!("script_{what}_server_us")),
+            f(format!("native_over_script_{what}_server")),
         );
     }
     println!(
-        "SET floor  {:>9.2}  (SET NX PX + DEL)",
+        "SET floor  {:>8.2}                   | {:>8.2}  (SET NX PX + DEL)",
+        fig("set_floor_cycle_exec_us"),
         fig("set_floor_cycle_server_us")
     );
     println!("\nleases held {:.0} s at ttl 1 s:", hold.as_secs_f64());
@@ -307,11 +379,4 @@ fn main() -> Result<(), BoxError> {
             );
         }
     }
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
-    std::fs::create_dir_all(&dir)?;
-    std::fs::write(
-        dir.join("server-work.json"),
-        serde_json::to_string_pretty(&figures)? + "\n",
-    )?;
-    Ok(())
 }
