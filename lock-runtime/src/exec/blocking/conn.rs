@@ -130,6 +130,29 @@ impl<C: redis::ConnectionLike + Send> Conn<C> {
         timeout: Option<Duration>,
         f: impl FnOnce(&mut Bounded<'_, C>) -> Result<T, LockError>,
     ) -> Result<T, LockError> {
+        self.call(timeout, false, f)
+    }
+
+    /// [`with`](Self::with) for a pipeline whose replies must not share the time evenly:
+    /// the watchdog's batch of renewals (many renewals would give each reply a sliver of
+    /// the timeout, and a slow server would fail them all) and `wait_for_replicas`'
+    /// renewal and `WAIT` (whose reply comes up to its own timeout after the first). The
+    /// first read gets the whole share instead. Left: on a silent server each further
+    /// reply waits the socket's timeout again.
+    pub(crate) fn with_batch<T>(
+        &self,
+        timeout: Option<Duration>,
+        f: impl FnOnce(&mut Bounded<'_, C>) -> Result<T, LockError>,
+    ) -> Result<T, LockError> {
+        self.call(timeout, true, f)
+    }
+
+    fn call<T>(
+        &self,
+        timeout: Option<Duration>,
+        batch: bool,
+        f: impl FnOnce(&mut Bounded<'_, C>) -> Result<T, LockError>,
+    ) -> Result<T, LockError> {
         let started = Instant::now();
         let limit = timeout.unwrap_or(crate::DEFAULT_RESPONSE_TIMEOUT);
         let mut turn = self.checkout(started + limit, limit)?;
@@ -158,6 +181,7 @@ impl<C: redis::ConnectionLike + Send> Conn<C> {
             started,
             timeout,
             deadline,
+            batch,
         })
     }
 
@@ -195,14 +219,23 @@ pub(crate) struct Bounded<'a, C> {
     /// The call's response timeout.
     timeout: Duration,
     deadline: Instant,
+    /// The watchdog's batch of renewals: its pipeline's first read gets the whole share.
+    batch: bool,
 }
 
 impl<C: redis::ConnectionLike> Bounded<'_, C> {
     /// Before a command: the socket's read timeout is what is left of the call, shared
     /// with the late replies ahead of its own; an error at once when nothing is left.
-    fn budget(&mut self) -> redis::RedisResult<()> {
+    fn budget(&mut self, replies: usize) -> redis::RedisResult<()> {
         let now = Instant::now();
-        let reads = self.held.stale.saturating_add(1);
+        // redis reads every reply of a pipeline with the socket's timeout afresh, even
+        // after one timed out: a pipeline's replies share the call's time too (a soak
+        // on Valkey saw a native release, DELIFEQ and its PUBLISH, take 1,029 ms of a
+        // 500 ms bound on a silent server). The watchdog's batches keep one share: see
+        // `with_batch`.
+        let own = if self.batch { 1 } else { replies };
+        let own = u32::try_from(own).unwrap_or(u32::MAX);
+        let reads = self.held.stale.saturating_add(own);
         // The common case, one reply and none late at the call's start, keeps the
         // timeout already set: no syscall.
         let window = if reads == 1 && now.duration_since(self.started) < Duration::from_millis(1) {
@@ -266,7 +299,7 @@ impl<C: redis::ConnectionLike> Bounded<'_, C> {
 
 impl<C: redis::ConnectionLike> redis::ConnectionLike for Bounded<'_, C> {
     fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<redis::Value> {
-        self.budget()?;
+        self.budget(1)?;
         let result = self.held.conn.req_packed_command(cmd);
         self.account(&result);
         result
@@ -278,7 +311,7 @@ impl<C: redis::ConnectionLike> redis::ConnectionLike for Bounded<'_, C> {
         offset: usize,
         count: usize,
     ) -> redis::RedisResult<Vec<redis::Value>> {
-        self.budget()?;
+        self.budget(offset + count)?;
         let result = self.held.conn.req_packed_commands(cmd, offset, count);
         self.account(&result);
         result
@@ -286,7 +319,7 @@ impl<C: redis::ConnectionLike> redis::ConnectionLike for Bounded<'_, C> {
 
     fn req_command(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
         // Forwarded as a command: a cluster connection routes by it.
-        self.budget()?;
+        self.budget(1)?;
         let result = self.held.conn.req_command(cmd);
         self.account(&result);
         result

@@ -92,8 +92,10 @@ impl<C: redis::ConnectionLike + Send + 'static> Shared<C> {
                 }
                 Next::Confirm { token, left } => {
                     let reply = match settings.confirm_pipe(machine.keys(), token.as_str()) {
+                        // WAIT's reply comes up to its timeout after the renewal's:
+                        // the pipeline's replies do not share the time evenly.
                         Ok(Some((pipe, wait))) => conn
-                            .with(Some(left + wait), |c| Ok(pipe.query(c)?))
+                            .with_batch(Some(left + wait), |c| Ok(pipe.query(c)?))
                             .and_then(|reply| settings.replicated(machine.keys(), reply)),
                         Ok(None) => Ok(()),
                         Err(e) => Err(e),

@@ -208,7 +208,7 @@ fn renew<C: redis::ConnectionLike + Send>(conn: &Conn<C>, renewals: &[(Arc<Lease
         |(lease, sending): &(Arc<LeaseState>, Sending), native| renewal(lease, sending, native);
     let mut sent = Instant::now();
     let replies: Vec<Result<Confirmed, LockError>> = conn
-        .with(timeout, |c| {
+        .with_batch(timeout, |c| {
             sent = Instant::now();
             c.ask(offered, renewals.iter().any(|(l, _)| l.settings.native));
             let native = offered.usable(true);
