@@ -274,8 +274,12 @@ async fn lost_fires_when_the_key_is_deleted_externally() {
 async fn no_renewal_is_sent_after_release() {
     let server = RedisServer::start();
     // Renewed every 50 ms: each renewal has 97 ms to come back before the lease ends,
-    // which a loaded two-core machine needs.
-    let locks = locks(&server).await.ttl(Duration::from_millis(150));
+    // which a loaded two-core machine needs. Renewals counted as EVALSHA: the scripts'
+    // path.
+    let locks = locks(&server)
+        .await
+        .ttl(Duration::from_millis(150))
+        .native_commands(false);
     let mut stats = server.connection();
     let guard = locks.lock("q").await.unwrap();
     tokio::time::sleep(Duration::from_millis(250)).await;
@@ -356,7 +360,8 @@ async fn cancelling_lock_at_random_points_leaves_no_orphan_key_or_watchdog() {
 #[tokio::test]
 async fn bad_input_is_a_typed_error_and_sends_nothing() {
     let server = RedisServer::start();
-    let locks = locks(&server).await;
+    // Calls counted as EVALSHA: the scripts' path.
+    let locks = locks(&server).await.native_commands(false);
     let mut stats = server.connection();
     // Warm, so each call below is one EVALSHA.
     lockscript_test::load_scripts(&mut stats);
@@ -562,8 +567,10 @@ async fn a_release_wakes_one_local_waiter_not_all() {
     // Nothing but the notification makes a waiter try.
     let locks = patient(&server).await.wait_timeout(Duration::from_secs(20));
     // The holder is another handle (another process, in effect): a release by a guard
-    // of the waiters' own handle would hand the lock over instead of notifying.
-    let holder = patient(&server).await.lock("herd").await.unwrap();
+    // of the waiters' own handle would hand the lock over instead of notifying. Its
+    // release is counted as one compare-del: the scripts' path.
+    let holder = patient(&server).await.native_commands(false);
+    let holder = holder.lock("herd").await.unwrap();
     let waiters: Vec<_> = (0..8).map(|_| spawn_lock(&locks, "herd")).collect();
     tokio::time::sleep(Duration::from_millis(300)).await; // all subscribed and asleep
     let mut stats = server.connection();
