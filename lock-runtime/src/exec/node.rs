@@ -90,14 +90,8 @@ where
     /// again by the next call.
     async fn ask(&self, conn: &mut C, native: bool) {
         if self.offered.to_ask(native) {
-            match NativeCommands::ask()
-                .query_async::<redis::Value>(conn)
-                .await
-            {
-                // An error from the server is an answer: nothing offered.
-                Err(e) if e.is_io_error() || e.is_timeout() => {}
-                answer => self.offered.set(NativeCommands::read(&answer)),
-            }
+            let answer = NativeCommands::ask().query_async(conn).await;
+            self.offered.answered(&answer);
         }
     }
 

@@ -158,6 +158,18 @@ impl Offered {
         self.get().filter(|_| native).unwrap_or_default()
     }
 
+    /// Remembers what the server's answer to [`NativeCommands::ask`] says; an answer that
+    /// never came (an I/O error, a timeout) is no answer, and the next call asks again.
+    /// An error reply is an answer: nothing offered.
+    pub(crate) fn answered(&self, answer: &redis::RedisResult<Value>) {
+        if let Err(e) = answer
+            && (e.is_io_error() || e.is_timeout())
+        {
+            return;
+        }
+        self.set(NativeCommands::read(answer));
+    }
+
     /// Remembers the server's answer.
     pub(crate) fn set(&self, found: NativeCommands) {
         let bit = |on: bool, bit: u8| if on { bit } else { 0 };
@@ -251,6 +263,19 @@ mod tests {
         assert!(offered.failed(&unknown, true));
         assert_eq!(offered.get(), Some(NativeCommands::default()));
         assert!(!offered.to_ask(true));
+        // An answer that never came is no answer; an error reply is one.
+        let fresh = Offered::default();
+        fresh.answered(&Err(redis::RedisError::from((
+            redis::ErrorKind::Io,
+            "gone",
+        ))));
+        assert!(fresh.to_ask(true));
+        let denied = redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm),
+            "no permission",
+        ));
+        fresh.answered(&Err(denied));
+        assert_eq!(fresh.get(), Some(NativeCommands::default()));
         let io = LockError::Redis(redis::RedisError::from((redis::ErrorKind::Io, "reset")));
         assert!(!offered.failed(&io, true));
         assert!(offered.to_ask(true), "a reconnect asks again");

@@ -280,11 +280,7 @@ impl<C: redis::ConnectionLike> Bounded<'_, C> {
     /// again by the next call.
     pub(crate) fn ask(&mut self, offered: &Offered, native: bool) {
         if offered.to_ask(native) {
-            match NativeCommands::ask().query::<redis::Value>(self) {
-                // An error from the server is an answer: nothing offered.
-                Err(e) if e.is_io_error() || e.is_timeout() => {}
-                answer => offered.set(NativeCommands::read(&answer)),
-            }
+            offered.answered(&NativeCommands::ask().query(self));
         }
     }
 
