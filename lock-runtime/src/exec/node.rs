@@ -34,9 +34,9 @@ const RETRY_LATER: Duration = Duration::from_millis(10);
 #[derive(Clone)]
 pub(crate) struct Node<C> {
     pub(crate) conn: C,
-    /// What the server offers besides scripts, once asked (on a Cluster, as the node
-    /// that answered saw it; a node that lacks a command refuses it, and the call is
-    /// sent again as the script).
+    /// What the server offers besides scripts, once asked (on a Cluster, what every
+    /// primary offers, asked again after a redirection; a node that lacks a command all
+    /// the same refuses it, and the call is sent again as the script).
     pub(crate) offered: Arc<Offered>,
     /// The connection refused a pipeline across slots (a Cluster): batched calls go
     /// one by one, concurrently.
@@ -89,10 +89,22 @@ where
     /// and nobody has asked on this connection yet. An unanswered question is asked
     /// again by the next call.
     async fn ask(&self, conn: &mut C, native: bool) {
-        if self.offered.to_ask(native) {
-            let answer = NativeCommands::ask().query_async(conn).await;
-            self.offered.answered(&answer);
+        if !self.offered.to_ask(native) {
+            return;
         }
+        #[cfg(feature = "cluster")]
+        if let Some(cluster) = (conn as &mut dyn std::any::Any)
+            .downcast_mut::<redis::cluster_async::ClusterConnection>()
+        {
+            // Every primary answers: a Cluster uses what all of them offer.
+            use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
+            let every = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+            let answers = cluster.route_command(NativeCommands::ask(), every).await;
+            self.offered.answered_by_each(&answers);
+            return;
+        }
+        let answer = NativeCommands::ask().query_async(conn).await;
+        self.offered.answered(&answer);
     }
 
     /// A plain lock's renewal or release (`make` builds it for what the server offers),
@@ -108,9 +120,9 @@ where
         bounded(settings.response_timeout, async move {
             self.ask(&mut conn, settings.native).await;
             let call = make(self.offered.usable(settings.native));
-            match send(&mut conn, &call).await {
+            match send(&mut conn, &call, &self.offered).await {
                 Err(e) if self.offered.failed(&e, call.is_native()) => {
-                    send(&mut conn, &make(NativeCommands::default())).await
+                    send(&mut conn, &make(NativeCommands::default()), &self.offered).await
                 }
                 reply => reply,
             }
@@ -167,10 +179,12 @@ where
     }
 }
 
-/// Sends a lease call, again after a "try again shortly" reply.
+/// Sends a lease call, again after a "try again shortly" reply (the Cluster changed:
+/// the nodes are asked again what they offer).
 async fn send<C: redis::aio::ConnectionLike>(
     conn: &mut C,
     call: &LeaseCall,
+    offered: &Offered,
 ) -> Result<Confirmed, LockError> {
     loop {
         let reply = match call {
@@ -181,7 +195,10 @@ async fn send<C: redis::aio::ConnectionLike>(
             },
         };
         match reply {
-            Err(e) if e.is_retry_later() => tokio::time::sleep(RETRY_LATER).await,
+            Err(e) if e.is_retry_later() => {
+                offered.forget();
+                tokio::time::sleep(RETRY_LATER).await;
+            }
             reply => return reply,
         }
     }

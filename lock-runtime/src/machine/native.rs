@@ -4,7 +4,8 @@
 //! performance page has the figures).
 //!
 //! What a server offers is asked of it ([`NativeCommands::ask`]: `COMMAND DOCS`),
-//! never guessed from a version string, once per connection, and
+//! never guessed from a version string, once per connection (of every primary of a
+//! Redis Cluster, which then uses what all of them offer), and
 //! asked again after a call on it failed the way a reconnect or a failover does. A
 //! server that refuses a native command (it lacks it after all, or an ACL denies it)
 //! proves the command did not run: the call is sent again as the script at once, and
@@ -75,6 +76,22 @@ impl NativeCommands {
             delifeq: doc("delifeq").is_some(),
             delex_ifeq: takes_ifeq("delex"),
         }
+    }
+
+    /// What every node offers, from each node's answer to [`ask`](Self::ask) (a Redis
+    /// Cluster's primaries): a command one of them lacks is not used on any, since a
+    /// lease's key may live on that node, and a slot may move to it.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn read_each(answers: impl IntoIterator<Item = Value>) -> Self {
+        answers
+            .into_iter()
+            .map(|answer| Self::read(&Ok(answer)))
+            .reduce(|a, b| Self {
+                set_ifeq: a.set_ifeq && b.set_ifeq,
+                delifeq: a.delifeq && b.delifeq,
+                delex_ifeq: a.delex_ifeq && b.delex_ifeq,
+            })
+            .unwrap_or_default()
     }
 
     /// Whether `error`, the reply to a native command, proves the server will not run
@@ -170,6 +187,19 @@ impl Offered {
         self.set(NativeCommands::read(answer));
     }
 
+    /// [`answered`](Self::answered), for the answers of every primary of a Redis Cluster
+    /// to one question routed to all of them (a map of node address to answer).
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn answered_by_each(&self, answers: &redis::RedisResult<Value>) {
+        match answers {
+            Ok(Value::Map(by_node)) => {
+                let answers = by_node.iter().map(|(_, answer)| answer.clone());
+                self.set(NativeCommands::read_each(answers));
+            }
+            _ => self.answered(answers),
+        }
+    }
+
     /// Remembers the server's answer.
     pub(crate) fn set(&self, found: NativeCommands) {
         let bit = |on: bool, bit: u8| if on { bit } else { 0 };
@@ -235,6 +265,13 @@ mod tests {
         ]));
         let found = NativeCommands::read(&redis84);
         assert!(found.set_ifeq && found.delex_ifeq && !found.delifeq);
+        // A Cluster uses what every primary offers.
+        let each = NativeCommands::read_each([
+            valkey.as_ref().unwrap().clone(),
+            redis84.as_ref().unwrap().clone(),
+        ]);
+        assert!(each.set_ifeq && !each.delifeq && !each.delex_ifeq);
+        assert_eq!(NativeCommands::read_each([]), NativeCommands::default());
         // A refused question offers nothing.
         let refused = Err(redis::RedisError::from((redis::ErrorKind::Io, "gone")));
         assert_eq!(NativeCommands::read(&refused), NativeCommands::default());

@@ -78,7 +78,7 @@ impl<C> Drop for Checkout<'_, C> {
     }
 }
 
-impl<C: redis::ConnectionLike + Send> Conn<C> {
+impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
     pub(crate) fn new(conn: C, reopen: Option<Reopen<C>>, tune: Option<Tune<C>>) -> Self {
         Self {
             slot: Mutex::new(Slot {
@@ -274,20 +274,41 @@ impl<C: redis::ConnectionLike> Bounded<'_, C> {
     }
 }
 
-impl<C: redis::ConnectionLike> Bounded<'_, C> {
+impl<C: redis::ConnectionLike + 'static> Bounded<'_, C> {
     /// Asks the server what it offers besides scripts, if `native` commands are allowed
-    /// and nobody has asked on this connection yet. An unanswered question is asked
-    /// again by the next call.
+    /// and nobody has asked on this connection yet (on a Redis Cluster, every primary:
+    /// it uses what all of them offer). An unanswered question is asked again by the
+    /// next call.
     pub(crate) fn ask(&mut self, offered: &Offered, native: bool) {
-        if offered.to_ask(native) {
-            offered.answered(&NativeCommands::ask().query(self));
+        if !offered.to_ask(native) {
+            return;
         }
+        #[cfg(feature = "cluster")]
+        if let Err(e) = self.budget(1) {
+            return offered.answered(&Err(e));
+        } else if let Some(cluster) = (&mut self.held.conn as &mut dyn std::any::Any)
+            .downcast_mut::<redis::cluster::ClusterConnection>()
+        {
+            use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
+            let every = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+            let answers = cluster.route_command(&NativeCommands::ask(), every);
+            self.account(&answers);
+            return offered.answered_by_each(&answers);
+        }
+        offered.answered(&NativeCommands::ask().query(self));
     }
+}
 
-    /// Sends one lease call.
+impl<C: redis::ConnectionLike> Bounded<'_, C> {
+    /// Sends one lease call. Its native commands go one by one on a connection that
+    /// takes no pipeline (a sync Redis Cluster connection), each routed by its key (the
+    /// notification, keyless, to any node: a Cluster forwards it to every node).
     pub(crate) fn send(&mut self, call: &LeaseCall) -> Result<Confirmed, LockError> {
         match call {
             LeaseCall::Script(script) => script.invoke(self),
+            LeaseCall::Native(pipe) if !redis::ConnectionLike::supports_pipelining(self) => {
+                LeaseCall::read(pipe.cmd_iter().map(|cmd| cmd.query(self)).collect())
+            }
             LeaseCall::Native(pipe) => LeaseCall::read(pipe.query(self)?),
         }
     }

@@ -113,7 +113,7 @@ impl Worker {
         self.wake.notify_one();
     }
 
-    fn run<C: redis::ConnectionLike + Send>(&self, conn: &Conn<C>) {
+    fn run<C: redis::ConnectionLike + Send + 'static>(&self, conn: &Conn<C>) {
         let mut state = self.state();
         loop {
             if state.closed && state.releases == 0 {
@@ -148,7 +148,7 @@ impl Worker {
     }
 
     /// Does the jobs that are due: every renewal in one round trip, then the releases.
-    fn act<C: redis::ConnectionLike + Send>(&self, conn: &Conn<C>, due: Vec<Job>) {
+    fn act<C: redis::ConnectionLike + Send + 'static>(&self, conn: &Conn<C>, due: Vec<Job>) {
         let mut renewals = Vec::new();
         for job in due {
             match job {
@@ -169,7 +169,7 @@ impl Worker {
         }
     }
 
-    fn release_now<C: redis::ConnectionLike + Send>(
+    fn release_now<C: redis::ConnectionLike + Send + 'static>(
         &self,
         conn: &Conn<C>,
         abandoned: Abandoned,
@@ -198,7 +198,10 @@ impl Worker {
 /// The renewals that are due, in one round trip (a pipeline) where the connection
 /// takes one, so a slow server costs every lease one round trip, not one each in a row.
 /// Each lease hears its own answer: one refused or failed renewal hides no other's.
-fn renew<C: redis::ConnectionLike + Send>(conn: &Conn<C>, renewals: &[(Arc<LeaseState>, Sending)]) {
+fn renew<C: redis::ConnectionLike + Send + 'static>(
+    conn: &Conn<C>,
+    renewals: &[(Arc<LeaseState>, Sending)],
+) {
     let Some((first, _)) = renewals.first() else {
         return;
     };
