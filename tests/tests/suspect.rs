@@ -21,6 +21,7 @@ const RESPONSE_TIMEOUT: Duration = lockscript::DEFAULT_RESPONSE_TIMEOUT;
 
 on_both_faces!(
     a_failed_renewal_makes_the_lease_suspect_in_time_and_a_confirmed_one_clears_it,
+    every_lease_of_a_failed_batch_of_renewals_is_suspect_in_time,
     a_lease_whose_renewals_succeed_is_never_suspect,
 );
 
@@ -80,6 +81,61 @@ fn a_failed_renewal_makes_the_lease_suspect_in_time_and_a_confirmed_one_clears_i
     assert!(cleared < first_end, "{}: cleared in time", F::NAME);
     assert!(guard.valid_until() > first_end, "{}: renewed", F::NAME);
     guard.release().unwrap();
+}
+
+/// Leases taken together are renewed together, in one round trip; when it fails, each
+/// of them is suspect within the same bound as one lease alone (a batch of renewals
+/// ends within one response timeout however many replies it waits for), and each is
+/// cleared by the next confirmed batch.
+fn every_lease_of_a_failed_batch_of_renewals_is_suspect_in_time<F: Face>() {
+    const LEASES: usize = 16;
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port());
+    let settings = lockscript_test::faces::Settings {
+        ttl: TTL,
+        ..F::settings()
+    };
+    let locks = F::connect_client(&redis::Client::open(proxy.url()).unwrap(), settings);
+    let guards: Vec<_> = (0..LEASES)
+        .map(|i| locks.lock(&format!("batch-{i}")).unwrap())
+        .collect();
+    let ends: Vec<Instant> = guards.iter().map(Held::valid_until).collect();
+    proxy.set_blackhole(true);
+    for (i, guard) in guards.iter().enumerate() {
+        let due = sent_at(ends[i]) + TTL / 3;
+        assert!(
+            guard.suspect_within(TTL * 2),
+            "{}: lease {i} suspect",
+            F::NAME
+        );
+        let became = Instant::now();
+        assert!(
+            became <= due + RESPONSE_TIMEOUT + CALL_SLACK,
+            "{}: lease {i} of {LEASES} suspect {:?} after its renewal was due (bound: {:?} + {:?})",
+            F::NAME,
+            became.saturating_duration_since(due),
+            RESPONSE_TIMEOUT,
+            CALL_SLACK
+        );
+        assert!(
+            !guard.is_lost() && became < ends[i],
+            "{}: lease {i} valid",
+            F::NAME
+        );
+    }
+    proxy.set_blackhole(false);
+    for (i, guard) in guards.into_iter().enumerate() {
+        while guard.is_suspect() && Instant::now() < ends[i] {
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            !guard.is_suspect() && !guard.is_lost(),
+            "{}: lease {i} cleared before its validity end (lost: {})",
+            F::NAME,
+            guard.is_lost()
+        );
+        guard.release().unwrap();
+    }
 }
 
 fn a_lease_whose_renewals_succeed_is_never_suspect<F: Face>() {
