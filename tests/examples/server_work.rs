@@ -1,8 +1,11 @@
 //! The server's side of a lock: server CPU per lock cycle, per renewal and per release on
 //! the script path and on the native path (`SET … IFEQ`, `DELIFEQ`: Valkey 9.1), next to
-//! the SET floor, measured in one interleaved run; then what keeping 1,000 and 10,000
+//! the SET floor, measured in one interleaved run, one call at a time and under load (64
+//! tasks cycling at once on distinct keys); then what keeping 1,000 and 10,000
 //! leases (ttl 1 s, watchdog on) renewed for 10 s costs on each path: server cores,
-//! client cores, round trips per second (the server's read events) and leases lost.
+//! client cores, round trips per second (the handle's own, a pipeline counting once) and
+//! leases lost, next to a floor: the same number of native renewals sent by hand in
+//! pipelines of the same size at the same pace (`SET … IFEQ … PX`), server cores.
 //!
 //! ```text
 //! export REDIS_SERVER_BIN=$(bash tests/lockscript-test/servers.sh valkey-9.1)
@@ -14,6 +17,8 @@
 //! the scripts. Figures go to stdout and to `target/bench/server-work.json`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use lockscript::Locks;
@@ -86,6 +91,15 @@ fn client_cpu_s() -> Result<f64, BoxError> {
 /// The microseconds the server spent executing `commands` (`INFO commandstats`, each
 /// command's `usec`, a script's including the commands it calls).
 async fn exec_us(conn: &mut MultiplexedConnection, commands: &[&str]) -> Result<f64, BoxError> {
+    command_stat(conn, commands, "usec").await
+}
+
+/// `field` of `INFO commandstats` (`usec`, `calls`...), summed over `commands`.
+async fn command_stat(
+    conn: &mut MultiplexedConnection,
+    commands: &[&str],
+    field: &str,
+) -> Result<f64, BoxError> {
     let text: String = redis::cmd("INFO")
         .arg("commandstats")
         .query_async(conn)
@@ -98,7 +112,10 @@ async fn exec_us(conn: &mut MultiplexedConnection, commands: &[&str]) -> Result<
                 .contains(&name)
                 .then_some(fields)?
                 .split(',')
-                .find_map(|f| f.strip_prefix("usec=").and_then(|v| v.parse::<f64>().ok()))
+                .find_map(|f| {
+                    let value = f.strip_prefix(field)?.strip_prefix('=')?;
+                    value.parse::<f64>().ok()
+                })
         })
         .sum())
 }
@@ -215,19 +232,125 @@ async fn round(
     })
     .await?;
     push(samples, "set_floor", "cycle", set_floor);
+    loaded(paths, floor, stats, n, samples).await
+}
+
+/// Tasks cycling at once on distinct keys through one handle, so the server reads and
+/// writes many calls per wake-up (as under a throughput load) and its CPU per cycle is
+/// mostly the commands'.
+const TASKS: usize = 64;
+
+/// The cycle under load: [`TASKS`] tasks on distinct keys, `n` cycles in all, each path
+/// and the `SET` floor (over one multiplexed connection) in turn.
+async fn loaded(
+    paths: &[(&str, &Locks<MultiplexedConnection>)],
+    floor: &MultiplexedConnection,
+    stats: &mut MultiplexedConnection,
+    n: usize,
+    samples: &mut Samples,
+) -> Result<(), BoxError> {
+    let each = n / TASKS;
+    for &(path, locks) in paths {
+        let [cycle_cmds, _, _] = top_level(path);
+        let run = async {
+            let mut tasks = tokio::task::JoinSet::new();
+            for t in 0..TASKS {
+                let locks = locks.clone();
+                tasks.spawn(async move {
+                    let name = format!("work:loaded:{t}");
+                    for _ in 0..each {
+                        let guard = locks.try_lock(&name).await?.ok_or("held")?;
+                        guard.release().await?;
+                    }
+                    Ok::<_, BoxError>(())
+                });
+            }
+            while let Some(done) = tasks.join_next().await {
+                done??;
+            }
+            Ok(())
+        };
+        let cycle = server_us_per(stats, each * TASKS, cycle_cmds, Box::pin(run)).await?;
+        push(samples, path, "loaded_cycle", cycle);
+    }
+    let run = async {
+        let mut tasks = tokio::task::JoinSet::new();
+        for t in 0..TASKS {
+            let mut conn = floor.clone();
+            tasks.spawn(async move {
+                let key = format!("work:loaded-floor:{t}");
+                for _ in 0..each {
+                    let _: Option<String> = redis::cmd("SET")
+                        .arg(&key)
+                        .arg("token")
+                        .arg("NX")
+                        .arg("PX")
+                        .arg(30_000)
+                        .query_async(&mut conn)
+                        .await?;
+                    let _: i64 = redis::cmd("DEL").arg(&key).query_async(&mut conn).await?;
+                }
+                Ok::<_, BoxError>(())
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done??;
+        }
+        Ok(())
+    };
+    let cycle = server_us_per(stats, each * TASKS, &["set", "del"], Box::pin(run)).await?;
+    push(samples, "set_floor", "loaded_cycle", cycle);
     Ok(())
 }
 
+/// The handle's connection, counting its round trips (a pipeline is one).
+#[derive(Clone)]
+struct Counted {
+    conn: MultiplexedConnection,
+    trips: Arc<AtomicU64>,
+}
+
+impl redis::aio::ConnectionLike for Counted {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        self.trips.fetch_add(1, Ordering::Relaxed);
+        self.conn.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        self.trips.fetch_add(1, Ordering::Relaxed);
+        self.conn.req_packed_commands(cmd, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.conn.get_db()
+    }
+}
+
 /// `n` leases of `path` held for `hold` with a 1 s ttl: server cores, client cores,
-/// round trips per second (the server's read events) and leases lost.
+/// round trips per second (the handle's), leases lost, and the floor: server and client
+/// cores for the same renewals sent by hand as `SET … IFEQ … PX` in pipelines of the
+/// same size at the same pace, after the leases are released.
 async fn leases(
     client: &redis::Client,
     stats: &mut MultiplexedConnection,
     native: bool,
     n: usize,
     held_for: Duration,
-) -> Result<[f64; 4], BoxError> {
-    let locks = Locks::new(client.get_multiplexed_async_connection().await?)
+) -> Result<[f64; 6], BoxError> {
+    let trips = Arc::new(AtomicU64::new(0));
+    let conn = Counted {
+        conn: client.get_multiplexed_async_connection().await?,
+        trips: Arc::clone(&trips),
+    };
+    let locks = Locks::new(conn)
         .ttl(Duration::from_secs(1))
         .native_commands(native);
     let mut held = Vec::with_capacity(n);
@@ -239,33 +362,98 @@ async fn leases(
                 .ok_or("held")?,
         );
     }
-    let reads = |s: &mut MultiplexedConnection| {
+    let renewals = |s: &mut MultiplexedConnection| {
         let mut s = s.clone();
-        async move { info(&mut s, "stats", &["total_reads_processed"]).await }
+        let renewal = if native { "set" } else { "evalsha" };
+        async move { command_stat(&mut s, &[renewal], "calls").await }
     };
-    let (server0, client0, reads0) = (
+    let (server0, client0, trips0, renewed0) = (
         server_cpu_s(stats).await?,
         client_cpu_s()?,
-        reads(stats).await?,
+        trips.load(Ordering::Relaxed),
+        renewals(stats).await?,
     );
     tokio::time::sleep(held_for).await;
-    let (server1, client1, reads1) = (
+    let (server1, client1, trips1, renewed1) = (
         server_cpu_s(stats).await?,
         client_cpu_s()?,
-        reads(stats).await?,
+        trips.load(Ordering::Relaxed),
+        renewals(stats).await?,
     );
     let secs = held_for.as_secs_f64();
     #[allow(clippy::cast_precision_loss)]
     let lost = held.iter().filter(|g| g.is_lost()).count() as f64;
+    #[allow(clippy::cast_precision_loss)]
+    let trips = (trips1 - trips0) as f64;
+    // The floor: the same renewals by hand, native, in pipelines of the same size, at
+    // the same pace, on the leases' own keys.
+    let batch = ((renewed1 - renewed0) / trips.max(1.0)).round().max(1.0);
+    let tokens: Vec<(String, String)> = (0..n)
+        .map(|i| (format!("lock:{{work:lease:{i}}}"), format!("floor-{i}")))
+        .collect();
     for guard in held {
         let _ = guard.release().await;
     }
+    let [floor_server, floor_client] =
+        by_hand(client, stats, &tokens, batch, trips, held_for).await?;
     Ok([
         (server1 - server0) / secs,
         (client1 - client0) / secs,
-        (reads1 - reads0) / secs,
+        trips / secs,
         lost,
+        floor_server,
+        floor_client,
     ])
+}
+
+/// Server cores and client cores for `trips` pipelines of `batch` native renewals
+/// (`SET key token IFEQ token PX 1000` over `keys` in turn) sent evenly over `span`:
+/// the floor of native renewal round trips of that size.
+async fn by_hand(
+    client: &redis::Client,
+    stats: &mut MultiplexedConnection,
+    keys: &[(String, String)],
+    batch: f64,
+    trips: f64,
+    span: Duration,
+) -> Result<[f64; 2], BoxError> {
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    // Keys of their own, set once: the floor renews keys that exist and are its own.
+    let mut pipe = redis::pipe();
+    for (key, token) in keys {
+        pipe.cmd("SET")
+            .arg(format!("floor:{key}"))
+            .arg(token)
+            .arg("PX")
+            .arg(60_000)
+            .ignore();
+    }
+    pipe.query_async::<()>(&mut conn).await?;
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let (batch, trips) = (batch as usize, trips as u32);
+    let every = span / trips.max(1);
+    let (server0, client0) = (server_cpu_s(stats).await?, client_cpu_s()?);
+    let mut next = tokio::time::Instant::now();
+    let mut at = 0;
+    for _ in 0..trips {
+        let mut pipe = redis::pipe();
+        for _ in 0..batch {
+            let (key, token) = &keys[at % keys.len()];
+            at += 1;
+            pipe.cmd("SET")
+                .arg(format!("floor:{key}"))
+                .arg(token)
+                .arg("IFEQ")
+                .arg(token);
+            pipe.arg("PX").arg(1_000).ignore();
+        }
+        pipe.query_async::<()>(&mut conn).await?;
+        next += every;
+        tokio::time::sleep_until(next).await;
+    }
+    let (server1, client1) = (server_cpu_s(stats).await?, client_cpu_s()?);
+    let secs = span.as_secs_f64();
+    Ok([(server1 - server0) / secs, (client1 - client0) / secs])
 }
 
 fn main() -> Result<(), BoxError> {
@@ -307,8 +495,22 @@ fn main() -> Result<(), BoxError> {
         for count in [1_000, 10_000] {
             for (path, on) in [("native", true), ("script", false)] {
                 eprintln!("{count} leases, {path}...");
-                let [server_cores, client_cores, reads, lost] =
-                    leases(&client, &mut stats, on, count, hold).await?;
+                let [
+                    server_cores,
+                    client_cores,
+                    reads,
+                    lost,
+                    floor_server,
+                    floor_client,
+                ] = leases(&client, &mut stats, on, count, hold).await?;
+                figures.insert(
+                    format!("{path}_{count}_leases_floor_server_cores"),
+                    floor_server,
+                );
+                figures.insert(
+                    format!("{path}_{count}_leases_floor_client_cores"),
+                    floor_client,
+                );
                 figures.insert(format!("{path}_{count}_leases_server_cores"), server_cores);
                 figures.insert(format!("{path}_{count}_leases_client_cores"), client_cores);
                 figures.insert(format!("{path}_{count}_leases_round_trips_per_s"), reads);
@@ -317,7 +519,7 @@ fn main() -> Result<(), BoxError> {
         }
         Ok::<_, BoxError>(figures)
     })?;
-    for what in ["cycle", "renewal", "release"] {
+    for what in ["cycle", "loaded_cycle", "renewal", "release"] {
         for kind in ["server", "exec"] {
             let get = |k: String| figures.get(&k).copied().unwrap_or(f64::NAN);
             let ratio =
@@ -341,13 +543,13 @@ fn report(figures: &BTreeMap<String, f64>, rounds: usize, n: usize, hold: Durati
     println!("server µs per call (median of {rounds} rounds of {n}): executing the commands");
     println!("(INFO commandstats) | all its CPU, reading and writing included (INFO cpu)");
     println!(
-        "{:<10} {:>8} {:>8} {:>6} | {:>8} {:>8} {:>6}",
+        "{:<12} {:>8} {:>8} {:>6} | {:>8} {:>8} {:>6}",
         "", "native", "script", "ratio", "native", "script", "ratio"
     );
-    for what in ["cycle", "renewal", "release"] {
+    for what in ["cycle", "loaded_cycle", "renewal", "release"] {
         let f = |k: String| fig(&k);
         println!(
-            "{what:<10} {:>8.2} {:>8.2} {:>6.2} | {:>8.2} {:>8.2} {:>6.2}",
+            "{what:<12} {:>8.2} {:>8.2} {:>6.2} | {:>8.2} {:>8.2} {:>6.2}",
             f(format!("native_{what}_exec_us")),
             f(format!("script_{what}_exec_us")),
             f(format!("native_over_script_{what}_exec")),
@@ -356,26 +558,38 @@ fn report(figures: &BTreeMap<String, f64>, rounds: usize, n: usize, hold: Durati
             f(format!("native_over_script_{what}_server")),
         );
     }
-    println!(
-        "SET floor  {:>8.2}                   | {:>8.2}  (SET NX PX + DEL)",
-        fig("set_floor_cycle_exec_us"),
-        fig("set_floor_cycle_server_us")
-    );
+    for what in ["cycle", "loaded_cycle"] {
+        println!(
+            "{:<12} {:>8.2}                   | {:>8.2}  (SET NX PX + DEL)",
+            format!("floor {what}"),
+            fig(&format!("set_floor_{what}_exec_us")),
+            fig(&format!("set_floor_{what}_server_us"))
+        );
+    }
+    println!("(loaded_cycle: {TASKS} tasks cycling at once on distinct keys, one handle)");
     println!("\nleases held {:.0} s at ttl 1 s:", hold.as_secs_f64());
     println!(
-        "{:<16} {:>12} {:>12} {:>14} {:>6}",
-        "", "server cores", "client cores", "round trips/s", "lost"
+        "{:<16} {:>12} {:>12} {:>14} {:>6} {:>13} {:>13}",
+        "",
+        "server cores",
+        "client cores",
+        "round trips/s",
+        "lost",
+        "floor: server",
+        "floor: client"
     );
     for count in [1_000, 10_000] {
         for path in ["native", "script"] {
             let f = |what: &str| fig(&format!("{path}_{count}_leases_{what}"));
             println!(
-                "{:<16} {:>12.3} {:>12.3} {:>14.0} {:>6.0}",
+                "{:<16} {:>12.3} {:>12.3} {:>14.0} {:>6.0} {:>13.3} {:>13.3}",
                 format!("{count} {path}"),
                 f("server_cores"),
                 f("client_cores"),
                 f("round_trips_per_s"),
                 f("lost"),
+                f("floor_server_cores"),
+                f("floor_client_cores"),
             );
         }
     }

@@ -369,3 +369,31 @@ fn the_proxy_delays_one_connection_and_not_the_others() {
     assert!(proxy.delay_one_connection(0, Duration::ZERO));
     assert!(ping(&mut slow) < delay && ping(&mut fast) < delay);
 }
+
+/// `busy_for` keeps the server from answering for about the time asked, on every server
+/// of the matrix: a `PING` sent once the script runs waits for most of it, and the
+/// script is over well before the server's busy-script threshold (5 s). On Valkey 9,
+/// where `TIME` inside a script is the time the script started, a loop on `TIME` ran
+/// until that threshold: a chaos soak's 100..1000 ms fault lasted 5 s there.
+#[test]
+fn busy_for_keeps_the_server_busy_for_about_the_time_asked() {
+    let server = RedisServer::start();
+    let mut probe = server.connection();
+    let asked = Duration::from_millis(400);
+    let started = std::time::Instant::now();
+    let busy = server.busy_for(asked);
+    // The script has started once the server stops answering; PING until then.
+    std::thread::sleep(Duration::from_millis(50));
+    let _: String = redis::cmd("PING").query(&mut probe).expect("PING");
+    let answered = started.elapsed();
+    busy.join().expect("the busy thread");
+    let ended = started.elapsed();
+    assert!(
+        answered + Duration::from_millis(100) >= asked,
+        "the server answered after {answered:?}: not busy for the {asked:?} asked"
+    );
+    assert!(
+        ended <= asked + Duration::from_millis(1_500),
+        "busy for {ended:?} when {asked:?} was asked"
+    );
+}

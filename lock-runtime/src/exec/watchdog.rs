@@ -84,14 +84,23 @@ impl<B: Backend> Watchdog<B> {
 
     /// (Re)queues `lease` at its next action, or drops it when nothing is left to do.
     pub(crate) fn schedule(&self, lease: &Arc<LeaseState>) {
+        self.schedule_all(std::slice::from_ref(lease));
+    }
+
+    /// [`schedule`](Self::schedule) for many leases (a batch's), under one lock.
+    fn schedule_all(&self, leases: &[Arc<LeaseState>]) {
+        let now = Instant::now();
         let wake = {
             let mut schedule = self.schedule_lock();
-            if let Some(at) = lease.next_action(Instant::now()) {
-                schedule.insert(lease.id, at, Arc::clone(lease))
-            } else {
-                schedule.remove(lease.id);
-                false
+            let mut wake = false;
+            for lease in leases {
+                if let Some(at) = lease.next_action(now) {
+                    wake |= schedule.insert(lease.id, at, Arc::clone(lease));
+                } else {
+                    schedule.remove(lease.id);
+                }
             }
+            wake
         };
         if wake {
             self.wake.notify_one();
@@ -117,13 +126,11 @@ impl<B: Backend> Watchdog<B> {
         if !renewals.is_empty() {
             let soon = self
                 .schedule_lock()
-                .take_soon(now + BATCH_HORIZON, |_| true);
+                .take_soon(now + BATCH_HORIZON, |lease| lease.renewal_due(now));
             renewals.extend(begin(&soon));
             due.extend(soon);
         }
-        for lease in &due {
-            self.schedule(lease);
-        }
+        self.schedule_all(&due);
         if !renewals.is_empty() {
             tokio::spawn(renew(Arc::clone(self), renewals));
         }
@@ -135,10 +142,12 @@ impl<B: Backend> Watchdog<B> {
 async fn renew<B: Backend>(dog: Arc<Watchdog<B>>, renewals: Vec<(Arc<LeaseState>, Sending)>) {
     let replies = dog.backend.renew_all(&renewals).await;
     let now = Instant::now();
-    for ((lease, sending), reply) in renewals.iter().zip(replies) {
-        lease.renewal_done(*sending, reply, now);
-        dog.schedule(lease);
+    let mut done = Vec::with_capacity(renewals.len());
+    for ((lease, sending), reply) in renewals.into_iter().zip(replies) {
+        lease.renewal_done(sending, reply, now);
+        done.push(lease);
     }
+    dog.schedule_all(&done);
 }
 
 /// The watchdog task: acts on leases as their times come, until the watchdog is gone.

@@ -506,6 +506,15 @@ impl LeaseState {
         Some(self.sending(ttl, now))
     }
 
+    /// Whether this lease's renewal may go at `now` with others (due, or due within
+    /// [`renew_early`] of `now`, and none in flight): the watchdogs' pick of the leases
+    /// to add to a round trip that goes anyway. The others stay queued untouched.
+    pub(crate) fn renewal_due(&self, now: Instant) -> bool {
+        let times = self.times();
+        let due = times.next_renewal.checked_sub(renew_early(times.ttl));
+        !times.renewing && due.is_none_or(|d| d <= now)
+    }
+
     /// The renewal in flight ended with `reply` (`Ok(Some(from))`: renewed, counting
     /// from `from`; `Ok(None)`: not ours any more) at `now`. A failed renewal is tried
     /// again a little later, while the lease lasts.
@@ -1008,8 +1017,14 @@ mod tests {
             "a tenth of the 300 ms interval"
         );
         let earliest = sent + Duration::from_millis(270);
+        assert!(!lease.renewal_due(sent + Duration::from_millis(269)));
         assert_eq!(lease.begin_renewal(sent + Duration::from_millis(269)), None);
+        assert!(lease.renewal_due(earliest));
         assert!(lease.begin_renewal(earliest).is_some());
+        assert!(
+            !lease.renewal_due(earliest),
+            "one in flight: not picked again"
+        );
         assert_eq!(
             renew_early(Duration::from_secs(30)),
             BATCH_HORIZON,

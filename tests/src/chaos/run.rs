@@ -241,7 +241,11 @@ fn left_behind(servers: &Servers, within: Duration) -> Vec<String> {
                 .arg("lock:*")
                 .query(&mut conn)
                 .unwrap_or_default();
-            left.extend(keys.into_iter().filter(|k| !k.ends_with(":fence")));
+            // Each with its time to live, in milliseconds (-1: none), to say why.
+            for key in keys.into_iter().filter(|k| !k.ends_with(":fence")) {
+                let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut conn).unwrap_or(-3);
+                left.push(format!("{key} (pttl {pttl})"));
+            }
         }
         left.sort();
         left.dedup();

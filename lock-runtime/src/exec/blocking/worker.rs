@@ -123,7 +123,7 @@ impl Worker {
             let (mut due, next) = state.schedule.take_due(now);
             // Renewals due soon go in the same round trip as those due now.
             if due.iter().any(|job| matches!(job, Job::Lease(_))) {
-                let lease = |job: &Job| matches!(job, Job::Lease(_));
+                let lease = |job: &Job| matches!(job, Job::Lease(l) if l.renewal_due(now));
                 due.extend(state.schedule.take_soon(now + BATCH_HORIZON, lease));
             }
             if due.is_empty() {
