@@ -470,6 +470,16 @@ fn main() -> Result<(), BoxError> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    if std::env::args().any(|a| a == "--hold-only") {
+        // For a profiler: only 10,000 native leases held, nothing else.
+        return runtime.block_on(async {
+            let mut stats = client.get_multiplexed_async_connection().await?;
+            let [server, client_cores, trips, lost, ..] =
+                leases(&client, &mut stats, true, 10_000, hold).await?;
+            println!("server {server:.3} client {client_cores:.3} trips/s {trips:.0} lost {lost}");
+            Ok(())
+        });
+    }
     let mut figures = runtime.block_on(async {
         let connect = || client.get_multiplexed_async_connection();
         let native = Locks::new(connect().await?).native_commands(true);
