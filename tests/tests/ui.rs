@@ -39,8 +39,9 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// (`./run tests` runs it once: it needs no server, so the server matrix skips it by name.)
 #[test]
-fn ui() {
+fn compile_fail_and_pass_cases_match_their_snapshots() {
     stage_scripts();
     let cases = trybuild::TestCases::new();
     cases.compile_fail("ui/*.rs");
