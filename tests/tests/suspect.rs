@@ -35,7 +35,9 @@ fn sent_at(valid_until: Instant) -> Instant {
         .expect("a grant sent after boot")
 }
 
-fn a_failed_renewal_makes_the_lease_suspect_in_time_and_a_confirmed_one_clears_it<F: Face>() {
+/// A server, the fault proxy in front of it, and a handle of face `F` through the proxy
+/// with the lease [`TTL`].
+fn behind_proxy<F: Face>() -> (RedisServer, Proxy, F) {
     let server = RedisServer::start();
     let proxy = Proxy::start(server.port());
     let settings = lockscript_test::faces::Settings {
@@ -43,6 +45,11 @@ fn a_failed_renewal_makes_the_lease_suspect_in_time_and_a_confirmed_one_clears_i
         ..F::settings()
     };
     let locks = F::connect_client(&redis::Client::open(proxy.url()).unwrap(), settings);
+    (server, proxy, locks)
+}
+
+fn a_failed_renewal_makes_the_lease_suspect_in_time_and_a_confirmed_one_clears_it<F: Face>() {
+    let (_server, proxy, locks) = behind_proxy::<F>();
     let guard = locks.lock("suspect").unwrap();
     let first_end = guard.valid_until();
     let due = sent_at(first_end) + TTL / 3;
@@ -89,13 +96,7 @@ fn a_failed_renewal_makes_the_lease_suspect_in_time_and_a_confirmed_one_clears_i
 /// cleared by the next confirmed batch.
 fn every_lease_of_a_failed_batch_of_renewals_is_suspect_in_time<F: Face>() {
     const LEASES: usize = 16;
-    let server = RedisServer::start();
-    let proxy = Proxy::start(server.port());
-    let settings = lockscript_test::faces::Settings {
-        ttl: TTL,
-        ..F::settings()
-    };
-    let locks = F::connect_client(&redis::Client::open(proxy.url()).unwrap(), settings);
+    let (_server, proxy, locks) = behind_proxy::<F>();
     let guards: Vec<_> = (0..LEASES)
         .map(|i| locks.lock(&format!("batch-{i}")).unwrap())
         .collect();
