@@ -97,8 +97,7 @@ where
             .downcast_mut::<redis::cluster_async::ClusterConnection>()
         {
             // Every primary answers: a Cluster uses what all of them offer.
-            use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
-            let every = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+            let every = NativeCommands::every_primary();
             let answers = cluster.route_command(NativeCommands::ask(), every).await;
             self.offered.answered_by_each(&answers);
             return;

@@ -105,6 +105,15 @@ struct Times {
     next_id: u64,
 }
 
+impl Times {
+    /// Whether a renewal may go at `now`: none in flight, and it is due or due within
+    /// [`renew_early`] of `now` (to go with others).
+    fn renewal_may_go(&self, now: Instant) -> bool {
+        let due = self.next_renewal.checked_sub(renew_early(self.ttl));
+        !self.renewing && due.is_none_or(|d| d <= now)
+    }
+}
+
 /// A renewal or extension in flight: its id and the ttl it sets.
 #[derive(Clone, Copy, Debug)]
 struct Flight {
@@ -496,8 +505,7 @@ impl LeaseState {
         let ttl = {
             let mut times = self.times();
             let held = matches!(self.status_locked(&mut times, now), Status::Held { .. });
-            let due = times.next_renewal.checked_sub(renew_early(times.ttl));
-            if !held || times.renewing || !self.renews_at(now) || due.is_some_and(|d| now < d) {
+            if !held || !self.renews_at(now) || !times.renewal_may_go(now) {
                 return None;
             }
             times.renewing = true;
@@ -510,9 +518,7 @@ impl LeaseState {
     /// [`renew_early`] of `now`, and none in flight): the watchdogs' pick of the leases
     /// to add to a round trip that goes anyway. The others stay queued untouched.
     pub(crate) fn renewal_due(&self, now: Instant) -> bool {
-        let times = self.times();
-        let due = times.next_renewal.checked_sub(renew_early(times.ttl));
-        !times.renewing && due.is_none_or(|d| d <= now)
+        self.times().renewal_may_go(now)
     }
 
     /// The renewal in flight ended with `reply` (`Ok(Some(from))`: renewed, counting

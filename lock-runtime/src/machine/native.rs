@@ -64,6 +64,14 @@ impl NativeCommands {
         cmd
     }
 
+    /// Where [`ask`](Self::ask) goes on a Redis Cluster: to every primary, each answering
+    /// for itself (see [`Offered::answered_by_each`]).
+    #[cfg(feature = "cluster")]
+    pub(crate) fn every_primary() -> redis::cluster_routing::RoutingInfo {
+        use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
+        RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None))
+    }
+
     /// What the server's answer to [`ask`](Self::ask) says it offers. A refused answer
     /// (a server before 7.0 has no `COMMAND DOCS`; an ACL may deny `COMMAND`) offers
     /// nothing.

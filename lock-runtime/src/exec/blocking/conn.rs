@@ -285,14 +285,17 @@ impl<C: redis::ConnectionLike + 'static> Bounded<'_, C> {
             return;
         }
         #[cfg(feature = "cluster")]
-        if let Err(e) = self.budget(1) {
-            return offered.answered(&Err(e));
-        } else if let Some(cluster) = (&mut self.held.conn as &mut dyn std::any::Any)
-            .downcast_mut::<redis::cluster::ClusterConnection>()
-        {
-            use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
-            let every = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
-            let answers = cluster.route_command(&NativeCommands::ask(), every);
+        if (&self.held.conn as &dyn std::any::Any).is::<redis::cluster::ClusterConnection>() {
+            // Every primary answers, within the call's time like any command.
+            let answers = self.budget(1).and_then(|()| {
+                let any = &mut self.held.conn as &mut dyn std::any::Any;
+                match any.downcast_mut::<redis::cluster::ClusterConnection>() {
+                    Some(c) => {
+                        c.route_command(&NativeCommands::ask(), NativeCommands::every_primary())
+                    }
+                    None => Err((redis::ErrorKind::Client, "not a cluster connection").into()),
+                }
+            });
             self.account(&answers);
             return offered.answered_by_each(&answers);
         }
