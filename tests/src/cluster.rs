@@ -281,6 +281,30 @@ impl RedisCluster {
         })
     }
 
+    /// One lock name per master, `<prefix>-<i>` for the smallest `i` that lands there,
+    /// with the master owning its key (`lock:{name}`, the default prefix), in master
+    /// order.
+    ///
+    /// # Panics
+    ///
+    /// As [`master_for_key`](Self::master_for_key), or if 10,000 names leave a master out.
+    #[must_use]
+    pub fn one_lock_name_per_master(&self, prefix: &str) -> Vec<(String, usize)> {
+        let masters = self.masters();
+        let mut found: std::collections::BTreeMap<usize, String> =
+            std::collections::BTreeMap::new();
+        for i in 0..10_000 {
+            let name = format!("{prefix}-{i}");
+            found
+                .entry(self.master_for_key(&format!("lock:{{{name}}}")))
+                .or_insert(name);
+            if found.len() == masters.len() {
+                return found.into_iter().map(|(m, n)| (n, m)).collect();
+            }
+        }
+        panic!("no name per master for {masters:?}: {found:?}");
+    }
+
     /// Makes node `i` announce `port` as its client port (its cluster bus port stays the
     /// real one), e.g. a proxy's in front of it, and waits until every live node's
     /// `CLUSTER NODES` says so: cluster clients, which connect to the addresses the

@@ -31,22 +31,6 @@ fn lock_key(name: &str) -> String {
     format!("lock:{{{name}}}")
 }
 
-/// One lock name per master, `<prefix>-<i>`, with the master that owns it.
-fn one_name_per_master(cluster: &RedisCluster, prefix: &str) -> Vec<(String, usize)> {
-    let masters = cluster.masters();
-    let mut found: BTreeMap<usize, String> = BTreeMap::new();
-    for i in 0..10_000 {
-        let name = format!("{prefix}-{i}");
-        found
-            .entry(cluster.master_for_key(&lock_key(&name)))
-            .or_insert(name);
-        if found.len() == masters.len() {
-            return found.into_iter().map(|(m, n)| (n, m)).collect();
-        }
-    }
-    panic!("no name per master for {masters:?}: {found:?}");
-}
-
 /// The node that replicates master `master` (each master has one here).
 fn replica_of(cluster: &RedisCluster, master: usize) -> usize {
     let port = cluster.node(master).port().to_string();
@@ -108,7 +92,7 @@ async fn connect_cluster_grants_fences_and_wakes_waiters_on_every_master() {
     // (handover.lua serves waiters of the releasing handle only), so only pub/sub wakes
     // them.
     let waiters = patient().await;
-    let names = one_name_per_master(&cluster, "orders");
+    let names = cluster.one_lock_name_per_master("orders");
     assert_eq!(names.len(), 3);
     for (name, master) in &names {
         let first = locks.try_lock(name).await.unwrap().expect("free");
@@ -234,7 +218,7 @@ async fn released_within_a_second(cluster: &RedisCluster, master: usize, name: &
 async fn wait_for_replicas_confirms_or_releases_the_grant() {
     let cluster = RedisCluster::start(3, 1);
     let base = connect(&cluster).await.wait_timeout(Duration::from_secs(5));
-    let names = one_name_per_master(&cluster, "replicated");
+    let names = cluster.one_lock_name_per_master("replicated");
     for node in cluster.nodes() {
         lockscript_test::reset_stats(&mut node.connection());
     }
@@ -427,7 +411,7 @@ struct Failure {
 async fn contention_resumes_after_a_master_failover() {
     let mut cluster = RedisCluster::start(3, 1);
     cluster.flush_scripts_and_reset_stats();
-    let all = one_name_per_master(&cluster, "failover");
+    let all = cluster.one_lock_name_per_master("failover");
     let (victim_name, victim) = all[0].clone();
     let (steady_name, steady) = all[1].clone();
     let heir = replica_of(&cluster, victim);

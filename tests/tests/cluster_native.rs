@@ -4,7 +4,6 @@
 //! a cluster whose primaries agree and on one where a primary lacks `DELIFEQ` (renamed
 //! away, as an operator or an older node would leave it).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use lockscript::NativeCommands;
@@ -45,25 +44,6 @@ fn offered_by_this_build() -> NativeCommands {
     found
 }
 
-fn lock_key(name: &str) -> String {
-    format!("lock:{{{name}}}")
-}
-
-/// One lock name per primary, `<prefix>-<i>`, with the primary that owns it.
-fn one_name_per_master(cluster: &RedisCluster, prefix: &str) -> Vec<(String, usize)> {
-    let mut found: BTreeMap<usize, String> = BTreeMap::new();
-    for i in 0.. {
-        let name = format!("{prefix}-{i}");
-        found
-            .entry(cluster.master_for_key(&lock_key(&name)))
-            .or_insert(name);
-        if found.len() == cluster.masters().len() {
-            break;
-        }
-    }
-    found.into_iter().map(|(m, n)| (n, m)).collect()
-}
-
 /// `DELIFEQ` calls on each primary.
 fn delifeq_calls(cluster: &RedisCluster) -> Vec<u64> {
     cluster
@@ -94,7 +74,7 @@ const HOLD: Duration = Duration::from_millis(700);
 /// (native where offered) and releases them; what each handle found
 /// and the `DELIFEQ` calls each primary ran.
 fn lock_on_every_master(cluster: &RedisCluster) -> (Vec<Option<NativeCommands>>, Vec<u64>) {
-    let names = one_name_per_master(cluster, "native");
+    let names = cluster.one_lock_name_per_master("native");
     let before = delifeq_calls(cluster);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
