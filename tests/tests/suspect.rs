@@ -35,6 +35,18 @@ fn sent_at(valid_until: Instant) -> Instant {
         .expect("a grant sent after boot")
 }
 
+/// The bound: a lease whose renewal was due at `due` and failed is suspect by `became`,
+/// no later than the response timeout plus the scheduling slack after `due`.
+fn assert_suspect_in_time(face: &str, lease: &str, became: Instant, due: Instant) {
+    assert!(
+        became <= due + RESPONSE_TIMEOUT + CALL_SLACK,
+        "{face}: {lease} suspect {:?} after its renewal was due (bound: the response timeout {:?} + {:?})",
+        became.saturating_duration_since(due),
+        RESPONSE_TIMEOUT,
+        CALL_SLACK
+    );
+}
+
 /// A server, the fault proxy in front of it, and a handle of face `F` through the proxy
 /// with the lease [`TTL`].
 fn behind_proxy<F: Face>() -> (RedisServer, Proxy, F) {
@@ -63,14 +75,7 @@ fn a_failed_renewal_makes_the_lease_suspect_in_time_and_a_confirmed_one_clears_i
     let became = Instant::now();
     assert!(!guard.is_lost(), "{}: suspect, not lost", F::NAME);
     assert!(guard.is_suspect(), "{}", F::NAME);
-    assert!(
-        became <= due + RESPONSE_TIMEOUT + CALL_SLACK,
-        "{}: suspect {:?} after the renewal was due (bound: the response timeout {:?} + {:?})",
-        F::NAME,
-        became.saturating_duration_since(due),
-        RESPONSE_TIMEOUT,
-        CALL_SLACK
-    );
+    assert_suspect_in_time(F::NAME, "the lease", became, due);
     assert!(became < first_end, "{}: while still valid", F::NAME);
     proxy.set_blackhole(false);
     // The watchdog tries again a little later; its confirmation clears the suspicion
@@ -110,14 +115,7 @@ fn every_lease_of_a_failed_batch_of_renewals_is_suspect_in_time<F: Face>() {
             F::NAME
         );
         let became = Instant::now();
-        assert!(
-            became <= due + RESPONSE_TIMEOUT + CALL_SLACK,
-            "{}: lease {i} of {LEASES} suspect {:?} after its renewal was due (bound: {:?} + {:?})",
-            F::NAME,
-            became.saturating_duration_since(due),
-            RESPONSE_TIMEOUT,
-            CALL_SLACK
-        );
+        assert_suspect_in_time(F::NAME, &format!("lease {i} of {LEASES}"), became, due);
         assert!(
             !guard.is_lost() && became < ends[i],
             "{}: lease {i} valid",
