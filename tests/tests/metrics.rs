@@ -175,6 +175,42 @@ async fn a_lease_that_runs_out_is_counted_lost_with_its_validity_as_time_held() 
     );
 }
 
+/// A renewal the server never answers, with a response timeout longer than the lease:
+/// the loss is counted at the validity end, by the watchdog, while that renewal is still
+/// in flight and nobody asks the guard, not when the round trip gives up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_whose_renewal_hangs_is_counted_lost_at_its_validity_end() {
+    figures();
+    let server = RedisServer::start();
+    let proxy = lockscript_test::proxy::Proxy::start(server.port());
+    let ttl = Duration::from_millis(300);
+    let client = redis::Client::open(proxy.url()).unwrap();
+    let locks = Locks::connect(&client)
+        .await
+        .unwrap()
+        .ttl(ttl)
+        .response_timeout(Duration::from_secs(3));
+    let guard = locks.lock("m-hang").await.unwrap();
+    // The first renewal goes out at a third of the ttl, into the silence.
+    proxy.set_blackhole(true);
+    let end = guard.valid_until();
+    let lost = Some(("reason", "expired"));
+    let bound = end + LOSS_SLACK + SLACK;
+    while counter(m::LOST_TOTAL, "m-hang", lost) == 0 {
+        assert!(
+            std::time::Instant::now() < bound,
+            "not counted lost {:?} after its validity end (bound {:?}); the renewal's \
+             round trip gives up only 3 s after it went out",
+            end.elapsed(),
+            LOSS_SLACK + SLACK
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let counted = std::time::Instant::now();
+    assert!(counted >= end, "counted before the validity end");
+    assert!(guard.is_lost());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watchdog_records_each_renewal() {
     let server = RedisServer::start();

@@ -148,18 +148,17 @@ where
         let mut conn = self.conn.clone();
         let batch = bounded(settings.response_timeout, async {
             self.ask(&mut conn, settings.native).await;
-            let calls: Vec<LeaseCall> =
-                (0..n).map(|i| make(i, self.offered.usable(true))).collect();
-            let (pipe, counts) = batch(&calls)?;
-            let replies = read_batch(&counts, pipe.query_async(&mut conn).await?);
-            Ok((calls, replies))
+            let usable = self.offered.usable(true);
+            let (pipe, placed) = batch((0..n).map(|i| make(i, usable)))?;
+            let replies = read_batch(&placed, pipe.query_async(&mut conn).await?);
+            Ok((placed, replies))
         })
         .await;
         match batch {
-            Ok((calls, mut replies)) => {
-                for (i, call) in calls.iter().enumerate() {
+            Ok((placed, mut replies)) => {
+                for (i, call) in placed.iter().enumerate() {
                     if let Err(e) = &replies[i]
-                        && (self.offered.failed(e, call.is_native()) || e.is_retry_later())
+                        && (self.offered.failed(e, call.native) || e.is_retry_later())
                     {
                         replies[i] = alone(i).await;
                     }
@@ -188,7 +187,7 @@ async fn send<C: redis::aio::ConnectionLike>(
     loop {
         let reply = match call {
             LeaseCall::Script(script) => script.invoke_async(conn).await,
-            LeaseCall::Native(pipe) => match pipe.query_async(conn).await {
+            LeaseCall::Native(cmds) => match LeaseCall::native_pipe(cmds).query_async(conn).await {
                 Ok(replies) => LeaseCall::read(replies),
                 Err(e) => Err(e.into()),
             },

@@ -5,7 +5,7 @@
 //! every other renewal due within [`BATCH_HORIZON`] goes with it: one short task sends
 //! them in one round trip (the backend's [`renew_all`](Backend::renew_all); each lease
 //! hears its own answer, and a slow round trip delays no later batch), and meanwhile
-//! each lease stays queued at its validity end, where the loss is logged if no renewal
+//! that task watches each lease's validity end, where the loss is logged if no renewal
 //! was confirmed by then. The loss itself needs no task: [`LeaseState`] evaluates it on the
 //! clock. Releasing a lease stops it; a renewal already in flight may still reach the
 //! server, where renew.lua changes nothing once the key is gone or another owner's, and
@@ -113,24 +113,28 @@ impl<B: Backend> Watchdog<B> {
     }
 
     /// Leases whose time has come (and, when one starts a renewal, those due to renew
-    /// soon): the renewals that are due go out together, and each lease is queued at
-    /// its next action.
-    fn act(self: &Arc<Self>, mut due: Vec<Arc<LeaseState>>, now: Instant) {
-        let begin = |leases: &[Arc<LeaseState>]| -> Vec<(Arc<LeaseState>, Sending)> {
-            let started = leases
-                .iter()
-                .map(|l| l.begin_renewal(now).map(|s| (Arc::clone(l), s)));
-            started.flatten().collect()
+    /// soon): the renewals that are due go out together, and the other leases are
+    /// queued at their next action. A lease whose renewal goes out leaves the queue
+    /// until its answer: [`renew`] watches its validity end meanwhile.
+    fn act(self: &Arc<Self>, due: Vec<Arc<LeaseState>>, now: Instant) {
+        let mut idle = Vec::new();
+        let mut begin = |leases: Vec<Arc<LeaseState>>, renewals: &mut Vec<_>| {
+            for lease in leases {
+                match lease.begin_renewal(now) {
+                    Some(sending) => renewals.push((lease, sending)),
+                    None => idle.push(lease),
+                }
+            }
         };
-        let mut renewals = begin(&due);
+        let mut renewals = Vec::new();
+        begin(due, &mut renewals);
         if !renewals.is_empty() {
             let soon = self
                 .schedule_lock()
                 .take_soon(now + BATCH_HORIZON, |lease| lease.renewal_due(now));
-            renewals.extend(begin(&soon));
-            due.extend(soon);
+            begin(soon, &mut renewals);
         }
-        self.schedule_all(&due);
+        self.schedule_all(&idle);
         if !renewals.is_empty() {
             tokio::spawn(renew(Arc::clone(self), renewals));
         }
@@ -138,9 +142,33 @@ impl<B: Backend> Watchdog<B> {
 }
 
 /// The renewals that are due, in one round trip where the backend can; then each
-/// lease's next place in the queue.
+/// lease's next place in the queue. Until the answers come, each lease whose validity
+/// ends is seen lost then, on time (the round trip is bounded by the response timeout,
+/// which may be longer than what is left of a short lease).
 async fn renew<B: Backend>(dog: Arc<Watchdog<B>>, renewals: Vec<(Arc<LeaseState>, Sending)>) {
-    let replies = dog.backend.renew_all(&renewals).await;
+    let replies = {
+        let round_trip = dog.backend.renew_all(&renewals);
+        tokio::pin!(round_trip);
+        // The first validity end as the renewals went out; looked at again (an `extend`
+        // may have moved it, a lost or released lease has none) when it comes first.
+        let mut end = renewals.iter().map(|(_, s)| s.valid_until).min();
+        loop {
+            let Some(at) = end else {
+                break round_trip.await;
+            };
+            tokio::select! {
+                replies = &mut round_trip => break replies,
+                () = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {}
+            }
+            let now = Instant::now();
+            // While its renewal is in flight, a held lease's next action is its validity
+            // end; past it, the lease is seen lost here.
+            end = renewals
+                .iter()
+                .filter_map(|(l, _)| l.next_action(now))
+                .min();
+        }
+    };
     let now = Instant::now();
     let mut done = Vec::with_capacity(renewals.len());
     for ((lease, sending), reply) in renewals.into_iter().zip(replies) {

@@ -17,7 +17,7 @@ pub(crate) enum LeaseCall {
     Script(crate::Invocation<Confirmed>),
     /// The native command, then (for a release) the notification, sent together; the
     /// first reply answers.
-    Native(redis::Pipeline),
+    Native(Vec<redis::Cmd>),
 }
 
 impl LeaseCall {
@@ -25,20 +25,31 @@ impl LeaseCall {
         matches!(self, Self::Native(_))
     }
 
-    /// Appends the call to `pipe`; how many replies it adds there (the first answers).
-    pub(crate) fn add_to(&self, pipe: &mut redis::Pipeline) -> Result<usize, LockError> {
+    /// Appends the call to `pipe` (its commands moved, not copied); how many replies it
+    /// adds there (the first answers).
+    pub(crate) fn add_to(self, pipe: &mut redis::Pipeline) -> Result<usize, LockError> {
         match self {
             Self::Script(call) => {
-                pipe.invoke(call)?;
+                pipe.invoke(&call)?;
                 Ok(1)
             }
-            Self::Native(native) => {
-                for cmd in native.cmd_iter() {
-                    pipe.add_command(cmd.clone());
+            Self::Native(cmds) => {
+                let n = cmds.len();
+                for cmd in cmds {
+                    pipe.add_command(cmd);
                 }
-                Ok(native.cmd_iter().count())
+                Ok(n)
             }
         }
+    }
+
+    /// A native call's commands as one pipeline, to send alone.
+    pub(crate) fn native_pipe(cmds: &[redis::Cmd]) -> redis::Pipeline {
+        let mut pipe = redis::Pipeline::with_capacity(cmds.len());
+        for cmd in cmds {
+            pipe.add_command(cmd.clone());
+        }
+        pipe
     }
 
     /// What a call's replies say: its first reply (a script's, `OK` or nil from `SET …
@@ -55,26 +66,40 @@ impl LeaseCall {
     }
 }
 
-/// Several lease calls in one pipeline (errors kept per command), with how many
-/// replies each adds there; [`read_batch`] reads the answers.
-pub(crate) fn batch(calls: &[LeaseCall]) -> Result<(redis::Pipeline, Vec<usize>), LockError> {
-    let mut pipe = redis::pipe();
+/// One call of a [`batch`]: how many replies it adds to the pipeline (the first
+/// answers), and whether it is native (a refusal then means the server does not offer
+/// the command).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Batched {
+    replies: usize,
+    pub(crate) native: bool,
+}
+
+/// Several lease calls in one pipeline (errors kept per command), each call's place
+/// in it; [`read_batch`] reads the answers.
+pub(crate) fn batch(
+    calls: impl ExactSizeIterator<Item = LeaseCall>,
+) -> Result<(redis::Pipeline, Vec<Batched>), LockError> {
+    let mut pipe = redis::Pipeline::with_capacity(calls.len());
     pipe.ignore_errors();
-    let counts = calls
-        .iter()
-        .map(|call| call.add_to(&mut pipe))
-        .collect::<Result<Vec<usize>, LockError>>()?;
-    Ok((pipe, counts))
+    let placed = calls
+        .map(|call| {
+            let native = call.is_native();
+            let replies = call.add_to(&mut pipe)?;
+            Ok(Batched { replies, native })
+        })
+        .collect::<Result<Vec<Batched>, LockError>>()?;
+    Ok((pipe, placed))
 }
 
 /// Each call's answer from the replies to a [`batch`], in order.
 pub(crate) fn read_batch(
-    counts: &[usize],
+    placed: &[Batched],
     replies: Vec<redis::RedisResult<redis::Value>>,
 ) -> Vec<Result<Confirmed, LockError>> {
     let mut replies = replies.into_iter();
-    let each = |&n: &usize| LeaseCall::read(replies.by_ref().take(n).collect());
-    counts.iter().map(each).collect()
+    let each = |b: &Batched| LeaseCall::read(replies.by_ref().take(b.replies).collect());
+    placed.iter().map(each).collect()
 }
 
 /// The watchdog's renewal of `lease` (with the ttl `sending` carries), native where the
@@ -231,15 +256,14 @@ impl Settings {
             return LeaseCall::Script(self.fair_call(keys, "renew", token, "", ttl).reply_as());
         }
         if native.renews() {
-            let mut pipe = redis::pipe();
-            pipe.cmd("SET")
-                .arg(&keys.lock)
+            let mut set = redis::cmd("SET");
+            set.arg(&keys.lock)
                 .arg(token)
                 .arg("IFEQ")
                 .arg(token)
                 .arg("PX")
                 .arg(millis(ttl));
-            return LeaseCall::Native(pipe);
+            return LeaseCall::Native(vec![set]);
         }
         LeaseCall::Script(
             crate::script::builtin::renew(&keys.lock, token, millis(ttl))
@@ -265,14 +289,19 @@ impl Settings {
             );
         }
         if native.releases() {
-            let mut pipe = redis::pipe();
-            if native.delifeq {
-                pipe.cmd("DELIFEQ").arg(&keys.lock).arg(token);
+            let mut del = if native.delifeq {
+                redis::cmd("DELIFEQ")
             } else {
-                pipe.cmd("DELEX").arg(&keys.lock).arg("IFEQ").arg(token);
+                redis::cmd("DELEX")
+            };
+            del.arg(&keys.lock);
+            if !native.delifeq {
+                del.arg("IFEQ");
             }
-            pipe.cmd("PUBLISH").arg(&keys.channel).arg("released");
-            return LeaseCall::Native(pipe);
+            del.arg(token);
+            let mut publish = redis::cmd("PUBLISH");
+            publish.arg(&keys.channel).arg("released");
+            return LeaseCall::Native(vec![del, publish]);
         }
         LeaseCall::Script(
             crate::script::builtin::compare_del(&keys.lock, token)

@@ -133,6 +133,8 @@ pub(crate) struct Sending {
     pub(crate) ttl: Duration,
     /// When it was sent.
     at: Instant,
+    /// The lease's validity end when it was sent (a later command may have moved it).
+    pub(crate) valid_until: Instant,
 }
 
 /// A held lease, shared by its guard, the watchdog and [`Lease`] views.
@@ -357,7 +359,10 @@ impl LeaseState {
     /// time confirmed so far, but for the *shortest* ttl among the commands whose order
     /// it cannot know: the key lives at least that long whichever ran last.
     pub(crate) fn sending(&self, ttl: Duration, now: Instant) -> Sending {
-        let mut times = self.times();
+        self.sending_locked(&mut self.times(), ttl, now)
+    }
+
+    fn sending_locked(&self, times: &mut Times, ttl: Duration, now: Instant) -> Sending {
         let id = times.next_id;
         times.next_id += 1;
         if let Some(low) = times.flying.iter().map(|f| f.ttl).min() {
@@ -367,7 +372,12 @@ impl LeaseState {
         times.flying.push(Flight { id, ttl });
         let farthest = now + ttl + self.settings.response_timeout;
         times.farthest = times.farthest.max(farthest);
-        Sending { id, ttl, at: now }
+        Sending {
+            id,
+            ttl,
+            at: now,
+            valid_until: times.valid_until,
+        }
     }
 
     /// `sending` was answered or given up: out of the flight. Returns the ttl a
@@ -502,16 +512,14 @@ impl LeaseState {
     /// [`renew_early`] of it, to go with others), it is marked in flight and returned
     /// (its lease length in it); `None` if nothing is to be sent.
     pub(crate) fn begin_renewal(&self, now: Instant) -> Option<Sending> {
-        let ttl = {
-            let mut times = self.times();
-            let held = matches!(self.status_locked(&mut times, now), Status::Held { .. });
-            if !held || !self.renews_at(now) || !times.renewal_may_go(now) {
-                return None;
-            }
-            times.renewing = true;
-            times.ttl
-        };
-        Some(self.sending(ttl, now))
+        let mut times = self.times();
+        let held = matches!(self.status_locked(&mut times, now), Status::Held { .. });
+        if !held || !self.renews_at(now) || !times.renewal_may_go(now) {
+            return None;
+        }
+        times.renewing = true;
+        let ttl = times.ttl;
+        Some(self.sending_locked(&mut times, ttl, now))
     }
 
     /// Whether this lease's renewal may go at `now` with others (due, or due within

@@ -310,10 +310,10 @@ impl<C: redis::ConnectionLike> Bounded<'_, C> {
     pub(crate) fn send(&mut self, call: &LeaseCall) -> Result<Confirmed, LockError> {
         match call {
             LeaseCall::Script(script) => script.invoke(self),
-            LeaseCall::Native(pipe) if !redis::ConnectionLike::supports_pipelining(self) => {
-                LeaseCall::read(pipe.cmd_iter().map(|cmd| cmd.query(self)).collect())
+            LeaseCall::Native(cmds) if !redis::ConnectionLike::supports_pipelining(self) => {
+                LeaseCall::read(cmds.iter().map(|cmd| cmd.query(self)).collect())
             }
-            LeaseCall::Native(pipe) => LeaseCall::read(pipe.query(self)?),
+            LeaseCall::Native(cmds) => LeaseCall::read(LeaseCall::native_pipe(cmds).query(self)?),
         }
     }
 }

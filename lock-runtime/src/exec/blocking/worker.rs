@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use super::conn::Conn;
 use crate::LockError;
-use crate::machine::call::{LeaseCall, batch, read_batch, renewal};
+use crate::machine::call::{batch, read_batch, renewal};
 use crate::machine::grant::Abandoned;
 use crate::machine::lease::{BATCH_HORIZON, LeaseState, Sending};
 use crate::machine::native::NativeCommands;
@@ -215,18 +215,19 @@ fn renew<C: redis::ConnectionLike + Send + 'static>(
             sent = Instant::now();
             c.ask(offered, renewals.iter().any(|(l, _)| l.settings.native));
             let native = offered.usable(true);
-            let calls: Vec<LeaseCall> = renewals.iter().map(|r| renew_call(r, native)).collect();
-            let mut replies: Vec<Result<Confirmed, LockError>> =
-                if calls.len() == 1 || !redis::ConnectionLike::supports_pipelining(c) {
-                    calls.iter().map(|call| c.send(call)).collect()
+            let calls = renewals.iter().map(|r| renew_call(r, native));
+            let (mut replies, natives): (Vec<Result<Confirmed, LockError>>, Vec<bool>) =
+                if renewals.len() == 1 || !redis::ConnectionLike::supports_pipelining(c) {
+                    calls.map(|call| (c.send(&call), call.is_native())).unzip()
                 } else {
-                    let (pipe, counts) = batch(&calls)?;
-                    read_batch(&counts, pipe.query(c)?)
+                    let (pipe, placed) = batch(calls)?;
+                    let replies = read_batch(&placed, pipe.query(c)?);
+                    (replies, placed.iter().map(|b| b.native).collect())
                 };
             // A server that refused a native renewal gets the script at once.
-            for ((reply, call), due) in replies.iter_mut().zip(&calls).zip(renewals) {
+            for ((reply, native), due) in replies.iter_mut().zip(natives).zip(renewals) {
                 if let Err(e) = reply
-                    && offered.failed(e, call.is_native())
+                    && offered.failed(e, native)
                 {
                     *reply = c.send(&renew_call(due, NativeCommands::default()));
                 }
