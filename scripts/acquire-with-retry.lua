@@ -1,12 +1,12 @@
 -- acquire-with-retry.lua: one atomic attempt to take a lock.
 --
--- The lock is free when its key does not exist. Taking it raises the lock's
--- fencing counter and stores the caller's owner token with a time-to-live, and
--- returns the counter's new value: every grant of this lock gets a strictly
--- larger number, which a protected resource can use to refuse writes from an
--- older holder. When someone else holds the lock, nothing is changed and the
--- holder's remaining time-to-live is returned, so the caller knows how long to
--- wait.
+-- The lock is free when its key does not exist. Taking it stores the caller's
+-- owner token with a time-to-live (SET NX, which also tells whether the lock
+-- was free), raises the lock's fencing counter and returns the counter's new
+-- value: every grant of this lock gets a strictly larger number, which a
+-- protected resource can use to refuse writes from an older holder. When
+-- someone else holds the lock, nothing is changed and the holder's remaining
+-- time-to-live is returned, so the caller knows how long to wait.
 --
 -- The counter does not live forever: it expires ARGV[3] milliseconds after the
 -- last grant (the lease plus the retention the client chose), so an idle lock
@@ -18,11 +18,15 @@
 -- time the counter was idle. (A microsecond clock fits a Lua number exactly
 -- until the year 2255.)
 --
--- All or nothing: the counter is raised first, so if that fails (a counter that
--- is not a number, memory refused) the script stops with an error before the
--- lock key is written, and an error reply always means "not acquired". The
--- writes after it set keys that exist or are new and do not fail (at worst, if
--- the user may INCR but not SET, a fencing number is skipped).
+-- All or nothing: the lock key is written first. Every later step that can
+-- fail (readers or permits holding the name, a counter that is not a number, a
+-- command the user may not run, a bad ARGV[3]) deletes the key it just wrote
+-- before returning its error, so an error reply always means "not acquired"
+-- (at worst a fencing number is skipped). Memory is checked at a script's first
+-- write, the SET, and not after it.
+--
+-- Four server commands when the lock is free, two when it is held: this
+-- script runs on every grant, and each command it calls costs the server.
 --
 -- The retrying happens in the client, between calls: a loop in here would block
 -- the whole server while it waits.
@@ -45,20 +49,31 @@
 --         {0, pttl}   held by another owner; pttl is its remaining lease in
 --                     milliseconds (-1 if that key has no expiry)
 
-if redis.call('EXISTS', KEYS[1]) == 1 then
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {0, redis.call('PTTL', KEYS[1])}
 end
 if redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('DEL', KEYS[1])
   return redis.error_reply('WRONGKIND shared: readers or permits hold this name')
 end
-local fence
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  fence = redis.call('INCR', KEYS[2])
-  redis.call('PEXPIRE', KEYS[2], ARGV[3])
-else
+local fence = redis.pcall('INCR', KEYS[2])
+local kept
+if type(fence) ~= 'number' then
+  kept = fence
+elseif fence == 1 then
+  -- The counter was missing (INCR made it 1): it restarts from the clock, or
+  -- goes again if that fails, so that no counter is left that starts low.
   local now = redis.call('TIME')
   fence = now[1] * 1000000 + now[2]
-  redis.call('SET', KEYS[2], string.format('%d', fence), 'PX', ARGV[3])
+  kept = redis.pcall('SET', KEYS[2], string.format('%d', fence), 'PX', ARGV[3])
+  if type(kept) == 'table' and kept.err then
+    redis.call('DEL', KEYS[2])
+  end
+else
+  kept = redis.pcall('PEXPIRE', KEYS[2], ARGV[3])
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if type(kept) == 'table' and kept.err then
+  redis.call('DEL', KEYS[1])
+  return kept
+end
 return {1, fence}

@@ -170,7 +170,7 @@ fn audit_json_describes_every_script() {
     assert_eq!(
         acquire["commands"],
         serde_json::json!([
-            "EXISTS", "PTTL", "EXISTS", "EXISTS", "INCR", "PEXPIRE", "TIME", "SET", "SET"
+            "SET", "PTTL", "EXISTS", "DEL", "INCR", "TIME", "SET", "DEL", "PEXPIRE", "DEL"
         ])
     );
     let bytes = std::fs::read(workspace().join("scripts/acquire-with-retry.lua")).unwrap();

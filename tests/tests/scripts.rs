@@ -326,4 +326,32 @@ fn acquire_and_handover_that_fail_change_nothing(mut conn: redis::Connection) {
     );
     let held: String = conn.get(LOCK).unwrap();
     assert_eq!(held, "token-a", "the lock still belongs to the holder");
+
+    let _: () = conn.del(LOCK).unwrap();
+    // The lock key is written first; a counter life the server refuses fails the steps
+    // after it, which take it back: with the counter missing (no counter left that
+    // would start low) and with the counter there (raised by one, a skipped number).
+    let _: () = conn.del(FENCE).unwrap();
+    for counter in ["missing", "present"] {
+        let before: Option<i64> = conn.get(FENCE).unwrap();
+        let err = acquire(LOCK, FENCE, HOLDERS, "token-a", 30_000, u64::MAX)
+            .invoke(&mut conn)
+            .unwrap_err();
+        assert!(
+            matches!(err, lockscript::LockError::Script { .. }),
+            "{counter}: {err:?}"
+        );
+        assert!(
+            !conn.exists::<_, bool>(LOCK).unwrap(),
+            "{counter}: no lock key"
+        );
+        let after: Option<i64> = conn.get(FENCE).unwrap();
+        assert_eq!(after, before.map(|f| f + 1), "{counter}: the counter");
+        if before.is_none() {
+            acquire(LOCK, FENCE, HOLDERS, "token-a", 30_000, FENCE_MS)
+                .invoke(&mut conn)
+                .unwrap();
+            let _: () = conn.del(LOCK).unwrap();
+        }
+    }
 }
