@@ -209,6 +209,47 @@ async fn a_lease_whose_renewal_hangs_is_counted_lost_at_its_validity_end() {
     let counted = std::time::Instant::now();
     assert!(counted >= end, "counted before the validity end");
     assert!(guard.is_lost());
+    let held = samples(m::HELD_SECONDS, "m-hang", Some(("end", "lost")));
+    assert!(
+        held.len() == 1 && held[0] <= ttl.as_secs_f64(),
+        "held {held:?}: until the validity end"
+    );
+}
+
+/// The blocking face's watchdog sees the loss only when the hung round trip gives up
+/// (its thread waits for it), but the lease counts as held until its validity end,
+/// not until then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_lease_whose_renewal_hangs_counts_as_held_until_its_validity_end() {
+    figures();
+    let server = RedisServer::start();
+    let proxy = lockscript_test::proxy::Proxy::start(server.port());
+    let ttl = Duration::from_millis(300);
+    let client = redis::Client::open(proxy.url()).unwrap();
+    let counted = tokio::task::spawn_blocking(move || {
+        let locks = lockscript::blocking::Locks::connect(&client)
+            .unwrap()
+            .ttl(ttl)
+            .response_timeout(Duration::from_secs(2));
+        let guard = locks.lock("m-hang-blocking").unwrap();
+        proxy.set_blackhole(true);
+        let lost = Some(("reason", "expired"));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while counter(m::LOST_TOTAL, "m-hang-blocking", lost) == 0 {
+            assert!(std::time::Instant::now() < deadline, "never counted lost");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drop(guard);
+        proxy
+    })
+    .await
+    .unwrap();
+    drop(counted);
+    let held = samples(m::HELD_SECONDS, "m-hang-blocking", Some(("end", "lost")));
+    assert!(
+        held.len() == 1 && held[0] <= ttl.as_secs_f64(),
+        "held {held:?}: until the validity end, not until the round trip gave up"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

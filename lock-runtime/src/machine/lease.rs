@@ -277,7 +277,14 @@ impl LeaseState {
         if times.lost.is_none() {
             times.lost = Some(why);
             tracing::warn!(lock = %self.keys.name, fence = self.fence, reason = why, "lock lost");
-            let held = Instant::now().saturating_duration_since(self.since);
+            // A lease that ran out was held until its validity end, however late that is
+            // seen (the blocking watchdog sees it after a round trip that outlasted it).
+            let end = if why == RAN_OUT {
+                times.valid_until
+            } else {
+                Instant::now()
+            };
+            let held = end.saturating_duration_since(self.since);
             crate::machine::metrics::ended(&self.keys.name, held, Some(why == RAN_OUT));
         }
         self.changed.notify_waiters();
