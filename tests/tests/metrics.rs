@@ -175,16 +175,34 @@ async fn a_lease_that_runs_out_is_counted_lost_with_its_validity_as_time_held() 
     );
 }
 
+/// A server behind the fault proxy, and a client of the proxy: the scenarios whose
+/// renewal the server never answers.
+fn behind_proxy() -> (RedisServer, lockscript_test::proxy::Proxy, redis::Client) {
+    figures();
+    let server = RedisServer::start();
+    let proxy = lockscript_test::proxy::Proxy::start(server.port());
+    let client = redis::Client::open(proxy.url()).unwrap();
+    (server, proxy, client)
+}
+
+/// The one end recorded for `lock` is a loss, held at most `ttl`: until its validity
+/// end, however late the loss was seen.
+fn assert_held_until_the_validity_end(lock: &str, ttl: Duration) {
+    let held = samples(m::HELD_SECONDS, lock, Some(("end", "lost")));
+    assert!(
+        held.len() == 1 && held[0] <= ttl.as_secs_f64(),
+        "{lock}: held {held:?}, more than the ttl {ttl:?}: counted until the loss was seen, \
+         not until the validity end"
+    );
+}
+
 /// A renewal the server never answers, with a response timeout longer than the lease:
 /// the loss is counted at the validity end, by the watchdog, while that renewal is still
 /// in flight and nobody asks the guard, not when the round trip gives up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_whose_renewal_hangs_is_counted_lost_at_its_validity_end() {
-    figures();
-    let server = RedisServer::start();
-    let proxy = lockscript_test::proxy::Proxy::start(server.port());
+    let (_server, proxy, client) = behind_proxy();
     let ttl = Duration::from_millis(300);
-    let client = redis::Client::open(proxy.url()).unwrap();
     let locks = Locks::connect(&client)
         .await
         .unwrap()
@@ -209,11 +227,7 @@ async fn a_lease_whose_renewal_hangs_is_counted_lost_at_its_validity_end() {
     let counted = std::time::Instant::now();
     assert!(counted >= end, "counted before the validity end");
     assert!(guard.is_lost());
-    let held = samples(m::HELD_SECONDS, "m-hang", Some(("end", "lost")));
-    assert!(
-        held.len() == 1 && held[0] <= ttl.as_secs_f64(),
-        "held {held:?}: until the validity end"
-    );
+    assert_held_until_the_validity_end("m-hang", ttl);
 }
 
 /// The blocking face's watchdog sees the loss only when the hung round trip gives up
@@ -221,11 +235,8 @@ async fn a_lease_whose_renewal_hangs_is_counted_lost_at_its_validity_end() {
 /// not until then.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocking_lease_whose_renewal_hangs_counts_as_held_until_its_validity_end() {
-    figures();
-    let server = RedisServer::start();
-    let proxy = lockscript_test::proxy::Proxy::start(server.port());
+    let (_server, proxy, client) = behind_proxy();
     let ttl = Duration::from_millis(300);
-    let client = redis::Client::open(proxy.url()).unwrap();
     let counted = tokio::task::spawn_blocking(move || {
         let locks = lockscript::blocking::Locks::connect(&client)
             .unwrap()
@@ -245,11 +256,7 @@ async fn a_blocking_lease_whose_renewal_hangs_counts_as_held_until_its_validity_
     .await
     .unwrap();
     drop(counted);
-    let held = samples(m::HELD_SECONDS, "m-hang-blocking", Some(("end", "lost")));
-    assert!(
-        held.len() == 1 && held[0] <= ttl.as_secs_f64(),
-        "held {held:?}: until the validity end, not until the round trip gave up"
-    );
+    assert_held_until_the_validity_end("m-hang-blocking", ttl);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

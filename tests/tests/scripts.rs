@@ -303,14 +303,18 @@ fn handover_of_another_owners_or_a_missing_lock_changes_nothing(mut conn: redis:
 /// behind that nobody owns. (A fencing counter that is not a number makes `INCR` fail.)
 #[lockscript_test::test]
 fn acquire_and_handover_that_fail_change_nothing(mut conn: redis::Connection) {
+    // An acquire that must fail with the server's error reply (`what` names the case).
+    let refused = |conn: &mut redis::Connection, fence_ms: u64, what: &str| {
+        let err = acquire(LOCK, FENCE, HOLDERS, "token-a", 30_000, fence_ms)
+            .invoke(conn)
+            .unwrap_err();
+        assert!(
+            matches!(err, lockscript::LockError::Script { .. }),
+            "{what}: {err:?}"
+        );
+    };
     let _: () = conn.set(FENCE, "not a number").unwrap();
-    let err = acquire(LOCK, FENCE, HOLDERS, "token-a", 30_000, FENCE_MS)
-        .invoke(&mut conn)
-        .unwrap_err();
-    assert!(
-        matches!(err, lockscript::LockError::Script { .. }),
-        "{err:?}"
-    );
+    refused(&mut conn, FENCE_MS, "a counter that is not a number");
     assert!(
         !conn.exists::<_, bool>(LOCK).unwrap(),
         "no lock key left after the failed acquire"
@@ -334,13 +338,7 @@ fn acquire_and_handover_that_fail_change_nothing(mut conn: redis::Connection) {
     let _: () = conn.del(FENCE).unwrap();
     for counter in ["missing", "present"] {
         let before: Option<i64> = conn.get(FENCE).unwrap();
-        let err = acquire(LOCK, FENCE, HOLDERS, "token-a", 30_000, u64::MAX)
-            .invoke(&mut conn)
-            .unwrap_err();
-        assert!(
-            matches!(err, lockscript::LockError::Script { .. }),
-            "{counter}: {err:?}"
-        );
+        refused(&mut conn, u64::MAX, counter);
         assert!(
             !conn.exists::<_, bool>(LOCK).unwrap(),
             "{counter}: no lock key"
