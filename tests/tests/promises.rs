@@ -307,7 +307,14 @@ fn a_release_hands_the_lock_to_a_waiting_caller_of_the_handle<F: Face>() {
 
 /// Callers of one handle that wait for a lock get it first come, first served, each
 /// handed it by the one before; the last release alone publishes.
+///
+/// Each holds the lock for the scheduling slack: when the lock is handed to the head of
+/// the line, the next in line becomes the head and stands its offer after one attempt
+/// of its own; a holder that releases before that (a thread not yet scheduled on this
+/// busy 2-core machine: seen in CI with a 5 ms hold) releases plainly, which publishes,
+/// and the next is served by that notification instead.
 fn waiting_callers_of_a_handle_are_served_in_arrival_order<F: Face>() {
+    const HOLD: Duration = CALL_SLACK;
     let server = RedisServer::start();
     let locks = patient::<F>(&server);
     let holder = locks.lock("line").unwrap();
@@ -321,7 +328,7 @@ fn waiting_callers_of_a_handle_are_served_in_arrival_order<F: Face>() {
             let waiter = thread::spawn(move || {
                 let guard = locks.lock("line").unwrap();
                 order.lock().unwrap().push(i);
-                thread::sleep(Duration::from_millis(5));
+                thread::sleep(HOLD);
                 guard.release().unwrap();
             });
             if i == 0 {
@@ -341,11 +348,7 @@ fn waiting_callers_of_a_handle_are_served_in_arrival_order<F: Face>() {
     }
     let took = released.elapsed();
     assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3], "{}", F::NAME);
-    assert!(
-        took <= 4 * (Duration::from_millis(5) + CALL_SLACK),
-        "{}: {took:?}",
-        F::NAME
-    );
+    assert!(took <= 4 * (HOLD + CALL_SLACK), "{}: {took:?}", F::NAME);
     assert_eq!(
         lockscript_test::command_calls(&mut stats, "publish"),
         1,
