@@ -237,7 +237,8 @@ async fn a_lease_whose_renewal_hangs_is_counted_lost_at_its_validity_end() {
 async fn a_blocking_lease_whose_renewal_hangs_counts_as_held_until_its_validity_end() {
     let (_server, proxy, client) = behind_proxy();
     let ttl = Duration::from_millis(300);
-    let counted = tokio::task::spawn_blocking(move || {
+    // The proxy comes back from the thread: it stays silent until the figures are read.
+    let proxy = tokio::task::spawn_blocking(move || {
         let locks = lockscript::blocking::Locks::connect(&client)
             .unwrap()
             .ttl(ttl)
@@ -255,8 +256,8 @@ async fn a_blocking_lease_whose_renewal_hangs_counts_as_held_until_its_validity_
     })
     .await
     .unwrap();
-    drop(counted);
     assert_held_until_the_validity_end("m-hang-blocking", ttl);
+    drop(proxy);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

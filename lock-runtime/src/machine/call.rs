@@ -289,16 +289,14 @@ impl Settings {
             );
         }
         if native.releases() {
-            let mut del = if native.delifeq {
-                redis::cmd("DELIFEQ")
+            let mut del;
+            if native.delifeq {
+                del = redis::cmd("DELIFEQ");
+                del.arg(&keys.lock).arg(token);
             } else {
-                redis::cmd("DELEX")
-            };
-            del.arg(&keys.lock);
-            if !native.delifeq {
-                del.arg("IFEQ");
+                del = redis::cmd("DELEX");
+                del.arg(&keys.lock).arg("IFEQ").arg(token);
             }
-            del.arg(token);
             let mut publish = redis::cmd("PUBLISH");
             publish.arg(&keys.channel).arg("released");
             return LeaseCall::Native(vec![del, publish]);
