@@ -76,8 +76,10 @@ pub use script::builtin;
 pub use error::LockError;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 pub use faces::guarded::Guarded;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+pub use faces::handle::Handle;
 #[cfg(feature = "tokio")]
-pub use faces::locks::{LockGuard, Locks};
+pub use faces::locks::{LeaseGuard, LockGuard, Locks};
 #[cfg(feature = "redlock")]
 pub use faces::redlock::{Redlock, RedlockGuard};
 #[cfg(feature = "tokio")]

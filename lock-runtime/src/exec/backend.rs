@@ -18,7 +18,13 @@ use crate::machine::settings::Settings;
 use crate::machine::token::Token;
 
 /// The server side of the lock protocol, for the async engine.
-pub(crate) trait Backend: Clone + Send + Sync + 'static {
+pub trait Backend: Clone + Send + Sync + 'static {
+    /// The handle's name in its `Debug` output.
+    const FACE: &'static str;
+
+    /// Its guard's name in their `Debug` output.
+    const GUARD: &'static str;
+
     /// Whether a release can hand the lock to a waiter of the same handle in one step
     /// (handover.lua).
     const HANDOVER: bool;
@@ -26,6 +32,12 @@ pub(crate) trait Backend: Clone + Send + Sync + 'static {
     /// Whether a grant lives on one server (one node, or one Cluster slot), so that a
     /// guarded script there can check it; not so for a Redlock quorum.
     const ONE_NODE: bool;
+
+    /// Whether this backend can work with `settings` (checked at every lock call).
+    fn validate(&self, settings: &Settings) -> Result<(), LockError> {
+        let _ = settings;
+        Ok(())
+    }
 
     /// One attempt to take `keys` for `token` with the settings' ttl. An error that
     /// [may have run](LockError::may_have_run) the script may have granted it.

@@ -27,7 +27,7 @@ use crate::machine::settings::Settings;
 
 /// Everything an async handle is: its servers, settings, local queue, notifications
 /// and watchdog. Cheap to clone; clones share all of it.
-pub(crate) struct Engine<B> {
+pub struct Engine<B> {
     pub(crate) backend: B,
     pub(crate) settings: Arc<Settings>,
     pub(crate) notifications: Option<Arc<Notifications>>,
@@ -65,10 +65,9 @@ impl<B: Backend> Engine<B> {
         name: &str,
         kind: Kind,
     ) -> Result<Option<Granted>, LockError> {
-        self.validate(kind)?;
-        let keys = self.settings.keys_of(name, kind)?;
-        self.run(Acquire::once(keys, &self.settings, Instant::now()))
-            .await
+        self.validate()?;
+        let machine = Acquire::for_try(&self.settings, name, kind, Instant::now())?;
+        self.run(machine).await
     }
 
     /// Waits for a grant of `kind` until `wait_timeout`; `watchdog` says whether the
@@ -79,27 +78,26 @@ impl<B: Backend> Engine<B> {
         kind: Kind,
         watchdog: bool,
     ) -> Result<Granted, LockError> {
-        self.validate(kind)?;
-        self.settings.validate_wait()?;
-        let keys = self.settings.keys_of(name, kind)?;
-        let span = tracing::debug_span!("lock.acquire", lock = %keys.name);
-        let settings = &self.settings;
-        let now = Instant::now();
-        let machine = if settings.queued(&keys) {
-            let channel =
-                (self.notifications.as_ref()).map(|n| n.handoff_channel(&settings.prefix));
-            Acquire::fair(keys, settings, watchdog, channel, now)?
-        } else {
-            let notifications = self.notifications.is_some();
-            Acquire::wait(keys, settings, watchdog, notifications, B::HANDOVER, now)
-        };
+        self.validate()?;
+        let span = tracing::debug_span!("lock.acquire", lock = %name);
+        let notifications = self.notifications.as_ref();
+        let channel = || notifications.map(|n| n.handoff_channel(&self.settings.prefix));
+        let notified = (notifications.is_some(), channel);
+        let machine = Acquire::for_lock(
+            &self.settings,
+            (name, kind),
+            watchdog,
+            notified,
+            B::HANDOVER,
+            Instant::now(),
+        )?;
         let granted = self.run(machine).instrument(span).await?;
         granted.ok_or_else(|| LockError::InvalidSettings("internal: a wait ended held".into()))
     }
 
-    /// The settings, and whether this backend can do what they ask for grants of `kind`.
-    fn validate(&self, kind: Kind) -> Result<(), LockError> {
-        self.settings.validate_kind(kind)?;
+    /// Whether this backend can do what the settings ask (the machine checks the rest).
+    fn validate(&self) -> Result<(), LockError> {
+        self.backend.validate(&self.settings)?;
         if self.settings.fair && !B::FAIR {
             return Err(LockError::InvalidSettings(
                 "fair mode needs one server or one Redis Cluster, where the lock's queue \

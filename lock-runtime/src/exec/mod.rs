@@ -18,6 +18,7 @@ pub(crate) mod guard;
 #[cfg(feature = "tokio")]
 pub(crate) mod node;
 pub(crate) mod notify;
+pub(crate) mod owned;
 pub(crate) mod queue;
 #[cfg(feature = "redlock")]
 pub(crate) mod quorum;

@@ -32,7 +32,7 @@ const RETRY_LATER: Duration = Duration::from_millis(10);
 
 /// One server, or a Cluster through one cluster connection.
 #[derive(Clone)]
-pub(crate) struct Node<C> {
+pub struct Node<C> {
     pub(crate) conn: C,
     /// What the server offers besides scripts, once asked (on a Cluster, what every
     /// primary offers, asked again after a redirection; a node that lacks a command all
@@ -206,6 +206,8 @@ impl<C> Backend for Node<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
+    const FACE: &'static str = "Locks";
+    const GUARD: &'static str = "LockGuard";
     const HANDOVER: bool = true;
     const ONE_NODE: bool = true;
 

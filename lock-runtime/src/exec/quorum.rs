@@ -42,7 +42,7 @@ use crate::machine::settings::Settings;
 use crate::machine::token::Token;
 
 /// N independent masters, each through its own connection.
-pub(crate) struct Quorum<C> {
+pub struct Quorum<C> {
     pub(crate) nodes: Arc<[Node<C>]>,
 }
 
@@ -159,6 +159,24 @@ impl<C> Backend for Quorum<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
+    fn validate(&self, settings: &Settings) -> Result<(), LockError> {
+        if self.nodes.is_empty() {
+            return Err(LockError::InvalidSettings(
+                "Redlock needs at least one master (use 3 or 5)".to_owned(),
+            ));
+        }
+        let timeout = settings.node_timeout;
+        if timeout.is_zero() || timeout > settings.ttl / 3 {
+            return Err(LockError::InvalidSettings(format!(
+                "node_timeout {timeout:?} must be above zero and at most a third of the ttl {:?}",
+                settings.ttl
+            )));
+        }
+        Ok(())
+    }
+
+    const FACE: &'static str = "Redlock";
+    const GUARD: &'static str = "RedlockGuard";
     const HANDOVER: bool = false;
     const ONE_NODE: bool = false;
 

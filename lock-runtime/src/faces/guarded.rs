@@ -73,7 +73,7 @@ where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     fn __guard(&self) -> GuardRef<'_> {
-        GuardRef(&self.inner.held.lease)
+        GuardRef(&self.inner.owned.held.lease)
     }
 }
 
@@ -88,7 +88,7 @@ where
     C: redis::ConnectionLike + Send + 'static,
 {
     fn __guard(&self) -> GuardRef<'_> {
-        GuardRef(&self.held.lease)
+        GuardRef(self.owned.lease())
     }
 }
 

@@ -1,4 +1,4 @@
-//! The faces users see: [`locks`] (`Locks`, `LockGuard`), [`rw`] (`RwLocks`,
+//! The faces users see: [`handle`] (the builder every lock handle shares), [`locks`] (`Locks`, `LockGuard`), [`rw`] (`RwLocks`,
 //! `Semaphores`), [`redlock`], [`blocking`], guarded scripts ([`guarded`]) and SQL
 //! fencing ([`sql`]). Each is a thin wrapper over an executor.
 
@@ -6,6 +6,8 @@
 pub mod blocking;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 pub(crate) mod guarded;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+pub(crate) mod handle;
 #[cfg(feature = "tokio")]
 pub(crate) mod locks;
 #[cfg(feature = "redlock")]

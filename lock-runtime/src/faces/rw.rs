@@ -150,7 +150,7 @@ where
     }
 
     fn reader(&self, inner: Guard<Node<C>>) -> ReadGuard<C> {
-        let mark = self.readers.mark(&inner.held.lease.keys.name);
+        let mark = self.readers.mark(&inner.owned.held.lease.keys.name);
         ReadGuard {
             inner: LockGuard { inner },
             _mark: mark,
@@ -356,7 +356,7 @@ where
     pub async fn downgrade(self) -> Result<ReadGuard<C>, LockError> {
         let readers = Arc::clone(&self.readers);
         let inner = self.inner.inner.downgrade().await?;
-        let mark = readers.mark(&inner.held.lease.keys.name);
+        let mark = readers.mark(&inner.owned.held.lease.keys.name);
         Ok(ReadGuard {
             inner: LockGuard { inner },
             _mark: mark,
@@ -413,7 +413,7 @@ macro_rules! kind_guard {
             C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
         {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                self.inner.inner.held.lease.debug(f, stringify!($ty))
+                self.inner.inner.owned.held.lease.debug(f, stringify!($ty))
             }
         }
     )*};

@@ -28,7 +28,7 @@ use crate::LockError;
 use crate::machine::fair::Letter;
 use crate::machine::fair::{self, Answer, Reading, Ticket};
 use crate::machine::grant::{Abandoned, Attempted, Grant, Granted, Outcome, kind_refused};
-use crate::machine::key::Keys;
+use crate::machine::key::{Keys, Kind};
 use crate::machine::limit::validity;
 use crate::machine::settings::Settings;
 use crate::machine::token::Token;
@@ -176,6 +176,48 @@ impl Acquire {
         machine.shape = Shape::Once;
         machine.wait.attempt();
         machine
+    }
+
+    /// The machine for a `lock()` (a wait for a grant of `kind` on `name`): the one place
+    /// that checks a wait's settings and picks the protocol, queued on the server
+    /// ([`fair`](Self::fair)) or by attempts ([`wait`](Self::wait)). `notifications`
+    /// says whether the handle has release notifications, `channel` gives its handoff
+    /// channel once they run (asked only for a queued wait), `handover` whether a release
+    /// of this handle can hand it the lock.
+    pub(crate) fn for_lock(
+        settings: &Settings,
+        (name, kind): (&str, Kind),
+        watchdog: bool,
+        (notifications, channel): (bool, impl FnOnce() -> Option<String>),
+        handover: bool,
+        now: Instant,
+    ) -> Result<Self, LockError> {
+        settings.validate_kind(kind)?;
+        settings.validate_wait()?;
+        let keys = settings.keys_of(name, kind)?;
+        if settings.queued(&keys) {
+            Self::fair(keys, settings, watchdog, channel(), now)
+        } else {
+            Ok(Self::wait(
+                keys,
+                settings,
+                watchdog,
+                notifications,
+                handover,
+                now,
+            ))
+        }
+    }
+
+    /// One attempt (`try_lock()`) at a grant of `kind` on `name`.
+    pub(crate) fn for_try(
+        settings: &Settings,
+        name: &str,
+        kind: Kind,
+        now: Instant,
+    ) -> Result<Self, LockError> {
+        settings.validate_kind(kind)?;
+        Ok(Self::once(settings.keys_of(name, kind)?, settings, now))
     }
 
     /// A wait until `wait_timeout` by attempts (`lock()`), first come first served among

@@ -44,7 +44,7 @@ pub(crate) fn claim(ttl: Duration, watchdog: bool) -> Duration {
 
 /// A waiter's place in a fair queue.
 #[derive(Debug)]
-pub(crate) struct Ticket {
+pub struct Ticket {
     /// The owner token a grant to this waiter carries.
     pub(crate) token: Token,
     /// `<token> <claim_ms> <kind> <channel>`, as fair-queue.lua stores it.

@@ -22,7 +22,7 @@ use crate::machine::token::Token;
 
 /// What one attempt got.
 #[derive(Debug)]
-pub(crate) enum Outcome {
+pub enum Outcome {
     /// Granted with this fencing token; the lease counts from `sent`.
     Granted { fence: u64, sent: Instant },
     /// Held by another owner for `remaining` more (unknown when `None`).
@@ -91,7 +91,7 @@ pub(crate) struct Granted {
 
 /// A grant that nobody owns, to be released in the background with its own token.
 #[derive(Debug)]
-pub(crate) struct Abandoned {
+pub struct Abandoned {
     pub(crate) keys: Keys,
     pub(crate) token: Token,
     /// After this the server has expired the grant by itself: stop trying.

@@ -6,7 +6,7 @@ use crate::machine::limit::check_name;
 /// The Redis names of one lock. They share the hash tag `{name}`, so on a Cluster all
 /// of them live in one slot.
 #[derive(Clone, Debug)]
-pub(crate) struct Keys {
+pub struct Keys {
     /// What a grant of this name is.
     pub(crate) kind: Kind,
     /// The name the user gave.

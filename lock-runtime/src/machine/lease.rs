@@ -127,7 +127,7 @@ const RAN_OUT: &str = "the lease ran out before a renewal was confirmed";
 /// A renewal or extension the lease knows is on its way to the server (see
 /// [`LeaseState::sending`]); its answer goes back to the lease with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Sending {
+pub struct Sending {
     id: u64,
     /// The lease length the command sets.
     pub(crate) ttl: Duration,
@@ -138,7 +138,7 @@ pub(crate) struct Sending {
 }
 
 /// A held lease, shared by its guard, the watchdog and [`Lease`] views.
-pub(crate) struct LeaseState {
+pub struct LeaseState {
     pub(crate) keys: Keys,
     pub(crate) fence: u64,
     pub(crate) token: Token,

@@ -33,7 +33,7 @@ impl redis::FromRedisValue for Acquired {
 /// (or from `DELIFEQ`/`DELEX`), `OK`/nil from `SET … IFEQ`, or the first value of
 /// fair-queue.lua's reply; whether it was done (the token held).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Confirmed(pub(crate) bool);
+pub struct Confirmed(pub(crate) bool);
 
 impl redis::FromRedisValue for Confirmed {
     fn from_redis_value(v: redis::Value) -> Result<Self, redis::ParsingError> {

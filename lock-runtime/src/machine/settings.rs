@@ -15,7 +15,7 @@ use crate::machine::retry::RetryPolicy;
 
 /// Everything a [`Locks`](crate::Locks) handle is configured with.
 #[derive(Clone, Debug)]
-pub(crate) struct Settings {
+pub struct Settings {
     pub(crate) ttl: Duration,
     pub(crate) wait_timeout: Duration,
     pub(crate) watchdog: bool,

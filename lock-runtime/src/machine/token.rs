@@ -9,7 +9,7 @@ use crate::LockError;
 /// Whoever knows it can release or renew the lock, so it is never logged and its
 /// `Debug` is redacted.
 #[derive(Clone, PartialEq, Eq)]
-pub(crate) struct Token(String);
+pub struct Token(String);
 
 impl Token {
     /// Draws a fresh token from the operating system's CSPRNG.

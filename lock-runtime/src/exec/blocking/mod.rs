@@ -20,7 +20,26 @@ use crate::exec::waiting::Waiting;
 use crate::machine::acquire::{Acquire, Next, Wake};
 use crate::machine::grant::Granted;
 use crate::machine::grant::{Abandoned, Outcome};
+use crate::machine::lease::LeaseState;
 use crate::machine::settings::Settings;
+
+/// Everything a blocking handle is: its connection and background thread, its settings
+/// and its notifications. Cheap to clone; clones share all of it.
+pub struct Engine<C> {
+    pub(crate) shared: Arc<Shared<C>>,
+    pub(crate) settings: Arc<Settings>,
+    pub(crate) notifications: Option<Arc<BlockingNotifications>>,
+}
+
+impl<C> Clone for Engine<C> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+            settings: Arc::clone(&self.settings),
+            notifications: self.notifications.clone(),
+        }
+    }
+}
 
 /// What the clones of a handle and its guards share: the connection and the thread.
 pub(crate) struct Shared<C> {
@@ -37,6 +56,20 @@ impl<C: redis::ConnectionLike + Send + 'static> Shared<C> {
         self.worker
             .get_or_init(|| Worker::start(Arc::clone(&self.conn)))
             .as_ref()
+    }
+
+    /// Has the background thread renew `lease` (from now on, or again after an extend).
+    pub(crate) fn watch(&self, lease: &Arc<LeaseState>) {
+        if let Some(Some(worker)) = self.worker.get() {
+            worker.watch(lease);
+        }
+    }
+
+    /// Stops the background thread's renewals of `lease`.
+    pub(crate) fn forget(&self, lease: &Arc<LeaseState>) {
+        if let Some(Some(worker)) = self.worker.get() {
+            worker.forget(lease);
+        }
     }
 
     /// Releases a grant nobody owns in the background, as `settings` say (their

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use crate::LockError;
 use crate::exec::blocking::Shared;
-use crate::exec::queue::{Offer, handed_over};
-use crate::machine::grant::{Abandoned, Granted};
+use crate::exec::owned::Owned;
+use crate::exec::queue::Offer;
+use crate::machine::grant::Granted;
 use crate::machine::lease::{Lease, LeaseState};
 use crate::machine::settings::Settings;
 
@@ -31,10 +32,7 @@ where
     C: redis::ConnectionLike + Send + 'static,
 {
     shared: Arc<Shared<C>>,
-    pub(crate) held: Lease,
-    /// Handovers in a row that led to this grant.
-    handovers: u32,
-    released: bool,
+    pub(crate) owned: Owned,
 }
 
 impl<C> LockGuard<C>
@@ -51,9 +49,7 @@ where
         }
         Self {
             shared: Arc::clone(shared),
-            held,
-            handovers,
-            released: false,
+            owned: Owned::new(held, handovers),
         }
     }
 
@@ -65,7 +61,7 @@ where
     /// # fn f(guard: lockscript::blocking::LockGuard) { let lease = guard.lease(); }
     /// ```
     pub fn lease(&self) -> crate::Lease {
-        self.held.clone()
+        self.owned.held.clone()
     }
 
     /// Asks the server whether the lock still holds this guard's token; see
@@ -78,7 +74,7 @@ where
     /// # }
     /// ```
     pub fn is_held(&self) -> Result<bool, LockError> {
-        let lease = &self.held.lease;
+        let lease = self.owned.lease();
         let token = lease.token.as_str();
         let ours = self
             .shared
@@ -103,7 +99,7 @@ where
     /// # }
     /// ```
     pub fn extend(&self, ttl: Duration) -> Result<(), LockError> {
-        let lease = &self.held.lease;
+        let lease = self.owned.lease();
         let sending = lease.extending(ttl, Instant::now())?;
         let (settings, sent) = (&lease.settings, Instant::now());
         let renewed = self
@@ -114,9 +110,7 @@ where
             })
             .map(|renewed| renewed.0.then_some(sent));
         lease.extended(sending, renewed, Instant::now())?;
-        if let Some(Some(worker)) = self.shared.worker.get() {
-            worker.watch(lease);
-        }
+        self.shared.watch(lease);
         Ok(())
     }
 
@@ -130,13 +124,10 @@ where
     /// # }
     /// ```
     pub fn release(mut self) -> Result<(), LockError> {
-        let lease = Arc::clone(&self.held.lease);
-        let lost_before = lease.stop();
-        if let Some(Some(worker)) = self.shared.worker.get() {
-            worker.forget(&lease);
-        }
-        let queue = &self.shared.queue;
-        if let Some(offer) = queue.handover_for(&lease, lost_before, self.handovers) {
+        let (lost_before, offer) = self.owned.give_up(Some(&self.shared.queue));
+        let lease = Arc::clone(self.owned.lease());
+        self.shared.forget(&lease);
+        if let Some(offer) = offer {
             return self.hand_over(&lease, offer);
         }
         let settings = &lease.settings;
@@ -147,9 +138,7 @@ where
                 settings.release_call(&lease.keys, lease.token.as_str(), native)
             })
             .map(|released| released.0);
-        let (done, outcome) = lease.released(lost_before, deleted);
-        self.released = done;
-        outcome
+        self.owned.deleted(lost_before, deleted)
     }
 }
 
@@ -158,7 +147,7 @@ where
     C: redis::ConnectionLike + Send + 'static,
 {
     /// Release by handover.lua: the lock passes to the waiting thread of `offer` in the
-    /// same round trip (see [`handed_over`]).
+    /// same round trip (see [`Owned::handed_over`]).
     fn hand_over(mut self, lease: &LeaseState, offer: Offer) -> Result<(), LockError> {
         let settings = &lease.settings;
         let (token, next) = (lease.token.as_str(), offer.token.as_str());
@@ -169,17 +158,13 @@ where
             .map(|fence| u64::try_from(fence).ok().filter(|f| *f > 0));
         let (shared, settings) = (Arc::clone(&self.shared), Arc::clone(settings));
         let release = move |a| shared.release_in_background(a, &settings);
-        let (done, outcome) = handed_over(offer, lease, sent, self.handovers, reply, release);
-        self.released = done;
-        outcome
+        self.owned.handed_over(offer, sent, reply, release)
     }
 
     /// The writer becomes a reader; see the async guard's `downgrade`.
     pub(crate) fn downgrade(mut self) -> Result<LockGuard<C>, LockError> {
-        let lease = Arc::clone(&self.held.lease);
-        if lease.is_lost() {
-            return Err(lease.not_held());
-        }
+        self.owned.downgrading()?;
+        let lease = Arc::clone(self.owned.lease());
         let settings = &lease.settings;
         let sent = Instant::now();
         let done = self
@@ -191,25 +176,11 @@ where
                     .invoke(c)
             })?
             .0;
-        lease.stop();
-        if let Some(Some(worker)) = self.shared.worker.get() {
-            worker.forget(&lease);
-        }
-        self.released = true;
-        if !done {
-            return Err(lease.lost_on_release());
-        }
-        let downgraded = crate::machine::fair::downgraded(
-            &lease,
-            sent,
-            self.held.lease.attempts,
-            Instant::now(),
-        );
-        let granted = downgraded.map_err(|late| {
-            self.shared.release_in_background(*late, settings);
-            lease.not_held()
-        })?;
-        Ok(LockGuard::of(&self.shared, granted, settings))
+        let shared = &self.shared;
+        let release = |a| shared.release_in_background(a, settings);
+        let downgraded = self.owned.downgraded(sent, done, release);
+        shared.forget(&lease);
+        Ok(LockGuard::of(shared, downgraded?, settings))
     }
 }
 
@@ -218,24 +189,12 @@ where
     C: redis::ConnectionLike + Send + 'static,
 {
     fn drop(&mut self) {
-        if self.released {
-            return;
+        if let Some(abandoned) = self.owned.abandoned() {
+            let lease = self.owned.lease();
+            self.shared.forget(lease);
+            self.shared
+                .release_in_background(abandoned, &lease.settings);
         }
-        let lease = &self.held.lease;
-        lease.stop();
-        if let Some(Some(worker)) = self.shared.worker.get() {
-            worker.forget(lease);
-        }
-        tracing::debug!(lock = %lease.keys.name, "guard dropped without release; releasing in the background");
-        self.shared.release_in_background(
-            Abandoned {
-                keys: lease.keys.clone(),
-                token: lease.token.clone(),
-                until: lease.expires(),
-                ticket: None,
-            },
-            &lease.settings,
-        );
     }
 }
 
@@ -248,7 +207,7 @@ where
     type Target = Lease;
 
     fn deref(&self) -> &Lease {
-        &self.held
+        &self.owned.held
     }
 }
 
@@ -257,6 +216,6 @@ where
     C: redis::ConnectionLike + Send + 'static,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.held.lease.debug(f, "blocking::LockGuard")
+        self.owned.lease().debug(f, "blocking::LockGuard")
     }
 }

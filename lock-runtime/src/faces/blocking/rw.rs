@@ -61,7 +61,7 @@ where
     pub fn read(&self, name: &str) -> Result<ReadGuard<C>, LockError> {
         let guard = self
             .locks
-            .grant(name, Kind::Read, self.locks.settings.watchdog)?;
+            .grant(name, Kind::Read, self.locks.engine.settings.watchdog)?;
         Ok(self.reader(guard))
     }
 
@@ -91,7 +91,7 @@ where
         self.readers.refuse_upgrade(name)?;
         let guard = self
             .locks
-            .grant(name, Kind::Write, self.locks.settings.watchdog)?;
+            .grant(name, Kind::Write, self.locks.engine.settings.watchdog)?;
         Ok(WriteGuard {
             guard,
             readers: Arc::clone(&self.readers),
@@ -174,7 +174,9 @@ where
     /// ```
     pub fn acquire(&self, name: &str) -> Result<Permit<C>, LockError> {
         let kind = Kind::Permit(self.permits);
-        let guard = self.locks.grant(name, kind, self.locks.settings.watchdog)?;
+        let guard = self
+            .locks
+            .grant(name, kind, self.locks.engine.settings.watchdog)?;
         Ok(Permit { guard })
     }
 
@@ -321,7 +323,7 @@ macro_rules! guard_deref {
 
         impl<C: redis::ConnectionLike + Send + 'static> fmt::Debug for $ty<C> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                self.guard.held.lease.debug(f, concat!("blocking::", stringify!($ty)))
+                self.guard.owned.held.lease.debug(f, concat!("blocking::", stringify!($ty)))
             }
         }
     )*};
