@@ -204,30 +204,13 @@ impl<B: Backend> Engine<B> {
         let backend = self.backend.clone();
         let settings = Arc::clone(&self.settings);
         let spawned = self.watchdog.spawn(async move {
-            let mut failures = 0;
-            loop {
+            for failures in 0.. {
                 let reply = backend.release_abandoned(&settings, &abandoned).await;
-                match reply {
-                    Ok(released) => {
-                        tracing::debug!(lock = %abandoned.keys.name, released, "released in the background");
-                        crate::machine::metrics::background_release(&abandoned.keys.name, Ok(released));
-                        return;
-                    }
-                    Err(e) if e.is_transient() => {
-                        let Some(at) = abandoned.next_try(failures, Instant::now()) else {
-                            tracing::debug!(lock = %abandoned.keys.name, error = %e, "background release failed; the ttl frees it");
-                            crate::machine::metrics::background_release(&abandoned.keys.name, Err(()));
-                            return;
-                        };
-                        failures += 1;
-                        tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
-                    }
-                    Err(e) => {
-                        tracing::debug!(lock = %abandoned.keys.name, error = %e, "background release refused; the ttl frees it");
-                        crate::machine::metrics::background_release(&abandoned.keys.name, Err(()));
-                        return;
-                    }
-                }
+                let now = Instant::now();
+                let Some(at) = abandoned.released(reply.as_ref().copied(), failures, now) else {
+                    return;
+                };
+                tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
             }
         });
         if !spawned {

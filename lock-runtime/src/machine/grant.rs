@@ -110,6 +110,32 @@ impl Abandoned {
         let at = now + delay;
         (at < self.until).then_some(at)
     }
+
+    /// A background release of this grant answered `reply` after `failures` failed
+    /// tries: when to try again (a transient error, with time left before the TTL frees
+    /// it anyway), or `None` when it is over (logged and counted here).
+    pub(crate) fn released(
+        &self,
+        reply: Result<bool, &LockError>,
+        failures: u32,
+        now: Instant,
+    ) -> Option<Instant> {
+        let retry = match reply {
+            Err(e) if e.is_transient() => self.next_try(failures, now),
+            _ => None,
+        };
+        if retry.is_none() {
+            let lock = &self.keys.name;
+            match reply {
+                Ok(released) => tracing::debug!(%lock, released, "released in the background"),
+                Err(error) => {
+                    tracing::debug!(%lock, %error, "background release failed; the ttl frees it");
+                }
+            }
+            crate::machine::metrics::background_release(lock, reply.map_err(|_| ()));
+        }
+        retry
+    }
 }
 
 /// An attempt's error, with the scripts' `WRONGKIND` refusal (one name, one kind: see
@@ -211,6 +237,44 @@ mod tests {
         let granted = Outcome::Granted { fence: 1, sent };
         assert!(!granted.is_late(ttl, sent + Duration::from_millis(96)));
         assert!(granted.is_late(ttl, sent + validity(ttl)));
+    }
+
+    #[test]
+    fn a_background_release_retries_transient_errors_until_the_ttl_frees_the_lock() {
+        let now = Instant::now();
+        let abandoned = Abandoned {
+            keys: Settings::default().keys("x").unwrap(),
+            token: Token::new().unwrap(),
+            until: now + Duration::from_millis(120),
+            ticket: None,
+        };
+        let timeout = LockError::no_reply(Duration::from_millis(5));
+        let refused = LockError::InvalidSettings("refused".to_owned());
+        let first = abandoned.released(Err(&timeout), 0, now);
+        assert_eq!(
+            first,
+            Some(now + Duration::from_millis(50)),
+            "a transient error: again"
+        );
+        assert_eq!(
+            abandoned.released(Err(&timeout), 1, now),
+            Some(now + Duration::from_millis(100))
+        );
+        assert_eq!(
+            abandoned.released(Err(&timeout), 2, now),
+            None,
+            "past the ttl: given up"
+        );
+        assert_eq!(
+            abandoned.released(Err(&refused), 0, now),
+            None,
+            "a refusal: given up"
+        );
+        assert_eq!(
+            abandoned.released(Ok(false), 0, now),
+            None,
+            "answered: done"
+        );
     }
 
     #[test]

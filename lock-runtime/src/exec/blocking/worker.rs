@@ -179,17 +179,11 @@ impl Worker {
         let reply = conn.lease_call(settings.native, None, |native| {
             settings.abandoned_call(&abandoned, native)
         });
-        let retry = match &reply {
-            Err(e) if e.is_transient() => abandoned.next_try(failures, Instant::now()),
-            _ => None,
-        };
-        tracing::debug!(lock = %abandoned.keys.name, ok = reply.is_ok(), retry = retry.is_some(), "background release");
-        if let Some(at) = retry {
+        let reply = reply.as_ref().map(|c| c.0);
+        if let Some(at) = abandoned.released(reply, failures, Instant::now()) {
             let id = RELEASE_IDS.fetch_add(1, Ordering::Relaxed);
             self.queue(id, at, Job::Release(abandoned, settings, failures + 1));
         } else {
-            let result = reply.as_ref().map(|c| c.0).map_err(|_| ());
-            crate::machine::metrics::background_release(&abandoned.keys.name, result);
             self.state().releases -= 1;
         }
     }
