@@ -479,3 +479,20 @@ fn a_late_reply_of_an_earlier_call_does_not_stretch_the_next_call() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The last clone of a blocking handle whose notifications run may be dropped by async
+/// code (a service keeps one in its state): that is no panic. Tokio refuses to drop a
+/// runtime where blocking is not allowed; the notifications' private runtime is shut
+/// down without waiting instead.
+#[test]
+fn a_handle_with_running_notifications_can_be_dropped_by_async_code() {
+    let server = RedisServer::start();
+    let client = server.client();
+    // Fair mode asks for the handle's handoff channel, which starts the notifications.
+    let locks = Locks::connect(&client).unwrap().fair(true);
+    locks.lock("dropped-in-async").unwrap().release().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    runtime.block_on(async move { drop(locks) });
+}

@@ -192,6 +192,17 @@ pub(crate) struct BlockingNotifications {
     pub(crate) started: OnceLock<Option<(tokio::runtime::Runtime, Notifications)>>,
 }
 
+/// Dropped where blocking is not allowed (the last clone of a blocking handle dropped by
+/// async code), the runtime is shut down without waiting for its pub/sub task, which
+/// would panic there.
+impl Drop for BlockingNotifications {
+    fn drop(&mut self) {
+        if let Some(Some((runtime, _))) = self.started.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
 impl BlockingNotifications {
     pub(crate) fn started(&self) -> Option<&(tokio::runtime::Runtime, Notifications)> {
         self.started

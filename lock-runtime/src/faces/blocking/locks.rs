@@ -161,8 +161,11 @@ where
     ) -> Result<LockGuard<C>, LockError> {
         let _span = tracing::debug_span!("lock.acquire", lock = %name).entered();
         let (settings, notifications) = (&self.engine.settings, self.engine.notifications.as_ref());
-        let started = notifications.and_then(|n| n.started());
-        let channel = || started.map(|(_, n)| n.handoff_channel(&settings.prefix));
+        // Asked only for a queued wait: it starts the notifications' runtime.
+        let channel = || {
+            let started = notifications.and_then(|n| n.started());
+            started.map(|(_, n)| n.handoff_channel(&settings.prefix))
+        };
         let notified = (notifications.is_some(), channel);
         let machine = Acquire::for_lock(
             settings,
