@@ -80,6 +80,7 @@ use crate::LockError;
 
 /// What an upsert names, checked and quoted: its table, the columns of the row's unique
 /// key, and the columns it writes. Both fenced upserts start from it.
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Upserted {
     table: String,
     keys: Vec<String>,
@@ -100,6 +101,18 @@ impl Upserted {
             keys: quote_all(keys)?,
             values: quote_all(values)?,
         })
+    }
+
+    /// The columns written (the keys, the values, then `extra`), their parameters (`$1`
+    /// on), and the `SET` list of the values and `extra`, each joined with `, `.
+    fn parts(&self, extra: Option<&String>) -> (String, String, String) {
+        let written = self.keys.iter().chain(&self.values).chain(extra);
+        let columns: Vec<&str> = written.map(String::as_str).collect();
+        let params: Vec<String> = (1..=columns.len()).map(|n| format!("${n}")).collect();
+        let updates: Vec<String> = (self.values.iter().chain(extra))
+            .map(|c| format!("{c} = EXCLUDED.{c}"))
+            .collect();
+        (columns.join(", "), params.join(", "), updates.join(", "))
     }
 }
 
@@ -127,9 +140,7 @@ impl Upserted {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FencedUpsert {
-    table: String,
-    keys: Vec<String>,
-    values: Vec<String>,
+    upsert: Upserted,
     fence: String,
 }
 
@@ -149,15 +160,8 @@ impl FencedUpsert {
     /// # Ok::<(), lockscript::LockError>(())
     /// ```
     pub fn new(table: &str, keys: &[&str], values: &[&str]) -> Result<Self, LockError> {
-        let Upserted {
-            table,
-            keys,
-            values,
-        } = Upserted::new(table, keys, values)?;
         Ok(Self {
-            table,
-            keys,
-            values,
+            upsert: Upserted::new(table, keys, values)?,
             fence: quote("fence")?,
         })
     }
@@ -188,28 +192,12 @@ impl FencedUpsert {
     /// ```
     #[must_use]
     pub fn sql(&self) -> String {
-        let columns: Vec<&str> = self
-            .keys
-            .iter()
-            .chain(&self.values)
-            .chain([&self.fence])
-            .map(String::as_str)
-            .collect();
-        let params: Vec<String> = (1..=columns.len()).map(|n| format!("${n}")).collect();
-        let updates: Vec<String> = self
-            .values
-            .iter()
-            .chain([&self.fence])
-            .map(|c| format!("{c} = EXCLUDED.{c}"))
-            .collect();
+        let (columns, params, updates) = self.upsert.parts(Some(&self.fence));
         format!(
             "INSERT INTO {table} AS stored ({columns}) VALUES ({params}) ON CONFLICT ({keys}) \
              DO UPDATE SET {updates} WHERE stored.{fence} <= EXCLUDED.{fence}",
-            table = self.table,
-            columns = columns.join(", "),
-            params = params.join(", "),
-            keys = self.keys.join(", "),
-            updates = updates.join(", "),
+            table = self.upsert.table,
+            keys = self.upsert.keys.join(", "),
             fence = self.fence,
         )
     }
@@ -282,9 +270,7 @@ impl LockFence {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LockFencedUpsert {
-    table: String,
-    keys: Vec<String>,
-    values: Vec<String>,
+    upsert: Upserted,
     fence: LockFence,
 }
 
@@ -304,15 +290,8 @@ impl LockFencedUpsert {
     /// # Ok::<(), lockscript::LockError>(())
     /// ```
     pub fn new(table: &str, keys: &[&str], values: &[&str]) -> Result<Self, LockError> {
-        let Upserted {
-            table,
-            keys,
-            values,
-        } = Upserted::new(table, keys, values)?;
         Ok(Self {
-            table,
-            keys,
-            values,
+            upsert: Upserted::new(table, keys, values)?,
             fence: LockFence::new(),
         })
     }
@@ -354,28 +333,15 @@ impl LockFencedUpsert {
     /// ```
     #[must_use]
     pub fn sql(&self) -> String {
-        let columns: Vec<&str> = self
-            .keys
-            .iter()
-            .chain(&self.values)
-            .map(String::as_str)
-            .collect();
-        let params: Vec<String> = (1..=columns.len()).map(|n| format!("${n}")).collect();
-        let updates: Vec<String> = self
-            .values
-            .iter()
-            .map(|c| format!("{c} = EXCLUDED.{c}"))
-            .collect();
+        let (columns, params, updates) = self.upsert.parts(None);
         let written = format!(
             "INSERT INTO {table} ({columns}) SELECT {params} FROM fence ON CONFLICT ({keys}) \
              DO UPDATE SET {updates} RETURNING 1",
-            table = self.table,
-            columns = columns.join(", "),
-            params = params.join(", "),
-            keys = self.keys.join(", "),
-            updates = updates.join(", "),
+            table = self.upsert.table,
+            keys = self.upsert.keys.join(", "),
         );
-        self.fence.statement(columns.len() + 1, &written)
+        let lock = self.upsert.keys.len() + self.upsert.values.len() + 1;
+        self.fence.statement(lock, &written)
     }
 }
 
