@@ -80,16 +80,18 @@ impl<B: Backend> Engine<B> {
     ) -> Result<Granted, LockError> {
         self.validate()?;
         let span = tracing::debug_span!("lock.acquire", lock = %name);
-        let notifications = self.notifications.as_ref();
-        let channel = || notifications.map(|n| n.handoff_channel(&self.settings.prefix));
-        let notified = (notifications.is_some(), channel);
+        let prefix = &self.settings.prefix;
+        let channel =
+            (self.notifications.as_ref()).map(|n| move || Some(n.handoff_channel(prefix)));
+        let now = Instant::now();
         let machine = Acquire::for_lock(
             &self.settings,
-            (name, kind),
+            name,
+            kind,
             watchdog,
-            notified,
+            channel,
             B::HANDOVER,
-            Instant::now(),
+            now,
         )?;
         let granted = self.run(machine).instrument(span).await?;
         granted.ok_or_else(|| LockError::InvalidSettings("internal: a wait ended held".into()))

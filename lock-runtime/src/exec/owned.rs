@@ -64,8 +64,8 @@ impl Owned {
         reply: Result<Option<u64>, LockError>,
         release: impl FnOnce(Abandoned) + Send + 'static,
     ) -> Result<(), LockError> {
-        let lease = Arc::clone(self.lease());
-        let (done, outcome) = handed_over(offer, &lease, sent, self.handovers, reply, release);
+        let (done, outcome) =
+            handed_over(offer, self.lease(), sent, self.handovers, reply, release);
         self.released = done;
         outcome
     }
@@ -93,8 +93,8 @@ impl Owned {
         if !done {
             return Err(lease.lost_on_release());
         }
-        let attempts = self.held.lease.attempts;
-        let downgraded = crate::machine::fair::downgraded(&lease, sent, attempts, Instant::now());
+        let downgraded =
+            crate::machine::fair::downgraded(&lease, sent, lease.attempts, Instant::now());
         let granted = downgraded.map_err(|late| {
             release(*late);
             lease.not_held()

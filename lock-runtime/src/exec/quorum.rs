@@ -159,6 +159,11 @@ impl<C> Backend for Quorum<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
+    const FACE: &'static str = "Redlock";
+    const GUARD: &'static str = "RedlockGuard";
+    const HANDOVER: bool = false;
+    const ONE_NODE: bool = false;
+
     fn validate(&self, settings: &Settings) -> Result<(), LockError> {
         if self.nodes.is_empty() {
             return Err(LockError::InvalidSettings(
@@ -174,11 +179,6 @@ where
         }
         Ok(())
     }
-
-    const FACE: &'static str = "Redlock";
-    const GUARD: &'static str = "RedlockGuard";
-    const HANDOVER: bool = false;
-    const ONE_NODE: bool = false;
 
     async fn acquire(
         &self,

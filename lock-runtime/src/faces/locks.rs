@@ -206,10 +206,6 @@ where
             engine: Engine::new(Node::new(conn), Settings::default()),
         }
     }
-
-    pub(crate) fn engine(&self) -> &Engine<Node<C>> {
-        &self.engine
-    }
 }
 
 /// The lock methods of [`Locks`] and [`Redlock`](crate::Redlock), written once over

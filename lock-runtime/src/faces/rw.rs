@@ -265,7 +265,7 @@ where
     /// # }
     /// ```
     pub fn rw(&self) -> RwLocks<C> {
-        RwLocks::new(self.engine().clone())
+        RwLocks::new(self.engine.clone())
     }
 
     /// Semaphores of `permits` permits per name over this handle; see [`Semaphores`].
@@ -278,7 +278,7 @@ where
     /// # }
     /// ```
     pub fn semaphore(&self, permits: u32) -> Semaphores<C> {
-        Semaphores::new(self.engine().clone(), permits)
+        Semaphores::new(self.engine.clone(), permits)
     }
 }
 

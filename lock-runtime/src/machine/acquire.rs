@@ -180,15 +180,16 @@ impl Acquire {
 
     /// The machine for a `lock()` (a wait for a grant of `kind` on `name`): the one place
     /// that checks a wait's settings and picks the protocol, queued on the server
-    /// ([`fair`](Self::fair)) or by attempts ([`wait`](Self::wait)). `notifications`
-    /// says whether the handle has release notifications, `channel` gives its handoff
-    /// channel once they run (asked only for a queued wait), `handover` whether a release
-    /// of this handle can hand it the lock.
+    /// ([`fair`](Self::fair)) or by attempts ([`wait`](Self::wait)). `channel` is `Some`
+    /// when the handle has release notifications, and gives its handoff channel once they
+    /// run (called only for a queued wait); `handover` says whether a release of this
+    /// handle can hand it the lock.
     pub(crate) fn for_lock(
         settings: &Settings,
-        (name, kind): (&str, Kind),
+        name: &str,
+        kind: Kind,
         watchdog: bool,
-        (notifications, channel): (bool, impl FnOnce() -> Option<String>),
+        channel: Option<impl FnOnce() -> Option<String>>,
         handover: bool,
         now: Instant,
     ) -> Result<Self, LockError> {
@@ -196,8 +197,9 @@ impl Acquire {
         settings.validate_wait()?;
         let keys = settings.keys_of(name, kind)?;
         if settings.queued(&keys) {
-            Self::fair(keys, settings, watchdog, channel(), now)
+            Self::fair(keys, settings, watchdog, channel.and_then(|c| c()), now)
         } else {
+            let notifications = channel.is_some();
             Ok(Self::wait(
                 keys,
                 settings,

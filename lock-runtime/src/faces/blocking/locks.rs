@@ -101,14 +101,13 @@ where
             worker: OnceLock::new(),
             queue: Arc::default(),
         });
-        let (settings, notifications) = (Arc::new(Settings::default()), None);
-        Handle {
-            engine: Engine {
-                shared,
-                settings,
-                notifications,
-            },
-        }
+        let settings = Arc::new(Settings::default());
+        let engine = Engine {
+            shared,
+            settings,
+            notifications: None,
+        };
+        Handle { engine }
     }
 
     /// One attempt: `Ok(Some(guard))` when acquired, `Ok(None)` when held. Returns
@@ -161,20 +160,15 @@ where
     ) -> Result<LockGuard<C>, LockError> {
         let _span = tracing::debug_span!("lock.acquire", lock = %name).entered();
         let (settings, notifications) = (&self.engine.settings, self.engine.notifications.as_ref());
-        // Asked only for a queued wait: it starts the notifications' runtime.
-        let channel = || {
-            let started = notifications.and_then(|n| n.started());
-            started.map(|(_, n)| n.handoff_channel(&settings.prefix))
-        };
-        let notified = (notifications.is_some(), channel);
-        let machine = Acquire::for_lock(
-            settings,
-            (name, kind),
-            watchdog,
-            notified,
-            true,
-            Instant::now(),
-        )?;
+        // Called only for a queued wait: it starts the notifications' runtime.
+        let channel = notifications.map(|n| {
+            move || {
+                n.started()
+                    .map(|(_, n)| n.handoff_channel(&settings.prefix))
+            }
+        });
+        let now = Instant::now();
+        let machine = Acquire::for_lock(settings, name, kind, watchdog, channel, true, now)?;
         let granted = self.run(machine)?;
         let granted = granted
             .ok_or_else(|| LockError::InvalidSettings("internal: a wait ended held".into()))?;
