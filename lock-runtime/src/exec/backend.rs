@@ -9,13 +9,14 @@ use futures_util::future::join_all;
 
 use crate::Invocation;
 use crate::LockError;
+use crate::exec::queue::Offer;
+use crate::machine::call::Owner;
 use crate::machine::fair::Ticket;
 use crate::machine::grant::{Abandoned, Outcome};
 use crate::machine::key::Keys;
 use crate::machine::lease::{LeaseState, Sending};
 use crate::machine::reply::Confirmed;
 use crate::machine::settings::Settings;
-use crate::machine::token::Token;
 
 /// The server side of the lock protocol, for the async engine.
 pub trait Backend: Clone + Send + Sync + 'static {
@@ -41,24 +42,17 @@ pub trait Backend: Clone + Send + Sync + 'static {
 
     /// One attempt to take `keys` for `token` with the settings' ttl. An error that
     /// [may have run](LockError::may_have_run) the script may have granted it.
-    fn acquire(
-        &self,
-        settings: &Settings,
-        keys: &Keys,
-        token: &Token,
-    ) -> impl Future<Output = Result<Outcome, LockError>> + Send;
+    fn acquire(&self, of: Owner<'_>) -> impl Future<Output = Result<Outcome, LockError>> + Send;
 
     /// What a fresh grant must pass before it is handed to the caller (e.g. `WAIT` for
     /// replicas), within `left` of the attempt's response timeout (plus the `WAIT`
     /// timeout). On an error the grant is released again.
     fn confirm(
         &self,
-        settings: &Settings,
-        keys: &Keys,
-        token: &Token,
+        of: Owner<'_>,
         left: Duration,
     ) -> impl Future<Output = Result<(), LockError>> + Send {
-        let _ = (settings, keys, token, left);
+        let _ = (of, left);
         async { Ok(()) }
     }
 
@@ -66,9 +60,7 @@ pub trait Backend: Clone + Send + Sync + 'static {
     /// instant the new lease counts from, `None` if the lock is not ours.
     fn renew(
         &self,
-        settings: &Settings,
-        keys: &Keys,
-        token: &Token,
+        of: Owner<'_>,
         ttl: Duration,
     ) -> impl Future<Output = Result<Option<Instant>, LockError>> + Send;
 
@@ -79,18 +71,14 @@ pub trait Backend: Clone + Send + Sync + 'static {
         &self,
         due: &[(Arc<LeaseState>, Sending)],
     ) -> impl Future<Output = Vec<Result<Option<Instant>, LockError>>> + Send {
-        join_all(due.iter().map(|(lease, sending)| {
-            self.renew(&lease.settings, &lease.keys, &lease.token, sending.ttl)
-        }))
+        join_all(
+            due.iter()
+                .map(|(lease, sending)| self.renew(lease.owner(), sending.ttl)),
+        )
     }
 
     /// Deletes the lock if `token` holds it (waking waiters); whether it did.
-    fn release(
-        &self,
-        settings: &Settings,
-        keys: &Keys,
-        token: &Token,
-    ) -> impl Future<Output = Result<bool, LockError>> + Send;
+    fn release(&self, of: Owner<'_>) -> impl Future<Output = Result<bool, LockError>> + Send;
 
     /// Releases a grant nobody owns (see [`crate::machine::grant::Abandoned`]); whether it did.
     fn release_abandoned(
@@ -98,7 +86,7 @@ pub trait Backend: Clone + Send + Sync + 'static {
         settings: &Settings,
         abandoned: &Abandoned,
     ) -> impl Future<Output = Result<bool, LockError>> + Send {
-        self.release(settings, &abandoned.keys, &abandoned.token)
+        async move { (self.release(Owner::new(settings, &abandoned.keys, &abandoned.token))).await }
     }
 
     /// Whether the lock's waiter queue lives on the server (fair mode, fair-queue.lua):
@@ -137,25 +125,17 @@ pub trait Backend: Clone + Send + Sync + 'static {
     }
 
     /// Whether `token` holds the lock.
-    fn holds(
-        &self,
-        settings: &Settings,
-        keys: &Keys,
-        token: &Token,
-    ) -> impl Future<Output = Result<bool, LockError>> + Send;
+    fn holds(&self, of: Owner<'_>) -> impl Future<Output = Result<bool, LockError>> + Send;
 
-    /// Passes the lock from `token` to `next` with lease `ttl`: the next holder's
-    /// fencing token, or `None` if `token` did not hold it. Only called when
-    /// [`HANDOVER`](Self::HANDOVER) is true.
+    /// Passes the lock from `of` to the waiter of `offer` (its token, with its lease):
+    /// the next holder's fencing token, or `None` if `of` did not hold it. Only called
+    /// when [`HANDOVER`](Self::HANDOVER) is true.
     fn hand_over(
         &self,
-        settings: &Settings,
-        keys: &Keys,
-        token: &Token,
-        next: &Token,
-        ttl: Duration,
+        of: Owner<'_>,
+        offer: &Offer,
     ) -> impl Future<Output = Result<Option<u64>, LockError>> + Send {
-        let _ = (settings, keys, token, next, ttl);
+        let _ = (of, offer);
         async { Ok(None) }
     }
 }

@@ -20,6 +20,7 @@ use crate::exec::queue::LocalQueue;
 use crate::exec::waiting::Waiting;
 use crate::exec::watchdog::Watchdog;
 use crate::machine::acquire::{Acquire, Next, Wake};
+use crate::machine::call::Owner;
 use crate::machine::grant::Abandoned;
 use crate::machine::grant::Granted;
 use crate::machine::key::Kind;
@@ -136,7 +137,7 @@ impl<B: Backend> Engine<B> {
                     }
                 }
                 Next::Attempt { token, limit } => {
-                    let acquire = backend.acquire(settings, machine.keys(), &token);
+                    let acquire = backend.acquire(Owner::new(settings, machine.keys(), &token));
                     // The backend bounds its call by the response timeout; a shorter
                     // budget (the end of the wait is near) cuts it.
                     let reply = if limit >= settings.response_timeout {
@@ -150,7 +151,7 @@ impl<B: Backend> Engine<B> {
                 }
                 Next::Confirm { token, left } => {
                     let reply = backend
-                        .confirm(settings, machine.keys(), &token, left)
+                        .confirm(Owner::new(settings, machine.keys(), &token), left)
                         .await;
                     machine.confirmed(reply, Instant::now());
                 }

@@ -35,11 +35,7 @@ impl<B: Backend> Guard<B> {
     /// fires the loss signal. Always `false` once the lease is lost.
     pub(crate) async fn is_held(&self) -> Result<bool, LockError> {
         let lease = self.lease();
-        let ours = self
-            .engine
-            .backend
-            .holds(&lease.settings, &lease.keys, &lease.token)
-            .await?;
+        let ours = self.engine.backend.holds(lease.owner()).await?;
         Ok(lease.checked(ours))
     }
 
@@ -47,11 +43,7 @@ impl<B: Backend> Guard<B> {
     pub(crate) async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
         let lease = self.lease();
         let sending = lease.extending(ttl, Instant::now())?;
-        let renewed = self
-            .engine
-            .backend
-            .renew(&lease.settings, &lease.keys, &lease.token, ttl)
-            .await;
+        let renewed = self.engine.backend.renew(lease.owner(), ttl).await;
         lease.extended(sending, renewed, Instant::now())?;
         self.engine.watchdog.schedule(self.owned.lease());
         Ok(())
@@ -66,9 +58,7 @@ impl<B: Backend> Guard<B> {
             return self.hand_over(offer).await;
         }
         let lease = Arc::clone(self.owned.lease());
-        let deleted = (self.engine.backend)
-            .release(&lease.settings, &lease.keys, &lease.token)
-            .await;
+        let deleted = (self.engine.backend).release(lease.owner()).await;
         self.owned.deleted(lost_before, deleted)
     }
 
@@ -77,17 +67,12 @@ impl<B: Backend> Guard<B> {
     /// in flight, the waiter's grant is released in the background.
     async fn hand_over(mut self, offer: Offer) -> Result<(), LockError> {
         let lease = Arc::clone(self.owned.lease());
-        let next = offer.token.clone();
         let sent = Instant::now();
         let reply = {
-            let mut pending = Pending::new(&lease.keys, &next, sent, offer.ttl, |a| {
+            let mut pending = Pending::new(&lease.keys, &offer.token, sent, offer.ttl, |a| {
                 self.engine.release_in_background(a);
             });
-            let reply = self
-                .engine
-                .backend
-                .hand_over(&lease.settings, &lease.keys, &lease.token, &next, offer.ttl)
-                .await;
+            let reply = self.engine.backend.hand_over(lease.owner(), &offer).await;
             pending.disarm();
             reply
         };

@@ -15,7 +15,8 @@ use futures_util::future::join_all;
 use redis::FromRedisValue;
 
 use crate::exec::backend::Backend;
-use crate::machine::call::{LeaseCall, batch, read_batch, renewal};
+use crate::exec::queue::Offer;
+use crate::machine::call::{LeaseCall, Owner, batch, read_batch, renewal};
 use crate::machine::fair::Ticket;
 use crate::machine::grant::{Abandoned, Outcome};
 use crate::machine::key::Keys;
@@ -23,7 +24,6 @@ use crate::machine::lease::{LeaseState, Sending};
 use crate::machine::native::{NativeCommands, Offered};
 use crate::machine::reply::Confirmed;
 use crate::machine::settings::Settings;
-use crate::machine::token::Token;
 use crate::{Invocation, LockError};
 
 /// How long to wait before re-sending a script the server refused with a "try again"
@@ -211,12 +211,8 @@ where
     const HANDOVER: bool = true;
     const ONE_NODE: bool = true;
 
-    async fn acquire(
-        &self,
-        settings: &Settings,
-        keys: &Keys,
-        token: &Token,
-    ) -> Result<Outcome, LockError> {
+    async fn acquire(&self, of: Owner<'_>) -> Result<Outcome, LockError> {
+        let (settings, keys, token) = (of.settings, of.keys, of.token);
         let sent = Instant::now();
         let call = settings.acquire_call(keys, token.as_str());
         let reply = self.run(settings, call).await?;
@@ -229,13 +225,8 @@ where
     /// `WAIT` counts the replicas that have the grant, even on a connection that was
     /// re-made since (a bare `WAIT` there would count nothing and answer at once). On a
     /// cluster connection the pipeline goes to the master that owns the lock's slot.
-    async fn confirm(
-        &self,
-        settings: &Settings,
-        keys: &Keys,
-        token: &Token,
-        left: Duration,
-    ) -> Result<(), LockError> {
+    async fn confirm(&self, of: Owner<'_>, left: Duration) -> Result<(), LockError> {
+        let (settings, keys, token) = (of.settings, of.keys, of.token);
         let Some((pipe, timeout)) = settings.confirm_pipe(keys, token.as_str())? else {
             return Ok(());
         };
@@ -247,13 +238,8 @@ where
         settings.replicated(keys, reply)
     }
 
-    async fn renew(
-        &self,
-        settings: &Settings,
-        keys: &Keys,
-        token: &Token,
-        ttl: Duration,
-    ) -> Result<Option<Instant>, LockError> {
+    async fn renew(&self, of: Owner<'_>, ttl: Duration) -> Result<Option<Instant>, LockError> {
+        let (settings, keys, token) = (of.settings, of.keys, of.token);
         let sent = Instant::now();
         let reply = self
             .lease_call(settings, |native| {
@@ -282,12 +268,8 @@ where
         replies.into_iter().map(confirmed).collect()
     }
 
-    async fn release(
-        &self,
-        settings: &Settings,
-        keys: &Keys,
-        token: &Token,
-    ) -> Result<bool, LockError> {
+    async fn release(&self, of: Owner<'_>) -> Result<bool, LockError> {
+        let (settings, keys, token) = (of.settings, of.keys, of.token);
         let reply = self
             .lease_call(settings, |native| {
                 settings.release_call(keys, token.as_str(), native)
@@ -335,12 +317,8 @@ where
         self.run(settings, call).await
     }
 
-    async fn holds(
-        &self,
-        settings: &Settings,
-        keys: &Keys,
-        token: &Token,
-    ) -> Result<bool, LockError> {
+    async fn holds(&self, of: Owner<'_>) -> Result<bool, LockError> {
+        let (settings, keys, token) = (of.settings, of.keys, of.token);
         if let Some(call) = settings.holds_call(keys, token.as_str()) {
             return Ok(self.run(settings, call).await?.0);
         }
@@ -355,16 +333,10 @@ where
         Ok(value.as_deref() == Some(token.as_str()))
     }
 
-    async fn hand_over(
-        &self,
-        settings: &Settings,
-        keys: &Keys,
-        token: &Token,
-        next: &Token,
-        ttl: Duration,
-    ) -> Result<Option<u64>, LockError> {
-        let call = settings.handover_call(keys, token.as_str(), next.as_str(), ttl);
-        let fence = self.run(settings, call).await?;
-        Ok(u64::try_from(fence).ok().filter(|f| *f > 0))
+    async fn hand_over(&self, of: Owner<'_>, offer: &Offer) -> Result<Option<u64>, LockError> {
+        let (settings, keys, token) = (of.settings, of.keys, of.token);
+        let (next, ttl) = (offer.token.as_str(), offer.ttl);
+        let call = settings.handover_call(keys, token.as_str(), next, ttl);
+        Ok(self.run(settings, call).await?.0)
     }
 }

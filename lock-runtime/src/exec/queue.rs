@@ -43,7 +43,7 @@ pub(crate) struct LocalQueue {
 }
 
 /// A waiting head's readiness to be handed the lock by a local releaser.
-pub(crate) struct Offer {
+pub struct Offer {
     id: u64,
     /// The lock key: clones of a `Locks` handle with other key prefixes share the queue.
     lock: String,

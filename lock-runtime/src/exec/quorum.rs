@@ -32,14 +32,13 @@ use futures_util::future::join_all;
 use crate::LockError;
 use crate::exec::backend::Backend;
 use crate::exec::node::Node;
+use crate::machine::call::Owner;
 use crate::machine::call::renewal;
 use crate::machine::grant::Outcome;
-use crate::machine::key::Keys;
 use crate::machine::lease::{LeaseState, Sending};
 use crate::machine::limit::validity;
 use crate::machine::reply::{Acquired, Confirmed};
 use crate::machine::settings::Settings;
-use crate::machine::token::Token;
 
 /// N independent masters, each through its own connection.
 pub struct Quorum<C> {
@@ -139,12 +138,8 @@ where
         }
     }
 
-    async fn release_round(
-        &self,
-        settings: &Settings,
-        keys: &Keys,
-        token: &Token,
-    ) -> Round<Confirmed> {
+    async fn release_round(&self, of: Owner<'_>) -> Round<Confirmed> {
+        let (settings, keys, token) = (of.settings, of.keys, of.token);
         self.round(settings, |node| async move {
             node.lease_call(settings, |native| {
                 settings.release_call(keys, token.as_str(), native)
@@ -180,12 +175,8 @@ where
         Ok(())
     }
 
-    async fn acquire(
-        &self,
-        settings: &Settings,
-        keys: &Keys,
-        token: &Token,
-    ) -> Result<Outcome, LockError> {
+    async fn acquire(&self, of: Owner<'_>) -> Result<Outcome, LockError> {
+        let (settings, keys, token) = (of.settings, of.keys, of.token);
         let ttl = settings.ttl;
         let start = Instant::now();
         let acquired = self
@@ -236,7 +227,7 @@ where
         // Undo everywhere: a master that seemed to fail may have granted all the same.
         // A master that does not answer the undo either keeps the grant pending: the
         // engine releases it in the background.
-        let undone = self.release_round(settings, keys, token).await;
+        let undone = self.release_round(of).await;
         let answered = acquired.answered();
         if answered < self.quorum() {
             return Err(too_few_answered(answered, self.nodes.len()));
@@ -247,13 +238,8 @@ where
         Ok(Outcome::Held { remaining: None })
     }
 
-    async fn renew(
-        &self,
-        settings: &Settings,
-        keys: &Keys,
-        token: &Token,
-        ttl: Duration,
-    ) -> Result<Option<Instant>, LockError> {
+    async fn renew(&self, of: Owner<'_>, ttl: Duration) -> Result<Option<Instant>, LockError> {
+        let (settings, keys, token) = (of.settings, of.keys, of.token);
         let start = Instant::now();
         let round = self
             .round(settings, |node| async move {
@@ -300,13 +286,8 @@ where
             .collect()
     }
 
-    async fn release(
-        &self,
-        settings: &Settings,
-        keys: &Keys,
-        token: &Token,
-    ) -> Result<bool, LockError> {
-        let round = self.release_round(settings, keys, token).await;
+    async fn release(&self, of: Owner<'_>) -> Result<bool, LockError> {
+        let round = self.release_round(of).await;
         let deleted = round.count(|d| d.0);
         if deleted >= self.quorum() {
             Ok(true)
@@ -317,12 +298,8 @@ where
         }
     }
 
-    async fn holds(
-        &self,
-        settings: &Settings,
-        keys: &Keys,
-        token: &Token,
-    ) -> Result<bool, LockError> {
+    async fn holds(&self, of: Owner<'_>) -> Result<bool, LockError> {
+        let (settings, keys, token) = (of.settings, of.keys, of.token);
         let (lock, token) = (&keys.lock, token.as_str());
         let round = self
             .round(settings, |node| async move {

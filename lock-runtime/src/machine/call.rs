@@ -7,8 +7,9 @@ use std::time::Duration;
 use crate::machine::key::{Keys, Kind};
 use crate::machine::limit::millis;
 use crate::machine::native::NativeCommands;
-use crate::machine::reply::{Acquired, Confirmed};
+use crate::machine::reply::{Acquired, Confirmed, Handed};
 use crate::machine::settings::{ReplicaWait, Settings};
+use crate::machine::token::Token;
 use crate::{LockError, PipelineExt};
 
 /// A plain lock's renewal or release as sent: its script, or the server's own
@@ -116,6 +117,32 @@ pub(crate) fn renewal(
         NativeCommands::default()
     };
     settings.renew_call(&lease.keys, lease.token.as_str(), sending.ttl, native)
+}
+
+/// An owner token on one lock, with the settings of its handle: what every call of the
+/// lock protocol names (an attempt's fresh token, a lease's, a grant nobody owns).
+#[derive(Clone, Copy)]
+pub struct Owner<'a> {
+    pub(crate) settings: &'a Settings,
+    pub(crate) keys: &'a Keys,
+    pub(crate) token: &'a Token,
+}
+
+impl<'a> Owner<'a> {
+    pub(crate) fn new(settings: &'a Settings, keys: &'a Keys, token: &'a Token) -> Self {
+        Self {
+            settings,
+            keys,
+            token,
+        }
+    }
+}
+
+impl crate::machine::lease::LeaseState {
+    /// This lease's owner token on its lock.
+    pub(crate) fn owner(&self) -> Owner<'_> {
+        Owner::new(&self.settings, &self.keys, &self.token)
+    }
 }
 
 /// The lock protocol's script calls, as every face (async, blocking, Redlock) sends
@@ -332,7 +359,7 @@ impl Settings {
         token: &str,
         next: &str,
         ttl: Duration,
-    ) -> crate::Invocation<i64> {
+    ) -> crate::Invocation<Handed> {
         crate::script::builtin::handover(
             &keys.lock,
             &keys.fence,
@@ -342,6 +369,7 @@ impl Settings {
             self.fence_lifetime(ttl),
         )
         .delivery(self.delivery)
+        .reply_as()
     }
 
     /// raise-fence.lua: raise the counter of `keys` to at least `floor`.

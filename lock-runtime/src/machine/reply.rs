@@ -50,6 +50,18 @@ impl redis::FromRedisValue for Confirmed {
     }
 }
 
+/// What handover.lua answered: the next holder's fencing token, or `None` (`0`) when the
+/// releasing token no longer held the lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Handed(pub(crate) Option<u64>);
+
+impl redis::FromRedisValue for Handed {
+    fn from_redis_value(v: redis::Value) -> Result<Self, redis::ParsingError> {
+        let fence = i64::from_redis_value(v)?;
+        Ok(Self(u64::try_from(fence).ok().filter(|f| *f > 0)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,6 +85,11 @@ mod tests {
         assert_eq!(
             Confirmed::from_redis_value(Value::Int(0)).unwrap(),
             Confirmed(false)
+        );
+        let handed = |i| Handed::from_redis_value(Value::Int(i)).unwrap();
+        assert_eq!(
+            (handed(8), handed(0), handed(-1)),
+            (Handed(Some(8)), Handed(None), Handed(None))
         );
     }
 }

@@ -154,9 +154,9 @@ impl Settings {
         Ok(())
     }
 
-    /// Checks what `lock()` needs on top of [`validate`](Self::validate).
+    /// Checks what `lock()` needs on top of [`validate_kind`](Self::validate_kind), which
+    /// its caller runs first (so the common checks run once per call).
     pub(crate) fn validate_wait(&self) -> Result<(), LockError> {
-        self.validate()?;
         if self.wait_timeout.is_zero() || self.wait_timeout > MAX_WAIT {
             return Err(LockError::InvalidSettings(format!(
                 "wait_timeout {:?} is outside 1 ns..={MAX_WAIT:?}; for a single attempt call \

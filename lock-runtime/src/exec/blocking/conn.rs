@@ -1,13 +1,20 @@
-//! The handle's one sync connection ([`Conn`]), each call on it bounded from its start
-//! ([`Bounded`]).
+//! The blocking face's backend: the handle's one sync connection ([`Conn`]), each call
+//! on it bounded from its start ([`Bounded`]), and the lock protocol's calls on it (the
+//! verbs of the async [`Backend`](crate::exec::backend::Backend), in sync form).
 
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::LockError;
-use crate::machine::call::LeaseCall;
+use crate::exec::queue::Offer;
+use crate::machine::call::{LeaseCall, Owner, batch, read_batch, renewal};
+use crate::machine::fair::Ticket;
+use crate::machine::grant::{Abandoned, Outcome};
+use crate::machine::key::Keys;
+use crate::machine::lease::{LeaseState, Sending};
 use crate::machine::native::{NativeCommands, Offered};
 use crate::machine::reply::Confirmed;
+use crate::machine::settings::Settings;
+use crate::{Invocation, LockError};
 
 /// Re-opens a connection that broke, within the given time.
 pub(crate) type Reopen<C> = Arc<dyn Fn(Duration) -> redis::RedisResult<C> + Send + Sync>;
@@ -187,16 +194,17 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
     }
 
     /// A plain lock's renewal or release (`make` builds it for what the server offers),
-    /// within `timeout`; see [`Bounded::lease_call`].
-    pub(crate) fn lease_call(
+    /// within the response timeout: asks the server what it offers first if nobody has
+    /// on this connection yet, and sends the script again at once if the server refuses
+    /// a native command.
+    fn lease_call(
         &self,
-        native: bool,
-        timeout: Option<Duration>,
+        settings: &Settings,
         make: impl Fn(NativeCommands) -> LeaseCall,
     ) -> Result<Confirmed, LockError> {
-        self.with(timeout, |c| {
-            c.ask(&self.offered, native);
-            let call = make(self.offered.usable(native));
+        self.with(Some(settings.response_timeout), |c| {
+            c.ask(&self.offered, settings.native);
+            let call = make(self.offered.usable(settings.native));
             match c.send(&call) {
                 Err(e) if self.offered.failed(&e, call.is_native()) => {
                     c.send(&make(NativeCommands::default()))
@@ -204,6 +212,153 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
                 reply => reply,
             }
         })
+    }
+}
+
+/// The lock protocol on this connection: the verbs of the async engine's
+/// [`Backend`](crate::exec::backend::Backend), with the same meaning and the same calls
+/// (built by [`Settings`]), each bounded by the response timeout (or a shorter `limit`).
+impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
+    /// One attempt for `token`, cut at `limit`.
+    pub(crate) fn acquire(&self, of: Owner<'_>, limit: Duration) -> Result<Outcome, LockError> {
+        let (settings, keys, token) = (of.settings, of.keys, of.token);
+        let sent = Instant::now();
+        let call = settings.acquire_call(keys, token.as_str());
+        let reply = self.with(Some(limit), |c| call.invoke(c))?;
+        Ok(Outcome::from_reply(reply, sent))
+    }
+
+    /// With `wait_for_replicas`: renew.lua and `WAIT` in one pipeline within `left` (see
+    /// the async [`Backend::confirm`](crate::exec::backend::Backend::confirm)).
+    pub(crate) fn confirm(&self, of: Owner<'_>, left: Duration) -> Result<(), LockError> {
+        let (settings, keys, token) = (of.settings, of.keys, of.token);
+        let Some((pipe, wait)) = settings.confirm_pipe(keys, token.as_str())? else {
+            return Ok(());
+        };
+        // WAIT's reply comes up to its timeout after the renewal's: the pipeline's
+        // replies do not share the time evenly.
+        let reply = self.with_batch(Some(left + wait), |c| Ok(pipe.query(c)?))?;
+        settings.replicated(keys, reply)
+    }
+
+    /// fair-queue.lua's `acquire` for `ticket`, cut at `limit`.
+    pub(crate) fn fair_acquire(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        ticket: &Ticket,
+        limit: Duration,
+    ) -> Result<(i64, i64, i64, i64), LockError> {
+        let (token, ttl) = (ticket.token.as_str(), settings.ttl);
+        let call = settings.fair_call(keys, "acquire", token, &ticket.ticket, ttl);
+        self.with(Some(limit), |c| call.invoke(c))
+    }
+
+    /// Sets the lease of `token` to `ttl`: the send time when it did.
+    pub(crate) fn renew(&self, of: Owner<'_>, ttl: Duration) -> Result<Option<Instant>, LockError> {
+        let (settings, keys, token) = (of.settings, of.keys, of.token);
+        let sent = Instant::now();
+        let reply = self.lease_call(settings, |native| {
+            settings.renew_call(keys, token.as_str(), ttl, native)
+        })?;
+        Ok(reply.0.then_some(sent))
+    }
+
+    /// The renewals that are due, in one round trip (a pipeline) where the connection
+    /// takes one, so a slow server costs every lease one round trip, not one each in a
+    /// row. Each lease hears its own answer: one refused or failed renewal hides no
+    /// other's.
+    pub(crate) fn renew_all(
+        &self,
+        due: &[(Arc<LeaseState>, Sending)],
+    ) -> Vec<Result<Option<Instant>, LockError>> {
+        let Some((first, _)) = due.first() else {
+            return Vec::new();
+        };
+        let offered = &self.offered;
+        let renew =
+            |(lease, sending): &(Arc<LeaseState>, Sending), native| renewal(lease, sending, native);
+        let mut sent = Instant::now();
+        let replies = self.with_batch(Some(first.settings.response_timeout), |c| {
+            sent = Instant::now();
+            c.ask(offered, due.iter().any(|(l, _)| l.settings.native));
+            let native = offered.usable(true);
+            let calls = due.iter().map(|r| renew(r, native));
+            let (mut replies, natives): (Vec<Result<Confirmed, LockError>>, Vec<bool>) =
+                if due.len() == 1 || !redis::ConnectionLike::supports_pipelining(c) {
+                    calls.map(|call| (c.send(&call), call.is_native())).unzip()
+                } else {
+                    let (pipe, placed) = batch(calls)?;
+                    let replies = read_batch(&placed, pipe.query(c)?);
+                    (replies, placed.iter().map(|b| b.native).collect())
+                };
+            // A server that refused a native renewal gets the script at once.
+            for ((reply, native), due) in replies.iter_mut().zip(natives).zip(due) {
+                if let Err(e) = reply
+                    && offered.failed(e, native)
+                {
+                    *reply = c.send(&renew(due, NativeCommands::default()));
+                }
+            }
+            Ok(replies)
+        });
+        match replies {
+            Ok(replies) => (replies.into_iter())
+                .map(|r| r.map(|r| r.0.then_some(sent)))
+                .collect(),
+            Err(e) => due.iter().map(|_| Err(e.for_each())).collect(),
+        }
+    }
+
+    /// Deletes the lock if `token` holds it (waking waiters); whether it did.
+    pub(crate) fn release(&self, of: Owner<'_>) -> Result<bool, LockError> {
+        let (settings, keys, token) = (of.settings, of.keys, of.token);
+        let make = |native| settings.release_call(keys, token.as_str(), native);
+        Ok(self.lease_call(settings, make)?.0)
+    }
+
+    /// Releases a grant nobody owns; whether it did.
+    pub(crate) fn release_abandoned(
+        &self,
+        settings: &Settings,
+        abandoned: &Abandoned,
+    ) -> Result<bool, LockError> {
+        let make = |native| settings.abandoned_call(abandoned, native);
+        Ok(self.lease_call(settings, make)?.0)
+    }
+
+    /// Runs a script call answered by `1` (done) or `0` (a read/write lock's downgrade).
+    pub(crate) fn check(
+        &self,
+        settings: &Settings,
+        call: &Invocation<Confirmed>,
+    ) -> Result<bool, LockError> {
+        Ok(self
+            .with(Some(settings.response_timeout), |c| call.invoke(c))?
+            .0)
+    }
+
+    /// Whether `token` holds the lock.
+    pub(crate) fn holds(&self, of: Owner<'_>) -> Result<bool, LockError> {
+        let (settings, keys, token) = (of.settings, of.keys, of.token);
+        self.with(Some(settings.response_timeout), |c| {
+            if let Some(call) = settings.holds_call(keys, token.as_str()) {
+                return Ok(call.invoke(c)?.0);
+            }
+            let value: Option<String> = redis::cmd("GET").arg(&keys.lock).query(c)?;
+            Ok(value.as_deref() == Some(token.as_str()))
+        })
+    }
+
+    /// Passes the lock from `token` to `next` with lease `ttl`: the next holder's
+    /// fencing token, or `None` if `token` did not hold it.
+    pub(crate) fn hand_over(&self, of: Owner<'_>, offer: &Offer) -> Result<Option<u64>, LockError> {
+        let (settings, keys, token) = (of.settings, of.keys, of.token);
+        let (next, ttl) = (offer.token.as_str(), offer.ttl);
+        let call = settings.handover_call(keys, token.as_str(), next, ttl);
+        Ok(self
+            .with(Some(settings.response_timeout), |c| call.invoke(c))?
+            .0)
     }
 }
 

@@ -18,8 +18,9 @@ use crate::exec::notify::{Mailbox, Notifications, Subscription};
 use crate::exec::queue::LocalQueue;
 use crate::exec::waiting::Waiting;
 use crate::machine::acquire::{Acquire, Next, Wake};
+use crate::machine::call::Owner;
+use crate::machine::grant::Abandoned;
 use crate::machine::grant::Granted;
-use crate::machine::grant::{Abandoned, Outcome};
 use crate::machine::lease::LeaseState;
 use crate::machine::settings::Settings;
 
@@ -117,22 +118,11 @@ impl<C: redis::ConnectionLike + Send + 'static> Shared<C> {
                     }
                 }
                 Next::Attempt { token, limit } => {
-                    let sent = Instant::now();
-                    let call = settings.acquire_call(machine.keys(), token.as_str());
-                    let reply = conn.with(Some(limit), |c| call.invoke(c));
-                    let outcome = reply.map(|r| Outcome::from_reply(r, sent));
-                    machine.acquired(outcome, Instant::now());
+                    let reply = conn.acquire(Owner::new(settings, machine.keys(), &token), limit);
+                    machine.acquired(reply, Instant::now());
                 }
                 Next::Confirm { token, left } => {
-                    let reply = match settings.confirm_pipe(machine.keys(), token.as_str()) {
-                        // WAIT's reply comes up to its timeout after the renewal's:
-                        // the pipeline's replies do not share the time evenly.
-                        Ok(Some((pipe, wait))) => conn
-                            .with_batch(Some(left + wait), |c| Ok(pipe.query(c)?))
-                            .and_then(|reply| settings.replicated(machine.keys(), reply)),
-                        Ok(None) => Ok(()),
-                        Err(e) => Err(e),
-                    };
+                    let reply = conn.confirm(Owner::new(settings, machine.keys(), &token), left);
                     machine.confirmed(reply, Instant::now());
                 }
                 Next::Enter => {
@@ -145,10 +135,7 @@ impl<C: redis::ConnectionLike + Send + 'static> Shared<C> {
                     let Some(ticket) = machine.ticket() else {
                         continue;
                     };
-                    let (token, ttl) = (ticket.token.as_str(), settings.ttl);
-                    let call =
-                        settings.fair_call(machine.keys(), "acquire", token, &ticket.ticket, ttl);
-                    let reply = conn.with(Some(limit), |c| call.invoke(c));
+                    let reply = conn.fair_acquire(settings, machine.keys(), ticket, limit);
                     machine.queued(reply, Instant::now());
                 }
                 Next::Listen { within, offer } => {

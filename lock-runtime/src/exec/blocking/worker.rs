@@ -11,12 +11,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use super::conn::Conn;
-use crate::LockError;
-use crate::machine::call::{batch, read_batch, renewal};
 use crate::machine::grant::Abandoned;
-use crate::machine::lease::{BATCH_HORIZON, LeaseState, Sending};
-use crate::machine::native::NativeCommands;
-use crate::machine::reply::Confirmed;
+use crate::machine::lease::{BATCH_HORIZON, LeaseState};
 use crate::machine::schedule::Schedule;
 use crate::machine::settings::Settings;
 
@@ -162,9 +158,11 @@ impl Worker {
             }
         }
         if !renewals.is_empty() {
-            renew(conn, &renewals);
-            for (lease, _) in &renewals {
-                self.watch(lease);
+            let replies = conn.renew_all(&renewals);
+            let now = Instant::now();
+            for ((lease, sending), reply) in renewals.into_iter().zip(replies) {
+                lease.renewal_done(sending, reply, now);
+                self.watch(&lease);
             }
         }
     }
@@ -176,61 +174,12 @@ impl Worker {
         settings: Arc<Settings>,
         failures: u32,
     ) {
-        let reply = conn.lease_call(settings.native, None, |native| {
-            settings.abandoned_call(&abandoned, native)
-        });
-        let reply = reply.as_ref().map(|c| c.0);
-        if let Some(at) = abandoned.released(reply, failures, Instant::now()) {
+        let reply = conn.release_abandoned(&settings, &abandoned);
+        if let Some(at) = abandoned.released(reply.as_ref().copied(), failures, Instant::now()) {
             let id = RELEASE_IDS.fetch_add(1, Ordering::Relaxed);
             self.queue(id, at, Job::Release(abandoned, settings, failures + 1));
         } else {
             self.state().releases -= 1;
         }
-    }
-}
-
-/// The renewals that are due, in one round trip (a pipeline) where the connection
-/// takes one, so a slow server costs every lease one round trip, not one each in a row.
-/// Each lease hears its own answer: one refused or failed renewal hides no other's.
-fn renew<C: redis::ConnectionLike + Send + 'static>(
-    conn: &Conn<C>,
-    renewals: &[(Arc<LeaseState>, Sending)],
-) {
-    let Some((first, _)) = renewals.first() else {
-        return;
-    };
-    let timeout = Some(first.settings.response_timeout);
-    let offered = &conn.offered;
-    let renew_call =
-        |(lease, sending): &(Arc<LeaseState>, Sending), native| renewal(lease, sending, native);
-    let mut sent = Instant::now();
-    let replies: Vec<Result<Confirmed, LockError>> = conn
-        .with_batch(timeout, |c| {
-            sent = Instant::now();
-            c.ask(offered, renewals.iter().any(|(l, _)| l.settings.native));
-            let native = offered.usable(true);
-            let calls = renewals.iter().map(|r| renew_call(r, native));
-            let (mut replies, natives): (Vec<Result<Confirmed, LockError>>, Vec<bool>) =
-                if renewals.len() == 1 || !redis::ConnectionLike::supports_pipelining(c) {
-                    calls.map(|call| (c.send(&call), call.is_native())).unzip()
-                } else {
-                    let (pipe, placed) = batch(calls)?;
-                    let replies = read_batch(&placed, pipe.query(c)?);
-                    (replies, placed.iter().map(|b| b.native).collect())
-                };
-            // A server that refused a native renewal gets the script at once.
-            for ((reply, native), due) in replies.iter_mut().zip(natives).zip(renewals) {
-                if let Err(e) = reply
-                    && offered.failed(e, native)
-                {
-                    *reply = c.send(&renew_call(due, NativeCommands::default()));
-                }
-            }
-            Ok(replies)
-        })
-        .unwrap_or_else(|e| renewals.iter().map(|_| Err(e.for_each())).collect());
-    let now = Instant::now();
-    for ((lease, sending), reply) in renewals.iter().zip(replies) {
-        lease.renewal_done(*sending, reply.map(|r| r.0.then_some(sent)), now);
     }
 }

@@ -75,17 +75,7 @@ where
     /// ```
     pub fn is_held(&self) -> Result<bool, LockError> {
         let lease = self.owned.lease();
-        let token = lease.token.as_str();
-        let ours = self
-            .shared
-            .conn
-            .with(Some(lease.settings.response_timeout), |c| {
-                if let Some(call) = lease.settings.holds_call(&lease.keys, token) {
-                    return Ok(call.invoke(c)?.0);
-                }
-                let value: Option<String> = redis::cmd("GET").arg(&lease.keys.lock).query(c)?;
-                Ok(value.as_deref() == Some(token))
-            })?;
+        let ours = (self.shared.conn).holds(lease.owner())?;
         Ok(lease.checked(ours))
     }
 
@@ -101,14 +91,7 @@ where
     pub fn extend(&self, ttl: Duration) -> Result<(), LockError> {
         let lease = self.owned.lease();
         let sending = lease.extending(ttl, Instant::now())?;
-        let (settings, sent) = (&lease.settings, Instant::now());
-        let renewed = self
-            .shared
-            .conn
-            .lease_call(settings.native, Some(settings.response_timeout), |native| {
-                settings.renew_call(&lease.keys, lease.token.as_str(), ttl, native)
-            })
-            .map(|renewed| renewed.0.then_some(sent));
+        let renewed = (self.shared.conn).renew(lease.owner(), ttl);
         lease.extended(sending, renewed, Instant::now())?;
         self.shared.watch(lease);
         Ok(())
@@ -130,14 +113,7 @@ where
         if let Some(offer) = offer {
             return self.hand_over(&lease, offer);
         }
-        let settings = &lease.settings;
-        let deleted = self
-            .shared
-            .conn
-            .lease_call(settings.native, Some(settings.response_timeout), |native| {
-                settings.release_call(&lease.keys, lease.token.as_str(), native)
-            })
-            .map(|released| released.0);
+        let deleted = (self.shared.conn).release(lease.owner());
         self.owned.deleted(lost_before, deleted)
     }
 }
@@ -149,14 +125,9 @@ where
     /// Release by handover.lua: the lock passes to the waiting thread of `offer` in the
     /// same round trip (see [`Owned::handed_over`]).
     fn hand_over(mut self, lease: &LeaseState, offer: Offer) -> Result<(), LockError> {
-        let settings = &lease.settings;
-        let (token, next) = (lease.token.as_str(), offer.token.as_str());
-        let call = settings.handover_call(&lease.keys, token, next, offer.ttl);
         let sent = Instant::now();
-        let reply = (self.shared.conn)
-            .with(Some(settings.response_timeout), |c| call.invoke(c))
-            .map(|fence| u64::try_from(fence).ok().filter(|f| *f > 0));
-        let (shared, settings) = (Arc::clone(&self.shared), Arc::clone(settings));
+        let reply = (self.shared.conn).hand_over(lease.owner(), &offer);
+        let (shared, settings) = (Arc::clone(&self.shared), Arc::clone(&lease.settings));
         let release = move |a| shared.release_in_background(a, &settings);
         self.owned.handed_over(offer, sent, reply, release)
     }
@@ -167,15 +138,8 @@ where
         let lease = Arc::clone(self.owned.lease());
         let settings = &lease.settings;
         let sent = Instant::now();
-        let done = self
-            .shared
-            .conn
-            .with(Some(settings.response_timeout), |c| {
-                settings
-                    .downgrade_call(&lease.keys, lease.token.as_str(), settings.ttl)
-                    .invoke(c)
-            })?
-            .0;
+        let call = settings.downgrade_call(&lease.keys, lease.token.as_str(), settings.ttl);
+        let done = self.shared.conn.check(settings, &call)?;
         let shared = &self.shared;
         let release = |a| shared.release_in_background(a, settings);
         let downgraded = self.owned.downgraded(sent, done, release);
