@@ -1,9 +1,9 @@
 //! The executors: they carry the lock machine's answers out, doing the I/O and the
 //! timing and nothing else. The async one ([`engine`], [`guard`], [`watchdog`]) runs on
 //! tokio over a [`backend::Backend`] (one server or a Cluster: [`node`]; N masters:
-//! [`quorum`]); the blocking one ([`blocking`]) on a sync connection and the handle's one
-//! background thread. Both share the local queue ([`queue`]), what a waiter waits on
-//! ([`waiting`]) and the release notifications ([`notify`]).
+//! [`quorum`]); the blocking one ([`blocking`]) over the same verbs on a sync connection,
+//! and the handle's one background thread. Both share the local queue ([`queue`]), what a
+//! waiter waits on ([`waiting`]) and the release notifications ([`notify`]).
 
 #[cfg(feature = "tokio")]
 pub(crate) mod backend;

@@ -530,3 +530,77 @@ async fn session(shared: &Shared, sink: &mut PubSubSink, stream: &mut PubSubStre
 pub(crate) fn channel(prefix: &str, handle: u64) -> String {
     format!("{prefix}handoff:{handle:016x}")
 }
+
+/// The blocking face's release notifications: this machinery, run on a private one-thread runtime
+/// that starts on first contention.
+#[cfg(feature = "blocking")]
+pub(crate) struct BlockingNotifications {
+    pub(crate) client: redis::Client,
+    pub(crate) started: OnceLock<Option<(tokio::runtime::Runtime, Notifications)>>,
+}
+
+/// Dropped where blocking is not allowed (the last clone of a blocking handle dropped by
+/// async code), the runtime is shut down without waiting for its pub/sub task, which
+/// would panic there.
+#[cfg(feature = "blocking")]
+impl Drop for BlockingNotifications {
+    fn drop(&mut self) {
+        if let Some(Some((runtime, _))) = self.started.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+#[cfg(feature = "blocking")]
+impl BlockingNotifications {
+    pub(crate) fn started(&self) -> Option<&(tokio::runtime::Runtime, Notifications)> {
+        self.started
+            .get_or_init(|| {
+                match tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("lockscript-notify")
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => Some((runtime, Notifications::new(self.client.clone()))),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot start the notification thread; waiters poll");
+                        None
+                    }
+                }
+            })
+            .as_ref()
+    }
+
+    /// Subscribes to `channel`, waiting at most `within` for the confirmation; whether
+    /// it is live.
+    pub(crate) fn subscribe(
+        &self,
+        channel: &str,
+        within: Duration,
+    ) -> (Option<Subscription>, bool) {
+        let Some((runtime, notifications)) = self.started() else {
+            return (None, false);
+        };
+        let subscription = {
+            let _entered = runtime.enter();
+            notifications.subscribe(channel)
+        };
+        let live = subscription
+            .as_ref()
+            .is_some_and(|s| s.live_within_blocking(within));
+        (subscription, live)
+    }
+
+    /// A waiter for `channel` if it is live already.
+    pub(crate) fn join(&self, channel: &str) -> Option<Subscription> {
+        self.started.get()?.as_ref()?.1.join(channel)
+    }
+
+    /// The mailbox of the fair ticket of `token`, on the handle's handoff channel.
+    pub(crate) fn mailbox(&self, prefix: &str, token: &str) -> Option<Mailbox> {
+        let (runtime, notifications) = self.started()?;
+        let _entered = runtime.enter();
+        notifications.mailbox(&notifications.handoff_channel(prefix), token)
+    }
+}

@@ -369,7 +369,7 @@ impl<C> OneServer for crate::exec::blocking::Engine<C> {
     }
 
     fn notify_from(&mut self, client: redis::Client) {
-        let notifications = crate::exec::blocking::BlockingNotifications {
+        let notifications = crate::exec::notify::BlockingNotifications {
             client,
             started: std::sync::OnceLock::new(),
         };

@@ -160,8 +160,8 @@ pub(crate) fn kind_refused(e: LockError, keys: &Keys) -> LockError {
 }
 
 /// A grant that may exist on the server without an owner: armed until
-/// [`settle`](Self::settle) or [`disarm`](Self::disarm) says otherwise; dropped armed, it
-/// gives the grant to `release`.
+/// [`disarm`](Self::disarm) says otherwise; dropped armed, it gives the grant to
+/// `release`.
 pub(crate) struct Pending<'a, R: FnOnce(Abandoned)> {
     keys: &'a Keys,
     token: &'a Token,

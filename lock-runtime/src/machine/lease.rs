@@ -14,7 +14,7 @@
 //! lease never comes back.
 //!
 //! Validity is counted from *before* the granting or renewing command was sent, minus
-//! a drift allowance (see [`crate::machine::settings::validity`]), so this process believes in
+//! a drift allowance (see [`crate::machine::limit::validity`]), so this process believes in
 //! its lease for no longer than the server keeps it.
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -276,7 +276,7 @@ impl<R> Invocation<R> {
         }
     }
 
-    /// The same call as EVAL[_RO] with the embedded source.
+    /// The same call as `EVAL` (or `EVAL_RO`) with the embedded source.
     pub(crate) fn eval_cmd(&self) -> Cmd {
         let mut cmd = Cmd::with_capacity(self.cmd.args_iter().len(), self.script.source.len() + 64);
         cmd.arg(self.script.eval_name()).arg(self.script.bytes());

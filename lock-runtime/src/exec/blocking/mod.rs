@@ -1,20 +1,21 @@
-//! The blocking executor: the lock machine's answers carried out on one sync connection
-//! per handle ([`Conn`], which the handle's threads and its background thread take turns
-//! on, each call bounded from its start) and the handle's one background thread
-//! ([`worker`]: renewals, background releases). Waits are timed by the OS
-//! ([`block_within`]); release notifications come from a small private runtime.
+//! The blocking executor: the lock machine's answers carried out over the handle's
+//! backend ([`Conn`]: one sync connection, which the handle's threads and its background
+//! thread take turns on, each call bounded from its start, with the async
+//! [`Backend`](crate::exec::backend::Backend)'s verbs) and the handle's one background
+//! thread ([`worker`]: renewals, background releases). Waits are timed by the OS
+//! ([`block_within`]); release notifications come from [`BlockingNotifications`].
 
 mod conn;
 mod worker;
 
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 pub(crate) use self::conn::{Conn, Tune};
 pub(crate) use self::worker::Worker;
 use crate::LockError;
 use crate::exec::block::block_within;
-use crate::exec::notify::{Mailbox, Notifications, Subscription};
+use crate::exec::notify::BlockingNotifications;
 use crate::exec::queue::LocalQueue;
 use crate::exec::waiting::Waiting;
 use crate::machine::acquire::{Acquire, Next, Wake};
@@ -169,73 +170,6 @@ impl<C> Drop for Shared<C> {
         if let Some(Some(worker)) = self.worker.get() {
             worker.close();
         }
-    }
-}
-
-/// The notification machinery of the async API, run on a private one-thread runtime
-/// that starts on first contention.
-pub(crate) struct BlockingNotifications {
-    pub(crate) client: redis::Client,
-    pub(crate) started: OnceLock<Option<(tokio::runtime::Runtime, Notifications)>>,
-}
-
-/// Dropped where blocking is not allowed (the last clone of a blocking handle dropped by
-/// async code), the runtime is shut down without waiting for its pub/sub task, which
-/// would panic there.
-impl Drop for BlockingNotifications {
-    fn drop(&mut self) {
-        if let Some(Some((runtime, _))) = self.started.take() {
-            runtime.shutdown_background();
-        }
-    }
-}
-
-impl BlockingNotifications {
-    pub(crate) fn started(&self) -> Option<&(tokio::runtime::Runtime, Notifications)> {
-        self.started
-            .get_or_init(|| {
-                match tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(1)
-                    .thread_name("lockscript-notify")
-                    .enable_all()
-                    .build()
-                {
-                    Ok(runtime) => Some((runtime, Notifications::new(self.client.clone()))),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot start the notification thread; waiters poll");
-                        None
-                    }
-                }
-            })
-            .as_ref()
-    }
-
-    /// Subscribes to `channel`, waiting at most `within` for the confirmation; whether
-    /// it is live.
-    fn subscribe(&self, channel: &str, within: Duration) -> (Option<Subscription>, bool) {
-        let Some((runtime, notifications)) = self.started() else {
-            return (None, false);
-        };
-        let subscription = {
-            let _entered = runtime.enter();
-            notifications.subscribe(channel)
-        };
-        let live = subscription
-            .as_ref()
-            .is_some_and(|s| s.live_within_blocking(within));
-        (subscription, live)
-    }
-
-    /// A waiter for `channel` if it is live already.
-    fn join(&self, channel: &str) -> Option<Subscription> {
-        self.started.get()?.as_ref()?.1.join(channel)
-    }
-
-    /// The mailbox of the fair ticket of `token`, on the handle's handoff channel.
-    fn mailbox(&self, prefix: &str, token: &str) -> Option<Mailbox> {
-        let (runtime, notifications) = self.started()?;
-        let _entered = runtime.enter();
-        notifications.mailbox(&notifications.handoff_channel(prefix), token)
     }
 }
 
