@@ -697,6 +697,19 @@ mod tests {
         LockError::no_reply(Duration::from_millis(5))
     }
 
+    fn granted(fence: u64, sent: Instant) -> Result<Outcome, LockError> {
+        Ok(Outcome::Granted { fence, sent })
+    }
+
+    /// A plain wait (`handover`: standing offers) past its turn, at its first attempt.
+    fn waiting(s: &Settings, handover: bool, now: Instant) -> (Acquire, Token) {
+        let mut m = Acquire::wait(keys(s), s, true, false, handover, now);
+        assert!(matches!(m.next(now), Next::Turn { .. }));
+        m.turned(false);
+        let token = attempt(&mut m, now);
+        (m, token)
+    }
+
     fn attempt(machine: &mut Acquire, now: Instant) -> Token {
         match machine.next(now) {
             Next::Attempt { token, .. } => token,
@@ -710,13 +723,7 @@ mod tests {
         let now = Instant::now();
         let mut m = Acquire::once(keys(&s), &s, now);
         let token = attempt(&mut m, now);
-        m.acquired(
-            Ok(Outcome::Granted {
-                fence: 4,
-                sent: now,
-            }),
-            now,
-        );
+        m.acquired(granted(4, now), now);
         let Next::Done(Ok(Some(g))) = m.next(now) else {
             panic!("granted")
         };
@@ -755,18 +762,9 @@ mod tests {
     fn a_late_grant_is_released_and_waited_past() {
         let s = settings();
         let now = Instant::now();
-        let mut m = Acquire::wait(keys(&s), &s, true, false, false, now);
-        assert!(matches!(m.next(now), Next::Turn { .. }));
-        m.turned(false);
-        let token = attempt(&mut m, now);
+        let (mut m, token) = waiting(&s, false, now);
         let late = now + validity(s.ttl);
-        m.acquired(
-            Ok(Outcome::Granted {
-                fence: 1,
-                sent: now,
-            }),
-            late,
-        );
+        m.acquired(granted(1, now), late);
         let Next::Release(a) = m.next(late) else {
             panic!("late grant released")
         };
@@ -787,26 +785,14 @@ mod tests {
         let now = Instant::now();
         let mut m = Acquire::once(keys(&s), &s, now);
         let token = attempt(&mut m, now);
-        m.acquired(
-            Ok(Outcome::Granted {
-                fence: 2,
-                sent: now,
-            }),
-            now,
-        );
+        m.acquired(granted(2, now), now);
         assert!(matches!(m.next(now), Next::Confirm { token: t, .. } if t == token));
         m.confirmed(Ok(()), now);
         assert!(matches!(m.next(now), Next::Done(Ok(Some(_)))));
 
         let mut m = Acquire::once(keys(&s), &s, now);
         attempt(&mut m, now);
-        m.acquired(
-            Ok(Outcome::Granted {
-                fence: 3,
-                sent: now,
-            }),
-            now,
-        );
+        m.acquired(granted(3, now), now);
         m.next(now);
         m.confirmed(Err(io()), now);
         assert!(matches!(m.next(now), Next::Release(_)));
@@ -817,10 +803,7 @@ mod tests {
     fn a_waiter_stands_one_offer_and_a_handover_grants_it() {
         let s = settings();
         let now = Instant::now();
-        let mut m = Acquire::wait(keys(&s), &s, true, false, true, now);
-        m.next(now);
-        m.turned(false);
-        attempt(&mut m, now);
+        let (mut m, _) = waiting(&s, true, now);
         m.acquired(Ok(Outcome::Held { remaining: None }), now);
         let Next::Sleep {
             offer: Some(offer), ..
@@ -851,10 +834,7 @@ mod tests {
     fn a_late_handover_is_released() {
         let s = settings();
         let now = Instant::now();
-        let mut m = Acquire::wait(keys(&s), &s, true, false, true, now);
-        m.next(now);
-        m.turned(false);
-        attempt(&mut m, now);
+        let (mut m, _) = waiting(&s, true, now);
         m.acquired(Ok(Outcome::Held { remaining: None }), now);
         let Next::Sleep {
             offer: Some(offer), ..
@@ -877,10 +857,7 @@ mod tests {
     fn a_dropped_wait_releases_what_is_in_flight() {
         let s = settings();
         let now = Instant::now();
-        let mut m = Acquire::wait(keys(&s), &s, true, false, false, now);
-        m.next(now);
-        m.turned(false);
-        let token = attempt(&mut m, now);
+        let (mut m, token) = waiting(&s, false, now);
         let orphans = m.abandon(now);
         assert_eq!(orphans.len(), 1);
         assert_eq!(orphans[0].token, token);
