@@ -697,8 +697,8 @@ mod tests {
         LockError::no_reply(Duration::from_millis(5))
     }
 
-    fn granted(fence: u64, sent: Instant) -> Result<Outcome, LockError> {
-        Ok(Outcome::Granted { fence, sent })
+    fn granted(fence: u64, sent: Instant) -> Outcome {
+        Outcome::Granted { fence, sent }
     }
 
     /// A plain wait (`handover`: standing offers) past its turn, at its first attempt.
@@ -723,7 +723,7 @@ mod tests {
         let now = Instant::now();
         let mut m = Acquire::once(keys(&s), &s, now);
         let token = attempt(&mut m, now);
-        m.acquired(granted(4, now), now);
+        m.acquired(Ok(granted(4, now)), now);
         let Next::Done(Ok(Some(g))) = m.next(now) else {
             panic!("granted")
         };
@@ -764,7 +764,7 @@ mod tests {
         let now = Instant::now();
         let (mut m, token) = waiting(&s, false, now);
         let late = now + validity(s.ttl);
-        m.acquired(granted(1, now), late);
+        m.acquired(Ok(granted(1, now)), late);
         let Next::Release(a) = m.next(late) else {
             panic!("late grant released")
         };
@@ -785,14 +785,14 @@ mod tests {
         let now = Instant::now();
         let mut m = Acquire::once(keys(&s), &s, now);
         let token = attempt(&mut m, now);
-        m.acquired(granted(2, now), now);
+        m.acquired(Ok(granted(2, now)), now);
         assert!(matches!(m.next(now), Next::Confirm { token: t, .. } if t == token));
         m.confirmed(Ok(()), now);
         assert!(matches!(m.next(now), Next::Done(Ok(Some(_)))));
 
         let mut m = Acquire::once(keys(&s), &s, now);
         attempt(&mut m, now);
-        m.acquired(granted(3, now), now);
+        m.acquired(Ok(granted(3, now)), now);
         m.next(now);
         m.confirmed(Err(io()), now);
         assert!(matches!(m.next(now), Next::Release(_)));
