@@ -3,12 +3,13 @@
 //! a current-thread and on a multi-thread tokio runtime (driven from the main thread, or
 //! from a task on a worker).
 //!
-//! Every kind runs, one after the other in each round: the `PING` round trip, the `SET`
-//! floor, the script floor and the face's `try_lock` + `release` (watchdog on, the
-//! default). The floors use the plain redis crate on a connection of the same kind as
+//! Every kind runs in each round: the `PING` round trip, then, interleaved in blocks (see
+//! [`Interleaved`]), the `SET` floor, the script floor and the face's `try_lock` +
+//! `release` (watchdog on, the default). The floors use the plain redis crate on a connection of the same kind as
 //! the face's, with a key and a token of the face's sizes, so the script floor sends the
 //! server the same bytes as the face and the server does the same work.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
@@ -19,7 +20,7 @@ use redis::aio::MultiplexedConnection;
 use tokio::runtime::Runtime;
 
 use crate::BoxError;
-use crate::measure::{PerCycle, Samples, percentile};
+use crate::measure::{Interleaved, Samples, percentile};
 
 /// The face's lock name; its key is `lock:{bench:face}`.
 const FACE_LOCK: &str = "bench:face";
@@ -232,25 +233,32 @@ impl SyncKind {
         }
         rtts.sort_by(f64::total_cmp);
         samples.push("sync_rtt_p50_us", percentile(&rtts, 0.5));
+        let conn = RefCell::new(&mut self.conn);
+        let mut contenders = Interleaved::new();
         for take in Take::ALL {
-            let conn = &mut self.conn;
-            PerCycle::measure(n, || (0..n).try_for_each(|_| sync_floor_cycle(conn, take)))?
-                .push(samples, &format!("sync_{}", take.stem()));
+            let conn = &conn;
+            contenders.add(
+                format!("sync_{}", take.stem()),
+                Box::new(move |n| {
+                    let mut conn = conn.borrow_mut();
+                    (0..n).try_for_each(|_| sync_floor_cycle(&mut conn, take))
+                }),
+            );
         }
         for (stem, locks) in [
             ("sync", &self.face),
             ("sync_connect", &self.connected),
             ("sync_functions", &self.functions),
         ] {
-            PerCycle::measure(n, || sync_face_cycles(locks, n))?.push(samples, stem);
+            contenders.add(stem, Box::new(move |n| sync_face_cycles(locks, n)));
         }
         // The face again with a recorder taking every figure of the `metrics` feature.
         let (face, recorder) = (&self.face, &self.recorder);
-        PerCycle::measure(n, || {
-            metrics::with_local_recorder(recorder, || sync_face_cycles(face, n))
-        })?
-        .push(samples, "sync_metrics");
-        Ok(())
+        contenders.add(
+            "sync_metrics",
+            Box::new(move |n| metrics::with_local_recorder(recorder, || sync_face_cycles(face, n))),
+        );
+        contenders.round(n, samples)
     }
 }
 
@@ -333,31 +341,42 @@ impl<'rt> AsyncKind<'rt> {
             format!("{name}_rtt_p50_us"),
             self.rtt_p50_us(n, Duration::ZERO)?,
         );
+        let mut contenders = Interleaved::new();
         for take in Take::ALL {
-            let mut conn = self.conn.clone();
-            PerCycle::measure(n, || {
-                self.run(async move {
-                    for _ in 0..n {
-                        floor_cycle(&mut conn, FLOOR_KEY, FLOOR_FENCE, FLOOR_HOLDERS, take).await?;
-                    }
-                    Ok(())
-                })
-            })?
-            .push(samples, &format!("{name}_{}", take.stem()));
+            let conn = self.conn.clone();
+            contenders.add(
+                format!("{name}_{}", take.stem()),
+                Box::new(move |n| {
+                    let mut conn = conn.clone();
+                    self.run(async move {
+                        for _ in 0..n {
+                            floor_cycle(&mut conn, FLOOR_KEY, FLOOR_FENCE, FLOOR_HOLDERS, take)
+                                .await?;
+                        }
+                        Ok(())
+                    })
+                }),
+            );
         }
         for (stem, locks) in [
             (name.to_owned(), self.face.clone()),
             (format!("{name}_functions"), self.functions.clone()),
         ] {
-            PerCycle::measure(n, || self.run(face_cycles(locks, n)))?.push(samples, &stem);
+            contenders.add(
+                stem,
+                Box::new(move |n| self.run(face_cycles(locks.clone(), n))),
+            );
         }
         if !self.on_worker {
             let locks = self.face.clone();
-            PerCycle::measure(n, || {
-                metrics::with_local_recorder(&self.recorder, || self.run(face_cycles(locks, n)))
-            })?
-            .push(samples, &format!("{name}_metrics"));
+            contenders.add(
+                format!("{name}_metrics"),
+                Box::new(move |n| {
+                    let locks = locks.clone();
+                    metrics::with_local_recorder(&self.recorder, || self.run(face_cycles(locks, n)))
+                }),
+            );
         }
-        Ok(())
+        contenders.round(n, samples)
     }
 }

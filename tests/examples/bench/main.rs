@@ -33,7 +33,8 @@
 //!
 //! Every figure comes from the same run: rounds alternate the contenders (A B C ... A B
 //! C ...) and the medians of the rounds are reported, so a noisy neighbour shifts all of
-//! them alike. The table goes to stdout; all figures to `target/bench/summary.json`, and
+//! them alike; within a round, each kind's face and floors run interleaved in short
+//! blocks (`measure::Interleaved`), so a face and its floor share the same seconds. The table goes to stdout; all figures to `target/bench/summary.json`, and
 //! the handoff latency distributions (ours against 10 ms polling and the raw pub/sub
 //! floor) to `target/bench/handoff.svg`.
 
