@@ -506,6 +506,14 @@ fn check_exclusion(
         for &bi in known {
             let b = &grants[bi];
             active.retain(|&a| last_valid(a).is_some_and(|t| t > b.t));
+            // A grant that reached its holder after its validity end (the holder was
+            // paused between the grant and its return; a soak saw a 738 ms freeze there)
+            // and that its holder never found valid held nothing from the moment it was
+            // known: a holder found valid after that moment shares nothing with it.
+            if first_end(b.event) <= b.t && last_valid(bi).is_none() {
+                report.count("grants that arrived past their validity end", 1);
+                continue;
+            }
             let holders: Vec<&Grant<'_>> = active.iter().map(|&a| &grants[a]).collect();
             let conflicts = b.share.conflicts(&holders);
             if conflicts
@@ -1159,6 +1167,35 @@ mod tests {
             report.violations[0].to_string().contains("2 holders"),
             "{report:?}"
         );
+    }
+
+    #[test]
+    fn a_grant_that_arrived_past_its_validity_end_shares_nothing() {
+        // Worker 3's permit came back (after a pause) 10 ms past its validity end, and
+        // its holder found it lost: the two holders after it are no third and fourth.
+        let mut late = grant_as(3, 1, 3, 150 * MS, "permit:2");
+        if let Event::Grant { valid_until, .. } = &mut late {
+            *valid_until = 140 * MS;
+        }
+        let lost = Event::Check {
+            worker: 3,
+            grant: 1,
+            lost: true,
+            t: 150 * MS,
+        };
+        let mut events = vec![
+            grant_as(1, 1, 1, 100 * MS, "permit:2"),
+            grant_as(2, 1, 2, 110 * MS, "permit:2"),
+            check_at(1, 1, 200 * MS),
+            check_at(2, 1, 200 * MS),
+            late.clone(),
+            lost,
+        ];
+        let report = check(&events, &bounds());
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        // Had its holder found it valid, it would be a third holder.
+        events.push(check_at(3, 1, 151 * MS));
+        assert_eq!(kinds(&check(&events, &bounds())), ["exclusion"]);
     }
 
     #[test]
