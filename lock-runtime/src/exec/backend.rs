@@ -86,7 +86,10 @@ pub trait Backend: Clone + Send + Sync + 'static {
         settings: &Settings,
         abandoned: &Abandoned,
     ) -> impl Future<Output = Result<bool, LockError>> + Send {
-        async move { (self.release(Owner::new(settings, &abandoned.keys, &abandoned.token))).await }
+        async move {
+            self.release(Owner::new(settings, &abandoned.keys, &abandoned.token))
+                .await
+        }
     }
 
     /// Whether the lock's waiter queue lives on the server (fair mode, fair-queue.lua):

@@ -350,8 +350,8 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
         })
     }
 
-    /// Passes the lock from `token` to `next` with lease `ttl`: the next holder's
-    /// fencing token, or `None` if `token` did not hold it.
+    /// Passes the lock from `of` to the waiter of `offer` (its token, with its lease):
+    /// the next holder's fencing token, or `None` if `of` did not hold it.
     pub(crate) fn hand_over(&self, of: Owner<'_>, offer: &Offer) -> Result<Option<u64>, LockError> {
         let (settings, keys, token) = (of.settings, of.keys, of.token);
         let (next, ttl) = (offer.token.as_str(), offer.ttl);
