@@ -17,18 +17,23 @@ impl Samples {
         self.0.entry(figure.into()).or_default().push(value);
     }
 
-    /// `num / den` in each round (the two were measured minutes apart at most), lowest
-    /// and highest: how far noise moved a ratio whose medians the report compares.
-    pub fn round_ratio_range(&self, num: &str, den: &str) -> Option<(f64, f64)> {
-        let ratios = self
+    /// `num / den` in each round (measured interleaved, so a round's noise falls on both):
+    /// their median, lowest and highest. The median of these paired ratios is what a
+    /// target on `num / den` checks; a ratio of the two figures' medians may pair one
+    /// round's slow seconds with another's fast ones.
+    pub fn round_ratios(&self, num: &str, den: &str) -> Option<RoundRatios> {
+        let mut ratios: Vec<f64> = self
             .0
             .get(num)?
             .iter()
             .zip(self.0.get(den)?)
-            .map(|(n, d)| n / d);
-        ratios.fold(None, |range, r| match range {
-            None => Some((r, r)),
-            Some((lo, hi)) => Some((f64::min(lo, r), f64::max(hi, r))),
+            .map(|(n, d)| n / d)
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        Some(RoundRatios {
+            lo: *ratios.first()?,
+            hi: *ratios.last()?,
+            median: median(ratios),
         })
     }
 
@@ -36,6 +41,14 @@ impl Samples {
     pub fn medians(self) -> BTreeMap<String, f64> {
         self.0.into_iter().map(|(k, v)| (k, median(v))).collect()
     }
+}
+
+/// A ratio of two figures, round by round.
+#[derive(Clone, Copy)]
+pub struct RoundRatios {
+    pub median: f64,
+    pub lo: f64,
+    pub hi: f64,
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::measure::Samples;
+use crate::measure::{RoundRatios, Samples};
 
 /// The connection kinds, by figure prefix, as the report names them.
 const KINDS: [(&str, &str); 4] = [
@@ -25,26 +25,26 @@ const KINDS: [(&str, &str); 4] = [
     ),
 ];
 
-/// Each kind's lowest and highest per-round ratio of its cycle to its script floor.
-pub fn round_ranges(samples: &Samples) -> BTreeMap<&'static str, (f64, f64)> {
+/// Each kind's per-round ratios of its cycle to its script floor.
+pub fn round_ratios(samples: &Samples) -> BTreeMap<&'static str, RoundRatios> {
     KINDS
         .iter()
         .filter_map(|(kind, _)| {
-            let range = samples.round_ratio_range(
+            let ratios = samples.round_ratios(
                 &format!("{kind}_cycle_us"),
                 &format!("{kind}_floor_script_cycle_us"),
             )?;
-            Some((*kind, range))
+            Some((*kind, ratios))
         })
         .collect()
 }
 
-/// Prints the figures and the targets; `ranges` holds each kind's lowest and highest
-/// per-round ratio of its cycle to its script floor, and `samples` counts the handoffs
+/// Prints the figures and the targets; `ratios` holds each kind's per-round ratios of
+/// its cycle to its script floor, and `samples` counts the handoffs
 /// measured: one handle, a handle each, one blocking handle, raw floor, polling.
 pub fn print(
     figures: &BTreeMap<String, f64>,
-    ranges: &BTreeMap<&str, (f64, f64)>,
+    ratios: &BTreeMap<&str, RoundRatios>,
     quick: bool,
     samples: [usize; 5],
 ) {
@@ -65,7 +65,7 @@ pub fn print(
     println!(
         "\n(handoff samples: {handoffs} one handle, {separate} a handle each, {blocking} one blocking handle, {floors} raw floor, {polls} polling)"
     );
-    targets(&get, ranges);
+    targets(&get, ratios);
     explaining(&get);
 }
 
@@ -117,22 +117,29 @@ fn kinds(get: &impl Fn(&str) -> f64) {
     }
 }
 
-/// The targets: each kind's cycle within 1.10 x its script floor (with the range of
-/// the per-round ratios), and the handoffs.
-fn targets(get: &impl Fn(&str) -> f64, ranges: &BTreeMap<&str, (f64, f64)>) {
-    println!("\ntargets (ratios of this run's medians):");
+/// The targets: each kind's cycle within 1.10 x its script floor (the median of the
+/// per-round ratios, with their range; the ratio of the two medians beside it), and the
+/// handoffs.
+fn targets(get: &impl Fn(&str) -> f64, ratios: &BTreeMap<&str, RoundRatios>) {
+    println!(
+        "\ntargets (a face against its floor: the median of the rounds' ratios; the rest: ratios of this run's medians):"
+    );
     let mut checks: Vec<(String, f64, f64, String)> = KINDS
         .iter()
         .map(|(kind, _)| {
-            let range = ranges.get(kind).map_or_else(String::new, |(lo, hi)| {
-                format!("  (rounds {lo:.2}..{hi:.2})")
+            let cycle = format!("{kind}_cycle_us");
+            let floor = format!("{kind}_floor_script_cycle_us");
+            let of_medians = get(&cycle) / get(&floor);
+            let (ratio, range) = ratios.get(kind).map_or((of_medians, String::new()), |r| {
+                (
+                    r.median,
+                    format!(
+                        "  (rounds {:.2}..{:.2}; ratio of medians {of_medians:.2})",
+                        r.lo, r.hi
+                    ),
+                )
             });
-            (
-                format!("{kind}_cycle_us <= 1.10 x {kind}_floor_script_cycle_us"),
-                get(&format!("{kind}_cycle_us")) / get(&format!("{kind}_floor_script_cycle_us")),
-                1.10,
-                range,
-            )
+            (format!("{cycle} <= 1.10 x {floor}"), ratio, 1.10, range)
         })
         .collect();
     // The `metrics` feature with a recorder taking every figure, against the same face
