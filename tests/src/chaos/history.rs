@@ -5,7 +5,6 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -211,10 +210,17 @@ impl Event {
     }
 }
 
-/// Appends events to a file, one JSON line each, written through at once: a worker
-/// killed by the nemesis leaves every event it recorded.
+/// Appends events to a file, one JSON line each, from a thread of its own: the callers
+/// (a worker's runtime threads) never wait for the disk. Written through at once, each
+/// event a `write`, so a worker killed by the nemesis leaves every event the thread got
+/// to: all but the last microseconds' unless the disk stalls. Written by the runtime
+/// threads themselves, a write could hold one of the worker's two for milliseconds (on
+/// the AOF topology, with redis-server fsyncing every write to the same disk, the
+/// slowest write of a 20 s schedule took up to 14 ms), which moves the very times the
+/// checker bounds; how long the slowest write took is printed to the worker's log.
 pub struct Recorder {
-    file: Mutex<File>,
+    lines: Option<std::sync::mpsc::Sender<Vec<u8>>>,
+    writer: Option<std::thread::JoinHandle<()>>,
     /// The worker's number, stamped on its events by the callers.
     pub worker: u32,
     /// This process's `Instant`s on the shared timeline.
@@ -228,29 +234,52 @@ impl Recorder {
     ///
     /// If the file cannot be created.
     pub fn create(path: &Path, worker: u32) -> Self {
-        let file =
+        let mut file =
             File::create(path).unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
+        let (lines, queued) = std::sync::mpsc::channel::<Vec<u8>>();
+        let writer = std::thread::spawn(move || {
+            let (mut count, mut slowest) = (0u64, Duration::ZERO);
+            for line in queued {
+                let started = Instant::now();
+                let _ = file.write_all(&line);
+                slowest = slowest.max(started.elapsed());
+                count += 1;
+            }
+            eprintln!(
+                "history: {count} events written, the slowest write took {:.1} ms",
+                slowest.as_secs_f64() * 1e3
+            );
+        });
         Self {
-            file: Mutex::new(file),
+            lines: Some(lines),
+            writer: Some(writer),
             worker,
             timeline: Timeline::new(),
         }
     }
 
-    /// Writes `event` as one line.
+    /// Writes `event` as one line (on the recorder's thread).
     pub fn record(&self, event: &Event) {
         let mut line = serde_json::to_vec(event).unwrap_or_default();
         line.push(b'\n');
-        let mut file = self
-            .file
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let _ = file.write_all(&line);
+        if let Some(lines) = &self.lines {
+            let _ = lines.send(line);
+        }
     }
 
     /// `at` on the shared timeline.
     pub fn ns(&self, at: Instant) -> u64 {
         self.timeline.ns(at)
+    }
+}
+
+/// Every event recorded is in the file once the recorder is gone.
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        drop(self.lines.take());
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
     }
 }
 
@@ -332,6 +361,7 @@ mod tests {
             valid_until: 20,
         };
         rec.record(&event);
+        drop(rec); // its thread has written every event
         std::fs::OpenOptions::new()
             .append(true)
             .open(&path)

@@ -229,13 +229,19 @@ impl Ctx {
         result.ok()
     }
 
-    /// Records a holder's `is_lost()` before a write; whether it may write.
-    fn may_write(&self, grant: u64, lost: bool) -> bool {
+    /// Records a holder's `is_lost()` before a write; whether it may write. The time is
+    /// read before the lease is asked, so a check happened at its recorded time or later:
+    /// read after, it could lie later than the check by however long the thread was
+    /// descheduled between the two, and a check that came before another holder's grant
+    /// would be recorded after it (an overlap of a few ms that never happened).
+    fn may_write(&self, grant: u64, is_lost: impl FnOnce() -> bool) -> bool {
+        let t = self.now();
+        let lost = is_lost();
         self.record(&Event::Check {
             worker: self.cfg.worker,
             grant,
             lost,
-            t: self.now(),
+            t,
         });
         !lost
     }
@@ -438,7 +444,7 @@ async fn section(ctx: &Ctx, grant: u64, lock: &str, lease: &Lease, seed: u64) {
         if i > 0 {
             tokio::time::sleep(ctx.pause(&mut rng)).await;
         }
-        if !ctx.may_write(grant, lease.is_lost()) {
+        if !ctx.may_write(grant, || lease.is_lost()) {
             return;
         }
         ctx.write(grant, lease, lock, &writer).await;
@@ -690,7 +696,7 @@ async fn hold<F, Fut>(
             if i > 0 {
                 tokio::time::sleep(ctx.pause(&mut rng)).await;
             }
-            if !ctx.may_write(grant, lease.is_lost()) {
+            if !ctx.may_write(grant, || lease.is_lost()) {
                 break;
             }
         }
@@ -979,7 +985,7 @@ fn blocking_thread(ctx: &Arc<Ctx>, locks: &blocking::Locks, mut data: SyncData, 
             if i > 0 {
                 std::thread::sleep(ctx.pause(&mut rng));
             }
-            if !ctx.may_write(grant, guard.is_lost()) {
+            if !ctx.may_write(grant, || guard.is_lost()) {
                 break;
             }
             let t_sent = ctx.now();
