@@ -293,7 +293,19 @@ end
 -- acquire
 local left = held(token, kind)
 if left then
-  return {2, fence_of(token, kind), left, now}
+  local fence = fence_of(token, kind)
+  if fence > 0 then
+    return {2, fence, left, now}
+  end
+  -- Held without a fencing token: a backward step of the server's clock brought
+  -- the grant's key back after its expiry had passed, while the key of its fence
+  -- had already been deleted. A grant without its fence is none: it goes, and the
+  -- caller is served as one that holds nothing (a grant now has the next fence).
+  if kind == 'x' then
+    redis.call('DEL', KEYS[1])
+  else
+    redis.call('ZREM', KEYS[5], token)
+  end
 end
 if kind ~= 'x' and redis.call('EXISTS', KEYS[5]) == 1 then
   local holding = redis.call('HGET', KEYS[6], '~kind')

@@ -269,6 +269,41 @@ async fn a_reader_that_asks_again_learns_its_own_fence_not_the_latest() {
 }
 
 #[tokio::test]
+async fn a_reader_back_without_its_fence_is_served_anew_never_with_fence_zero() {
+    // A backward step of the server's clock brings a reader's key of holders back after
+    // its expiry had passed, while its key of fences was already deleted (the server's
+    // active expiry takes keys one by one). The reader asking again got `{2, 0, ..}`: a
+    // grant with fencing token 0 (a 30-minute soak of the AOF topology, seed 9178).
+    let server = RedisServer::start();
+    let mut conn = server.multiplexed().await;
+    let a = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    let b = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    let ticket_a = format!("{a} 2000 r nobody");
+    let (status, ..) = as_reader(&mut conn, "ghost", "acquire", a, &ticket_a).await;
+    assert_eq!(status, 1);
+    let (status, fence_b, ..) = as_reader(&mut conn, "ghost", "acquire", b, "").await;
+    assert_eq!(status, 1);
+    let () = redis::cmd("DEL")
+        .arg("lock:{ghost}:fences")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let (status, fence, left, _) = as_reader(&mut conn, "ghost", "acquire", a, &ticket_a).await;
+    assert_eq!(
+        (status, fence, left),
+        (1, fence_b + 1, 30_000),
+        "granted anew, with the next fence"
+    );
+    let stored: i64 = redis::cmd("HGET")
+        .arg("lock:{ghost}:fences")
+        .arg(a)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(stored, fence, "its fence is kept for the next ask");
+}
+
+#[tokio::test]
 async fn a_crashed_readers_share_comes_back_when_its_lease_ends() {
     let server = RedisServer::start();
     let mut conn = server.multiplexed().await;
