@@ -238,6 +238,20 @@ async fn as_reader<C: ConnectionLike>(
     .unwrap()
 }
 
+/// Reader A (with a ticket) then reader B (without) granted `name`: A's ticket and the
+/// two fences.
+async fn two_readers<C: ConnectionLike>(conn: &mut C, name: &str) -> (String, i64, i64) {
+    let ticket_a = format!("{READER_A} 2000 r nobody");
+    let (status, fence_a, ..) = as_reader(conn, name, "acquire", READER_A, &ticket_a).await;
+    assert_eq!(status, 1);
+    let (status, fence_b, ..) = as_reader(conn, name, "acquire", READER_B, "").await;
+    assert_eq!(status, 1);
+    (ticket_a, fence_a, fence_b)
+}
+
+const READER_A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const READER_B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
 #[tokio::test]
 async fn a_reader_that_asks_again_learns_its_own_fence_not_the_latest() {
     // A reader whose grant reply (or handoff message) was lost asks again: it must get
@@ -245,13 +259,9 @@ async fn a_reader_that_asks_again_learns_its_own_fence_not_the_latest() {
     // the chaos checker: two readers reported with one fence).
     let server = RedisServer::start();
     let mut conn = server.multiplexed().await;
-    let a = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-    let b = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
-    let ticket_a = format!("{a} 2000 r nobody");
-    let (status, fence_a, ..) = as_reader(&mut conn, "again", "acquire", a, &ticket_a).await;
-    assert_eq!(status, 1);
-    let (status, fence_b, ..) = as_reader(&mut conn, "again", "acquire", b, "").await;
-    assert_eq!((status, fence_b), (1, fence_a + 1));
+    let (a, b) = (READER_A, READER_B);
+    let (ticket_a, fence_a, fence_b) = two_readers(&mut conn, "again").await;
+    assert_eq!(fence_b, fence_a + 1);
     let (status, again, left, _) = as_reader(&mut conn, "again", "acquire", a, &ticket_a).await;
     assert_eq!(status, 2, "already granted");
     assert_eq!(again, fence_a, "its own fence");
@@ -276,13 +286,8 @@ async fn a_reader_back_without_its_fence_is_served_anew_never_with_fence_zero() 
     // grant with fencing token 0 (a 30-minute soak of the AOF topology, seed 9178).
     let server = RedisServer::start();
     let mut conn = server.multiplexed().await;
-    let a = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-    let b = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
-    let ticket_a = format!("{a} 2000 r nobody");
-    let (status, ..) = as_reader(&mut conn, "ghost", "acquire", a, &ticket_a).await;
-    assert_eq!(status, 1);
-    let (status, fence_b, ..) = as_reader(&mut conn, "ghost", "acquire", b, "").await;
-    assert_eq!(status, 1);
+    let a = READER_A;
+    let (ticket_a, _, fence_b) = two_readers(&mut conn, "ghost").await;
     let () = redis::cmd("DEL")
         .arg("lock:{ghost}:fences")
         .query_async(&mut conn)

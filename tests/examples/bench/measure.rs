@@ -22,17 +22,16 @@ impl Samples {
     /// target on `num / den` checks; a ratio of the two figures' medians may pair one
     /// round's slow seconds with another's fast ones.
     pub fn round_ratios(&self, num: &str, den: &str) -> Option<RoundRatios> {
-        let mut ratios: Vec<f64> = self
+        let ratios: Vec<f64> = self
             .0
             .get(num)?
             .iter()
             .zip(self.0.get(den)?)
             .map(|(n, d)| n / d)
             .collect();
-        ratios.sort_by(f64::total_cmp);
         Some(RoundRatios {
-            lo: *ratios.first()?,
-            hi: *ratios.last()?,
+            lo: ratios.iter().copied().reduce(f64::min)?,
+            hi: ratios.iter().copied().reduce(f64::max)?,
             median: median(ratios),
         })
     }
