@@ -119,6 +119,15 @@ if #ended > 0 then
   redis.call('ZREM', KEYS[5], unpack(ended))
   redis.call('HDEL', KEYS[6], unpack(ended))
 end
+-- Shared holders without their fences are none. Both keys are written together
+-- and the fences' expiry is never the earlier, but a backward step of the
+-- server's clock can bring the holders' key back after its expiry had passed,
+-- once the server's active expiry (which takes keys one by one) had deleted the
+-- fences: every holder in it is then a ghost with no fencing token. They go, so
+-- that no operation answers for them and they take no permit.
+if redis.call('EXISTS', KEYS[5]) == 1 and redis.call('EXISTS', KEYS[6]) == 0 then
+  redis.call('DEL', KEYS[5])
+end
 
 local function next_fence()
   local counter = redis.call('GET', KEYS[2])
@@ -297,15 +306,11 @@ if left then
   if fence > 0 then
     return {2, fence, left, now}
   end
-  -- Held without a fencing token: a backward step of the server's clock brought
-  -- the grant's key back after its expiry had passed, while the key of its fence
-  -- had already been deleted. A grant without its fence is none: it goes, and the
-  -- caller is served as one that holds nothing (a grant now has the next fence).
-  if kind == 'x' then
-    redis.call('DEL', KEYS[1])
-  else
-    redis.call('ZREM', KEYS[5], token)
-  end
+  -- An 'x' holder whose counter is gone (it outlives a grant by ARGV[6], and
+  -- renew.lua extends only the lock): a grant without its fence is none. It
+  -- goes, and the caller is served as one that holds nothing (a grant now has
+  -- the next fence). Shared holders without fences went above.
+  redis.call('DEL', KEYS[1])
 end
 if kind ~= 'x' and redis.call('EXISTS', KEYS[5]) == 1 then
   local holding = redis.call('HGET', KEYS[6], '~kind')

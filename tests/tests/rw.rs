@@ -216,6 +216,19 @@ async fn as_reader<C: ConnectionLike>(
     token: &str,
     ticket: &str,
 ) -> (i64, i64, i64, i64) {
+    as_holder(conn, name, ("r", 0), op, token, ticket).await
+}
+
+/// fair-queue.lua's `op` for `token` as a holder of `kind` (`"r"`, or `"p"` of
+/// `permits`), with a lease of 30 s.
+async fn as_holder<C: ConnectionLike>(
+    conn: &mut C,
+    name: &str,
+    (kind, permits): (&str, u64),
+    op: &str,
+    token: &str,
+    ticket: &str,
+) -> (i64, i64, i64, i64) {
     let key = |suffix: &str| format!("lock:{{{name}}}{suffix}");
     lockscript::builtin::fair_queue(
         &key(""),
@@ -227,11 +240,11 @@ async fn as_reader<C: ConnectionLike>(
         op,
         token,
         ticket,
-        "r",
+        kind,
         30_000,
         3_600_000,
         2_000,
-        0,
+        permits,
     )
     .invoke_async(conn)
     .await
@@ -288,11 +301,7 @@ async fn a_reader_back_without_its_fence_is_served_anew_never_with_fence_zero() 
     let mut conn = server.multiplexed().await;
     let a = READER_A;
     let (ticket_a, _, fence_b) = two_readers(&mut conn, "ghost").await;
-    let () = redis::cmd("DEL")
-        .arg("lock:{ghost}:fences")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    lose_the_fences(&mut conn, "ghost").await;
     let (status, fence, left, _) = as_reader(&mut conn, "ghost", "acquire", a, &ticket_a).await;
     assert_eq!(
         (status, fence, left),
@@ -306,6 +315,56 @@ async fn a_reader_back_without_its_fence_is_served_anew_never_with_fence_zero() 
         .await
         .unwrap();
     assert_eq!(stored, fence, "its fence is kept for the next ask");
+}
+
+/// What a backward step of the server's clock can leave behind (see the test above):
+/// the key of holders without the key of fences.
+async fn lose_the_fences<C: ConnectionLike>(conn: &mut C, name: &str) {
+    let () = redis::cmd("DEL")
+        .arg(format!("lock:{{{name}}}:fences"))
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn readers_without_their_fences_hold_nothing_for_renew_holds_or_release() {
+    // A holder without its fencing token is no holder for every operation, not only
+    // for `acquire`: a renewal, a check or a release of it is answered "held nothing".
+    let server = RedisServer::start();
+    let mut conn = server.multiplexed().await;
+    two_readers(&mut conn, "ghosts").await;
+    lose_the_fences(&mut conn, "ghosts").await;
+    for op in ["holds", "renew", "release"] {
+        for token in [READER_A, READER_B] {
+            let (status, ..) = as_reader(&mut conn, "ghosts", op, token, "").await;
+            assert_eq!(status, 0, "{op} of a reader without its fence");
+        }
+    }
+    let holders: i64 = redis::cmd("EXISTS")
+        .arg("lock:{ghosts}:holders")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(holders, 0, "the holders without fences are gone");
+}
+
+#[tokio::test]
+async fn a_permit_holder_without_its_fence_takes_no_permit() {
+    let server = RedisServer::start();
+    let mut conn = server.multiplexed().await;
+    let one = ("p", 1);
+    let (status, fence_a, ..) = as_holder(&mut conn, "sem", one, "acquire", READER_A, "").await;
+    assert_eq!(status, 1);
+    let (status, ..) = as_holder(&mut conn, "sem", one, "acquire", READER_B, "").await;
+    assert_eq!(status, 0, "the one permit is taken");
+    lose_the_fences(&mut conn, "sem").await;
+    let (status, fence_b, ..) = as_holder(&mut conn, "sem", one, "acquire", READER_B, "").await;
+    assert_eq!(
+        (status, fence_b),
+        (1, fence_a + 1),
+        "the permit of a holder without its fence is free, granted with the next fence"
+    );
 }
 
 #[tokio::test]
