@@ -478,8 +478,10 @@ impl LeaseState {
                 (true, Ok(()))
             }
             Ok(_) => (true, Err(self.lost_on_release())),
-            // A lease lost before the release is reported as such in any case.
-            Err(_) if lost_before => (false, Err(self.lost_on_release())),
+            // A lease lost before the release, or found lost while it was on its way (a
+            // renewal sent earlier was refused), is reported as such in any case: the
+            // delete's own failure tells the caller less.
+            Err(_) if lost_before || self.is_lost() => (false, Err(self.lost_on_release())),
             Err(e) => (false, Err(e)),
         }
     }
@@ -817,8 +819,11 @@ impl Lease {
     /// Resolves when the lease is known lost: at its validity end at the latest (see
     /// [`valid_until`](Self::valid_until)) if no renewal was confirmed by then, whatever
     /// the server or the network is doing, or earlier when a renewal finds the key gone
-    /// or another owner's (for Redlock: on a majority of masters). Never resolves for a
-    /// released lease.
+    /// or another owner's (for Redlock: on a majority of masters). For a released lease
+    /// it resolves only when the server says the lease was already gone: the release
+    /// finds the key gone or another's, or a renewal sent before the release began is
+    /// refused (then [`release`](crate::LeaseGuard::release) reports
+    /// [`NotHeld`](crate::LockError::NotHeld)). A lease released in time never fires.
     ///
     /// ```no_run
     /// # async fn f(lease: lockscript::Lease) { lease.lost().await; eprintln!("lost"); }
@@ -1145,6 +1150,36 @@ mod tests {
         lease.refused("gone");
         assert!(lease.stop(), "a release after the loss reports it");
         assert!(lease.is_lost());
+    }
+
+    #[test]
+    fn a_renewal_refused_during_a_release_that_fails_makes_it_report_the_loss() {
+        // A renewal on its way when the release began (behind a delay on the connection)
+        // is refused; the release's delete then gets no answer. The caller hears that
+        // the lease was lost, not the delete's timeout.
+        let (lease, sent) = new_lease(300, true);
+        let renewal = lease
+            .begin_renewal(sent + Duration::from_millis(100))
+            .unwrap();
+        let lost_before = lease.stop();
+        assert!(!lost_before);
+        lease.renewal_done(renewal, Ok(None), sent + Duration::from_millis(400));
+        let timeout = LockError::Redis(redis::RedisError::from(std::io::Error::from(
+            std::io::ErrorKind::TimedOut,
+        )));
+        let (done, reported) = lease.released(lost_before, Err(timeout));
+        assert!(!done, "the delete is still owed");
+        assert!(
+            matches!(reported, Err(LockError::NotHeld { .. })),
+            "{reported:?}"
+        );
+        // Without the refusal, the delete's failure is what the caller hears.
+        let (lease, _) = new_lease(300, true);
+        let timeout = LockError::Redis(redis::RedisError::from(std::io::Error::from(
+            std::io::ErrorKind::TimedOut,
+        )));
+        let (_, reported) = lease.released(lease.stop(), Err(timeout));
+        assert!(matches!(reported, Err(LockError::Redis(_))), "{reported:?}");
     }
 
     #[test]

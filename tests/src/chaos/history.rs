@@ -157,6 +157,10 @@ pub enum Event {
         #[serde(default)]
         valid_until: u64,
     },
+    /// The holder began to give the grant up at `t`: its release (or the drop, or the
+    /// end of `with_lock`'s work) starts. Recorded before the release is awaited, so a
+    /// worker killed while its release is on its way still leaves it.
+    Releasing { worker: u32, grant: u64, t: u64 },
     /// A call that may wait or fail (`lock`, `try_lock`, `with_lock`, `extend`,
     /// `release`, `cancelled_lock`), for the duration bounds.
     Call {
@@ -204,6 +208,7 @@ impl Event {
             | Event::Write { worker, .. }
             | Event::Lost { worker, .. }
             | Event::Release { worker, .. }
+            | Event::Releasing { worker, .. }
             | Event::Call { worker, .. } => Some(*worker),
             Event::Fault { .. } | Event::StoreLog { .. } | Event::ClockJump { .. } => None,
         }

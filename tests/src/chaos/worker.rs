@@ -292,6 +292,17 @@ impl Ctx {
         Duration::from_millis(rng.random_range(0..=self.cfg.ttl_ms * 2 / 3))
     }
 
+    /// Records that the holder of `grant` begins to give it up now, and returns when.
+    fn releasing(&self, grant: u64) -> Instant {
+        let now = Instant::now();
+        self.record(&Event::Releasing {
+            worker: self.cfg.worker,
+            grant,
+            t: self.rec.ns(now),
+        });
+        now
+    }
+
     /// Records the end of a grant whose release (or drop) began at `started`, when the
     /// lease was valid until `valid_until` as its holder knew it.
     fn ended(&self, grant: u64, outcome: &str, started: Instant, valid_until: Instant) {
@@ -490,7 +501,7 @@ async fn take_and_hold<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng, st
     let grant = ctx.granted(&name, lease.fencing_token(), how, lease.valid_until());
     let done = watch(ctx, grant, lease.clone());
     section(ctx, grant, &name, &lease, rng.random()).await;
-    let ending = Instant::now();
+    let ending = ctx.releasing(grant);
     let valid_until = lease.valid_until();
     if style == Style::Drop {
         let extended = guard.extend(ctx.ttl()).await;
@@ -539,7 +550,7 @@ async fn with_lock_once<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng) {
                 });
                 section(&ctx, grant, &name, &lease, seed).await;
                 if let Some(r) = record.lock().unwrap().as_mut() {
-                    r.section_end = Some((Instant::now(), lease.valid_until()));
+                    r.section_end = Some((ctx.releasing(grant), lease.valid_until()));
                 }
             })
             .await
@@ -576,7 +587,7 @@ async fn cancelled_lock<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng) {
     if let Ok(Ok(guard)) = tokio::time::timeout(cutoff, locks.lock(&name)).await {
         let lease = guard.lease();
         let grant = ctx.granted(&name, lease.fencing_token(), "lock", lease.valid_until());
-        let (ending, valid_until) = (Instant::now(), lease.valid_until());
+        let (ending, valid_until) = (ctx.releasing(grant), lease.valid_until());
         let released = guard.release().await;
         ctx.ended(grant, outcome_of(&released), ending, valid_until);
     } else {
@@ -701,7 +712,7 @@ async fn hold<F, Fut>(
             }
         }
     }
-    let (ending, valid_until) = (Instant::now(), lease.valid_until());
+    let (ending, valid_until) = (ctx.releasing(grant), lease.valid_until());
     let released = release().await;
     let outcome = outcome_of(&released);
     ctx.call("release", name, ending, outcome, String::new());
@@ -995,7 +1006,7 @@ fn blocking_thread(ctx: &Arc<Ctx>, locks: &blocking::Locks, mut data: SyncData, 
             let written = data.fenced(lease.fencing_token(), &name, &writer);
             ctx.wrote(grant, t_sent, &written, "fenced");
         }
-        let ending = Instant::now();
+        let ending = ctx.releasing(grant);
         let valid_until = lease.valid_until();
         let released = guard.release();
         let outcome = outcome_of(&released);
