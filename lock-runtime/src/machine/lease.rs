@@ -1152,6 +1152,13 @@ mod tests {
         assert!(lease.is_lost());
     }
 
+    /// A command's error when no reply came within the response timeout.
+    fn timed_out() -> LockError {
+        LockError::Redis(redis::RedisError::from(std::io::Error::from(
+            std::io::ErrorKind::TimedOut,
+        )))
+    }
+
     #[test]
     fn a_renewal_refused_during_a_release_that_fails_makes_it_report_the_loss() {
         // A renewal on its way when the release began (behind a delay on the connection)
@@ -1164,10 +1171,7 @@ mod tests {
         let lost_before = lease.stop();
         assert!(!lost_before);
         lease.renewal_done(renewal, Ok(None), sent + Duration::from_millis(400));
-        let timeout = LockError::Redis(redis::RedisError::from(std::io::Error::from(
-            std::io::ErrorKind::TimedOut,
-        )));
-        let (done, reported) = lease.released(lost_before, Err(timeout));
+        let (done, reported) = lease.released(lost_before, Err(timed_out()));
         assert!(!done, "the delete is still owed");
         assert!(
             matches!(reported, Err(LockError::NotHeld { .. })),
@@ -1175,10 +1179,7 @@ mod tests {
         );
         // Without the refusal, the delete's failure is what the caller hears.
         let (lease, _) = new_lease(300, true);
-        let timeout = LockError::Redis(redis::RedisError::from(std::io::Error::from(
-            std::io::ErrorKind::TimedOut,
-        )));
-        let (_, reported) = lease.released(lease.stop(), Err(timeout));
+        let (_, reported) = lease.released(lease.stop(), Err(timed_out()));
         assert!(matches!(reported, Err(LockError::Redis(_))), "{reported:?}");
     }
 
