@@ -293,7 +293,8 @@ impl LeaseState {
         }
     }
 
-    /// Whether the lease is lost now (or was). Released leases are not lost.
+    /// Whether the lease is lost now (or was). A released lease is lost only if the
+    /// server said so (see [`stop`](Self::stop)), never by running out.
     pub(crate) fn is_lost(&self) -> bool {
         self.status(Instant::now()) == Status::Lost
     }
@@ -303,8 +304,10 @@ impl LeaseState {
         self.lose(&mut self.times(), why);
     }
 
-    /// Stops the lease for good (release or drop): no more renewals, and `lost()` never
-    /// fires afterwards. Returns whether it was already lost, which the release reports.
+    /// Stops the lease for good (release or drop): no more renewals, and its validity end
+    /// no longer makes it lost; only the server's word can (a refusal of a renewal sent
+    /// before, or the release finding the key gone). Returns whether it was already lost,
+    /// which the release reports.
     pub(crate) fn stop(&self) -> bool {
         let mut times = self.times();
         let lost = self.status_locked(&mut times, Instant::now()) == Status::Lost;
@@ -1137,7 +1140,7 @@ mod tests {
     }
 
     #[test]
-    fn a_stopped_lease_is_never_lost_and_a_lost_one_says_so_on_stop() {
+    fn a_stopped_lease_does_not_run_out_and_a_lost_one_says_so_on_stop() {
         let (lease, sent) = new_lease(100, true);
         assert!(!lease.stop());
         assert_eq!(
