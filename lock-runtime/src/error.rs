@@ -287,13 +287,91 @@ pub enum LockError {
     #[error("cannot draw a random owner token from the OS: {0}")]
     Entropy(String),
 
+    /// A handle's `connect` could not open its connection: nothing was sent. The message
+    /// names the address tried (never the password) and a hint that fits the cause: no
+    /// server listening, a database index the server lacks, wrong credentials, TLS, a
+    /// server that did not answer in time.
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// let client = redis::Client::open("redis://127.0.0.1:6390/99").unwrap();
+    /// if let Err(lockscript::LockError::Connect { address, .. }) =
+    ///     lockscript::Locks::connect(&client).await
+    /// {
+    ///     eprintln!("cannot reach {address}");
+    /// }
+    /// # }
+    /// ```
+    #[error(
+        "cannot connect to Redis at {address}{}: {source}; {}",
+        if *database == 0 { String::new() } else { format!(" (database {database})") },
+        hint(.source)
+    )]
+    Connect {
+        /// The address tried, as `host:port` (or the socket's path), without credentials.
+        address: String,
+        /// The database index the URL selects (the number at its end; 0 when none).
+        database: i64,
+        /// What the client or the server answered.
+        #[source]
+        source: RedisError,
+    },
+
     /// Talking to Redis failed (connection refused, I/O error, timeout...). A script
     /// whose call failed this way may or may not have run: it is never re-sent blindly.
-    /// Check that the server is up and reachable at the configured address.
-    #[error(
-        "talking to Redis failed: {0}; check that the server is up and reachable at the configured address"
-    )]
+    /// The message ends with a hint that fits the cause.
+    #[error("talking to Redis failed: {0}; {hint}", hint = hint(.0))]
     Redis(#[from] RedisError),
+}
+
+impl LockError {
+    /// A handle's connect to `client`'s address failed with `source`.
+    pub(crate) fn connect(client: &redis::Client, source: RedisError) -> Self {
+        let info = client.get_connection_info();
+        LockError::Connect {
+            address: info.addr().to_string(),
+            database: info.redis_settings().db(),
+            source,
+        }
+    }
+}
+
+/// What to check, for the cause of `e`: one hint for each cause a user can fix, the
+/// generic one only when the cause is not known.
+fn hint(e: &RedisError) -> String {
+    let text = e.to_string();
+    if text.contains("DB index is out of range") {
+        return "the server has no such database index (the number at the end of the URL); \
+                use one below its `databases` setting (16 by default)"
+            .to_owned();
+    }
+    if e.kind() == ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
+        || text.contains("WRONGPASS")
+        || text.contains("NOAUTH")
+    {
+        return "check the user and password in the URL (redis://user:password@host:port/) \
+                and that the server's ACL lets that user log in"
+            .to_owned();
+    }
+    if e.is_connection_refusal() {
+        return "no server is listening there: start it, or fix the host and port in the URL"
+            .to_owned();
+    }
+    if e.kind() == ErrorKind::InvalidClientConfig
+        || text.contains("TLS")
+        || text.contains("certificate")
+    {
+        return "check the URL and its TLS setup (rediss:// for a server that speaks TLS, \
+                redis:// for one that does not, and the certificates)"
+            .to_owned();
+    }
+    if e.is_timeout() {
+        return "the server did not answer in time: check that it is up and not paused or \
+                overloaded, and that nothing between drops the packets"
+            .to_owned();
+    }
+    "check that the server is up and reachable at the configured address".to_owned()
 }
 
 #[cfg(any(feature = "tokio", feature = "blocking"))]
@@ -422,7 +500,7 @@ mod tests {
         assert!(e.may_have_run());
         assert!(e.is_transient());
         assert!(matches!(&e, LockError::Redis(r) if r.is_timeout()));
-        assert!(e.to_string().contains("check that the server is up"), "{e}");
+        assert!(e.to_string().contains("did not answer in time"), "{e}");
         let e = LockError::NotHeld { name: "x".into() };
         assert!(!e.may_have_run() && !e.is_transient());
     }

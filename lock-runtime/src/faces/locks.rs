@@ -75,7 +75,11 @@ impl Locks<ConnectionManager> {
         let mut conn = bounded(Duration::from_secs(3), async {
             Ok(client.get_connection_manager_with_config(config).await?)
         })
-        .await?;
+        .await
+        .map_err(|e| match e {
+            LockError::Redis(source) => LockError::connect(client, source),
+            other => other,
+        })?;
         check_lua(&mut conn).await?;
         warn_if_evicting(&mut conn).await;
         Ok(Self::new(conn).notifications(client.clone()))
@@ -173,7 +177,19 @@ impl Locks<redis::cluster_async::ClusterConnection> {
         let mut conn = bounded(Duration::from_secs(5), async {
             Ok(client.get_async_connection().await?)
         })
-        .await?;
+        .await
+        .map_err(|e| match e {
+            LockError::Redis(source) => LockError::Connect {
+                database: 0,
+                address: subscribers
+                    .iter()
+                    .map(|c| c.get_connection_info().addr().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                source,
+            },
+            other => other,
+        })?;
         check_lua(&mut conn).await?;
         let mut locks = Self::new(conn);
         let notifications = crate::exec::notify::Notifications::any_of(subscribers);

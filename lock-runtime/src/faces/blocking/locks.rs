@@ -53,7 +53,7 @@ impl Locks<redis::Connection> {
         let redis = info.redis_settings().clone().set_skip_set_lib_name();
         let lean = redis::Client::open(info.set_redis_settings(redis))?;
         let open = move |within| lean.get_connection_with_timeout(within);
-        let mut conn = open(Duration::from_secs(1))?;
+        let mut conn = open(Duration::from_secs(1)).map_err(|e| LockError::connect(client, e))?;
         conn.set_read_timeout(Some(crate::DEFAULT_RESPONSE_TIMEOUT))?;
         crate::script::functions::lua_probed(redis::ConnectionLike::req_command(
             &mut conn,

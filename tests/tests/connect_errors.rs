@@ -1,0 +1,98 @@
+//! A connection that cannot be opened says where it tried and why, on both faces: a
+//! refused port, a database index the server does not have, a wrong password. Each
+//! error names the address and gives the hint that fits its cause, not one for all.
+
+use lockscript::LockError;
+use lockscript_test::server::{RedisServer, free_port, release_port};
+
+/// What both faces answer when connecting to `url`.
+async fn both_faces(url: &str) -> Vec<LockError> {
+    let client = redis::Client::open(url).expect("a well-formed URL");
+    let async_err = match lockscript::Locks::connect(&client).await {
+        Err(e) => e,
+        Ok(_) => panic!("the async face connected to {url}"),
+    };
+    let client2 = client.clone();
+    let blocking_err =
+        tokio::task::spawn_blocking(
+            move || match lockscript::blocking::Locks::connect(&client2) {
+                Err(e) => e,
+                Ok(_) => panic!("the blocking face connected"),
+            },
+        )
+        .await
+        .expect("the blocking connect returned");
+    vec![async_err, blocking_err]
+}
+
+fn assert_names(errors: &[LockError], address: &str, hint: &str, not: &str) {
+    for e in errors {
+        let text = e.to_string();
+        assert!(
+            matches!(e, LockError::Connect { address: a, .. } if a == address),
+            "a Connect error naming {address}: {e:?}"
+        );
+        assert!(
+            text.contains(address),
+            "names the address {address}: {text}"
+        );
+        assert!(text.contains(hint), "hints `{hint}`: {text}");
+        assert!(!text.contains(not), "does not say `{not}`: {text}");
+    }
+}
+
+#[tokio::test]
+async fn a_refused_port_names_the_address_and_says_nothing_listens() {
+    let port = free_port();
+    let errors = both_faces(&format!("redis://127.0.0.1:{port}/")).await;
+    release_port(port);
+    assert_names(
+        &errors,
+        &format!("127.0.0.1:{port}"),
+        "no server is listening",
+        "no such database",
+    );
+}
+
+#[tokio::test]
+async fn a_database_index_the_server_lacks_says_so() {
+    let server = RedisServer::start();
+    let errors = both_faces(&format!("redis://127.0.0.1:{}/99", server.port())).await;
+    assert_names(
+        &errors,
+        &format!("127.0.0.1:{}", server.port()),
+        "(database 99): ",
+        "up and reachable",
+    );
+    for e in &errors {
+        assert!(e.to_string().contains("no such database index"), "{e}");
+    }
+}
+
+#[tokio::test]
+async fn a_wrong_password_says_to_check_the_credentials() {
+    let server = RedisServer::start();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("right-password")
+        .query(&mut server.connection())
+        .unwrap();
+    let errors = both_faces(&format!(
+        "redis://:wrong-password@127.0.0.1:{}/",
+        server.port()
+    ))
+    .await;
+    assert_names(
+        &errors,
+        &format!("127.0.0.1:{}", server.port()),
+        "user and password",
+        "up and reachable",
+    );
+    for e in &errors {
+        assert!(
+            !e.to_string().contains("wrong-password"),
+            "never shows the password: {e}"
+        );
+    }
+}
