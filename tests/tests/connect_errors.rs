@@ -8,9 +8,8 @@ use lockscript_test::server::{RedisServer, free_port, release_port};
 /// What both faces answer when connecting to `url`.
 async fn both_faces(url: &str) -> Vec<LockError> {
     let client = redis::Client::open(url).expect("a well-formed URL");
-    let async_err = match lockscript::Locks::connect(&client).await {
-        Err(e) => e,
-        Ok(_) => panic!("the async face connected to {url}"),
+    let Err(async_err) = lockscript::Locks::connect(&client).await else {
+        panic!("the async face connected to {url}")
     };
     let client2 = client.clone();
     let blocking_err =

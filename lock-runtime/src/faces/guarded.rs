@@ -73,7 +73,7 @@ where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     fn __guard(&self) -> GuardRef<'_> {
-        GuardRef(&self.inner.owned.held.lease)
+        GuardRef(&self.grant().owned.held.lease)
     }
 }
 

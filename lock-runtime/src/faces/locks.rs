@@ -226,7 +226,7 @@ where
 
 /// The lock methods of [`Locks`] and [`Redlock`](crate::Redlock), written once over
 /// their backends (one server or a Cluster; N masters).
-impl<B: Backend> Handle<Engine<B>> {
+impl<B: Face> Handle<Engine<B>> {
     /// One attempt: `Ok(Some(guard))` when acquired, `Ok(None)` when another owner
     /// holds the lock. Returns within the response timeout (plus the
     /// `wait_for_replicas` timeout when set). For Redlock: when a majority granted in
@@ -242,9 +242,9 @@ impl<B: Backend> Handle<Engine<B>> {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn try_lock(&self, name: &str) -> Result<Option<LeaseGuard<B>>, LockError> {
+    pub async fn try_lock(&self, name: &str) -> Result<Option<B::Guard>, LockError> {
         let granted = self.engine.try_grant(name, Kind::Lock).await?;
-        Ok(granted.map(|inner| LeaseGuard { inner }))
+        Ok(granted.map(|inner| B::guard(LeaseGuard { inner })))
     }
 
     /// Waits until the lock is acquired, or fails after `wait_timeout` with
@@ -270,10 +270,10 @@ impl<B: Backend> Handle<Engine<B>> {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn lock(&self, name: &str) -> Result<LeaseGuard<B>, LockError> {
+    pub async fn lock(&self, name: &str) -> Result<B::Guard, LockError> {
         let watchdog = self.engine.settings.watchdog;
         let inner = self.engine.grant(name, Kind::Lock, watchdog).await?;
-        Ok(LeaseGuard { inner })
+        Ok(B::guard(LeaseGuard { inner }))
     }
 
     /// Runs `work` while holding the lock, with the watchdog on. If the lease is lost
@@ -330,8 +330,102 @@ pub struct LeaseGuard<B: Backend> {
     pub(crate) inner: Guard<B>,
 }
 
-/// Ownership of one lock of [`Locks`]: a [`LeaseGuard`] on one server or a Cluster.
-pub type LockGuard<C = ConnectionManager> = LeaseGuard<Node<C>>;
+/// What a handle over backend `B` gives out for a lock: [`LockGuard`] on one server or a
+/// Cluster, [`RedlockGuard`](crate::RedlockGuard) on N masters. Each is its own type so
+/// that the compiler's messages name what the user wrote.
+pub trait Face: Backend {
+    /// The guard of one lock.
+    type Guard;
+
+    /// The guard of an acquired lock.
+    fn guard(lease: LeaseGuard<Self>) -> Self::Guard;
+}
+
+impl<C> Face for Node<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    type Guard = LockGuard<C>;
+
+    fn guard(lease: LeaseGuard<Self>) -> LockGuard<C> {
+        LockGuard { inner: lease }
+    }
+}
+
+/// Ownership of one lock of [`Locks`], on one server or a Cluster: a [`LeaseGuard`]
+/// with all of its methods (`lease`, `is_held`, `extend`, and through it the
+/// [`Lease`](crate::Lease)'s fencing token and loss signals), and
+/// [`release`](Self::release).
+///
+/// ```no_run
+/// # async fn demo(locks: lockscript::Locks) -> Result<(), lockscript::LockError> {
+/// let guard: lockscript::LockGuard = locks.lock("orders:42").await?;
+/// println!("fencing token {}", guard.fencing_token());
+/// guard.release().await?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct LockGuard<C = ConnectionManager>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    pub(crate) inner: LeaseGuard<Node<C>>,
+}
+
+impl<C> LockGuard<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    pub(crate) fn from_grant(inner: Guard<Node<C>>) -> Self {
+        LockGuard {
+            inner: LeaseGuard { inner },
+        }
+    }
+
+    /// The engine's guard, for the kinds that release their own way.
+    pub(crate) fn grant(&self) -> &Guard<Node<C>> {
+        &self.inner.inner
+    }
+
+    pub(crate) fn into_grant(self) -> Guard<Node<C>> {
+        self.inner.inner
+    }
+
+    /// Stops the watchdog, then deletes the lock if it still holds this guard's token
+    /// and wakes a waiter, or hands it to a waiting task of the same handle: as
+    /// [`LeaseGuard::release`] says. [`LockError::NotHeld`] if the lease had been lost.
+    ///
+    /// ```no_run
+    /// # async fn f(guard: lockscript::LockGuard) -> Result<(), lockscript::LockError> {
+    /// guard.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn release(self) -> Result<(), LockError> {
+        self.inner.release().await
+    }
+}
+
+/// The methods of [`LeaseGuard`], and through it of the [`Lease`](crate::Lease).
+impl<C> std::ops::Deref for LockGuard<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    type Target = LeaseGuard<Node<C>>;
+
+    fn deref(&self) -> &LeaseGuard<Node<C>> {
+        &self.inner
+    }
+}
+
+impl<C> fmt::Debug for LockGuard<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.fmt(f)
+    }
+}
 
 impl<B: Backend> LeaseGuard<B> {
     /// A cloneable view of this lease (name, fencing token, loss signal), e.g. to hand

@@ -11,7 +11,7 @@ use crate::exec::engine::Engine;
 use crate::exec::node::Node;
 use crate::exec::quorum::Quorum;
 use crate::faces::handle::{Configure, Handle};
-use crate::faces::locks::LeaseGuard;
+use crate::faces::locks::{Face, LeaseGuard};
 use crate::machine::limit::DEFAULT_NODE_TIMEOUT;
 use crate::machine::settings::Settings;
 
@@ -130,3 +130,14 @@ where
 
 /// Ownership of one Redlock grant: a [`LeaseGuard`](crate::LeaseGuard) on N masters.
 pub type RedlockGuard<C = ConnectionManager> = LeaseGuard<Quorum<C>>;
+
+impl<C> Face for Quorum<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    type Guard = RedlockGuard<C>;
+
+    fn guard(lease: LeaseGuard<Self>) -> RedlockGuard<C> {
+        lease
+    }
+}

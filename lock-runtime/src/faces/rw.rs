@@ -126,7 +126,7 @@ where
         let watchdog = self.engine.settings.watchdog;
         let inner = self.engine.grant(name, Kind::Write, watchdog).await?;
         Ok(WriteGuard {
-            inner: LockGuard { inner },
+            inner: LockGuard::from_grant(inner),
             readers: Arc::clone(&self.readers),
         })
     }
@@ -144,7 +144,7 @@ where
         self.readers.refuse_upgrade(name)?;
         let inner = self.engine.try_grant(name, Kind::Write).await?;
         Ok(inner.map(|inner| WriteGuard {
-            inner: LockGuard { inner },
+            inner: LockGuard::from_grant(inner),
             readers: Arc::clone(&self.readers),
         }))
     }
@@ -152,7 +152,7 @@ where
     fn reader(&self, inner: Guard<Node<C>>) -> ReadGuard<C> {
         let mark = self.readers.mark(&inner.owned.held.lease.keys.name);
         ReadGuard {
-            inner: LockGuard { inner },
+            inner: LockGuard::from_grant(inner),
             _mark: mark,
         }
     }
@@ -228,7 +228,7 @@ where
         let kind = Kind::Permit(self.permits);
         let inner = self.engine.grant(name, kind, watchdog).await?;
         Ok(Permit {
-            inner: LockGuard { inner },
+            inner: LockGuard::from_grant(inner),
         })
     }
 
@@ -244,7 +244,7 @@ where
         let kind = Kind::Permit(self.permits);
         let inner = self.engine.try_grant(name, kind).await?;
         Ok(inner.map(|inner| Permit {
-            inner: LockGuard { inner },
+            inner: LockGuard::from_grant(inner),
         }))
     }
 }
@@ -308,7 +308,7 @@ where
     /// # }
     /// ```
     pub async fn release(self) -> Result<(), LockError> {
-        self.inner.inner.release().await
+        self.inner.into_grant().release().await
     }
 }
 
@@ -338,7 +338,7 @@ where
     /// # }
     /// ```
     pub async fn release(self) -> Result<(), LockError> {
-        self.inner.inner.release().await
+        self.inner.into_grant().release().await
     }
 
     /// Turns the write lock into a read lock in one step, with no writer in between:
@@ -355,10 +355,10 @@ where
     /// ```
     pub async fn downgrade(self) -> Result<ReadGuard<C>, LockError> {
         let readers = Arc::clone(&self.readers);
-        let inner = self.inner.inner.downgrade().await?;
+        let inner = self.inner.into_grant().downgrade().await?;
         let mark = readers.mark(&inner.owned.held.lease.keys.name);
         Ok(ReadGuard {
-            inner: LockGuard { inner },
+            inner: LockGuard::from_grant(inner),
             _mark: mark,
         })
     }
@@ -388,7 +388,7 @@ where
     /// # }
     /// ```
     pub async fn release(self) -> Result<(), LockError> {
-        self.inner.inner.release().await
+        self.inner.into_grant().release().await
     }
 }
 
@@ -413,7 +413,7 @@ macro_rules! kind_guard {
             C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
         {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                self.inner.inner.owned.held.lease.debug(f, stringify!($ty))
+                self.inner.grant().owned.held.lease.debug(f, stringify!($ty))
             }
         }
     )*};

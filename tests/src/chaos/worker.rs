@@ -406,13 +406,13 @@ macro_rules! taker {
             C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
         {
             fn lease(&self) -> Lease {
-                lockscript::$guard::lease(self)
+                lockscript::LeaseGuard::lease(self)
             }
             fn attempts(&self) -> u32 {
                 lockscript::Lease::attempts(self)
             }
             async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
-                lockscript::$guard::extend(self, ttl).await
+                lockscript::LeaseGuard::extend(self, ttl).await
             }
             async fn release(self) -> Result<(), LockError> {
                 lockscript::$guard::release(self).await
