@@ -24,7 +24,9 @@ async fn both_faces(url: &str) -> Vec<LockError> {
     vec![async_err, blocking_err]
 }
 
-fn assert_names(errors: &[LockError], address: &str, hint: &str, not: &str) {
+/// Each error is a `Connect` naming `address`, says every one of `says` and none of
+/// `not`.
+fn assert_names(errors: &[LockError], address: &str, says: &[&str], not: &[&str]) {
     for e in errors {
         let text = e.to_string();
         assert!(
@@ -35,8 +37,12 @@ fn assert_names(errors: &[LockError], address: &str, hint: &str, not: &str) {
             text.contains(address),
             "names the address {address}: {text}"
         );
-        assert!(text.contains(hint), "hints `{hint}`: {text}");
-        assert!(!text.contains(not), "does not say `{not}`: {text}");
+        for hint in says {
+            assert!(text.contains(hint), "says `{hint}`: {text}");
+        }
+        for wrong in not {
+            assert!(!text.contains(wrong), "does not say `{wrong}`: {text}");
+        }
     }
 }
 
@@ -48,8 +54,8 @@ async fn a_refused_port_names_the_address_and_says_nothing_listens() {
     assert_names(
         &errors,
         &format!("127.0.0.1:{port}"),
-        "no server is listening",
-        "no such database",
+        &["no server is listening"],
+        &["no such database"],
     );
 }
 
@@ -60,12 +66,9 @@ async fn a_database_index_the_server_lacks_says_so() {
     assert_names(
         &errors,
         &format!("127.0.0.1:{}", server.port()),
-        "(database 99): ",
-        "up and reachable",
+        &["(database 99): ", "no such database index"],
+        &["up and reachable"],
     );
-    for e in &errors {
-        assert!(e.to_string().contains("no such database index"), "{e}");
-    }
 }
 
 #[tokio::test]
@@ -85,13 +88,8 @@ async fn a_wrong_password_says_to_check_the_credentials() {
     assert_names(
         &errors,
         &format!("127.0.0.1:{}", server.port()),
-        "user and password",
-        "up and reachable",
+        &["user and password"],
+        // Never the password itself.
+        &["up and reachable", "wrong-password"],
     );
-    for e in &errors {
-        assert!(
-            !e.to_string().contains("wrong-password"),
-            "never shows the password: {e}"
-        );
-    }
 }
