@@ -240,6 +240,28 @@ fn signal_stop_and_cont() {
     assert_eq!(get(&mut con, "k").as_deref(), Some("v"));
 }
 
+/// `answers_ping` tells a serving server from a frozen or shut-down one, and returns
+/// within the time it is given even when the server never answers.
+#[test]
+fn answers_ping_is_false_for_a_frozen_or_shut_down_server_within_its_bound() {
+    let within = Duration::from_millis(300);
+    let server = RedisServer::start();
+    assert!(server.answers_ping(within));
+    server.signal("STOP");
+    let started = std::time::Instant::now();
+    assert!(!server.answers_ping(within));
+    let took = started.elapsed();
+    // The probe's own steps after the deadline: a few system calls.
+    assert!(took <= within + Duration::from_millis(50), "{took:?}");
+    server.signal("CONT");
+    assert!(server.answers_ping(within));
+    let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN")
+        .arg("NOSAVE")
+        .query(&mut server.connection());
+    assert!(server.is_running(), "its process is still ours to reap");
+    assert!(!server.answers_ping(within));
+}
+
 #[test]
 fn drop_while_stopped_with_sigstop_still_kills() {
     let server = RedisServer::start();

@@ -43,6 +43,8 @@ const INSTALL_HINT: &str = "redis-server not found on PATH: install it with \
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long [`RedisServer::connection`] / [`RedisServer::multiplexed`] retry a refused connect.
 const CONNECT_RETRY: Duration = Duration::from_secs(5);
+/// How long one readiness probe of a starting server waits for its answer.
+const READY_PROBE: Duration = Duration::from_millis(500);
 /// Pause between two readiness / connect attempts.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// How many fresh ports to try when another process grabs ours before redis binds it.
@@ -355,10 +357,36 @@ impl RedisServer {
         self.pid
     }
 
-    /// Whether the server process is running (not [`stop`](Self::stop)ped).
+    /// Whether the server has a process: it was not [`stop`](Self::stop)ped. A process
+    /// that exited by itself (`SHUTDOWN`), is frozen (`SIGSTOP`) or busy still counts:
+    /// [`answers_ping`](Self::answers_ping) tells whether it serves.
+    ///
+    /// ```no_run
+    /// let mut server = lockscript_test::server::RedisServer::start();
+    /// server.stop();
+    /// assert!(!server.is_running());
+    /// ```
     #[must_use]
     pub fn is_running(&self) -> bool {
         self.child.is_some()
+    }
+
+    /// Whether the server's process answers `PING` within `within` (and is this server's
+    /// process, not another one on its port): `false` when it was stopped, has exited
+    /// (`SHUTDOWN`), is frozen (`SIGSTOP`), or is too busy to answer in time (a long
+    /// script). Returns within `within`, whatever the server does.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// let server = lockscript_test::server::RedisServer::start();
+    /// assert!(server.answers_ping(Duration::from_millis(500)));
+    /// server.signal("STOP");
+    /// assert!(!server.answers_ping(Duration::from_millis(500)));
+    /// ```
+    #[must_use]
+    pub fn answers_ping(&self, within: Duration) -> bool {
+        self.child.is_some() && answers(self.port, self.pid, within)
     }
 
     /// Kills the server (SIGKILL, so nothing is flushed on the way out) and reaps it. Keeps the
@@ -744,15 +772,29 @@ fn launch(
     }
 }
 
-/// Whether the server on `port` is our process `pid` and done loading: pipelines `PING` and
-/// `INFO server` over a plain TCP stream and checks for `+PONG` (not `-LOADING`) and our
-/// `process_id` (not some other process that grabbed the port).
+/// Whether the server on `port` is our process `pid` and done loading, answering within
+/// [`READY_PROBE`].
 fn is_ready(port: u16, pid: u32) -> bool {
+    answers(port, pid, READY_PROBE)
+}
+
+/// Whether the server on `port` is our process `pid` and answers within `within`: pipelines
+/// `PING` and `INFO server` over a plain TCP stream and checks for `+PONG` (not `-LOADING`
+/// or `-BUSY`) and our `process_id` (not some other process that grabbed the port). Each
+/// step waits only for what is left of `within`, so a server that is gone, frozen or busy
+/// fails it within `within`.
+fn answers(port: u16, pid: u32, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    let left = || {
+        deadline
+            .checked_duration_since(Instant::now())
+            .filter(|left| !left.is_zero())
+            .ok_or_else(|| io::Error::from(io::ErrorKind::TimedOut))
+    };
     let probe = || -> io::Result<bool> {
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500))?;
-        stream.set_read_timeout(Some(Duration::from_millis(500)))?;
-        stream.set_write_timeout(Some(Duration::from_millis(500)))?;
+        let mut stream = TcpStream::connect_timeout(&addr, left()?)?;
+        stream.set_write_timeout(Some(left()?))?;
         stream.write_all(b"PING\r\nINFO server\r\n")?;
         let needle = format!("\r\nprocess_id:{pid}\r\n");
         let mut reply = Vec::new();
@@ -764,6 +806,7 @@ fn is_ready(port: u16, pid: u32) -> bool {
             if String::from_utf8_lossy(&reply).contains(&needle) {
                 return Ok(true);
             }
+            stream.set_read_timeout(Some(left()?))?;
             let n = stream.read(&mut buf)?;
             if n == 0 || reply.len() > 64 * 1024 {
                 return Ok(false);

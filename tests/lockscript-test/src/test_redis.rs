@@ -5,7 +5,9 @@
 //! [`matrix`](crate::matrix)) from this process's pool (or starts one), finds it empty
 //! (`FLUSHALL`, `FUNCTION FLUSH`) with every script of the binary loaded, counts only the
 //! commands it runs after its fixtures, and gives the server back when it ends, unless it
-//! panicked: then the server is killed and its log printed. A pooled server outlives no test process: a
+//! panicked: then the server is killed and its log printed. A pooled server is reused only
+//! if it answers `PING` within [`TestRedis::PING_BOUND`]: one that a test shut down, froze
+//! or left busy is killed and replaced. A pooled server outlives no test process: a
 //! small `sh` reaper per server kills it and removes its directory when the process that
 //! started it ends, however it ends.
 //!
@@ -96,6 +98,16 @@ impl std::fmt::Debug for TestRedis {
 }
 
 impl TestRedis {
+    /// How long a pooled server has to answer `PING` before a test reuses it. One that
+    /// does not (a test before shut it down, froze it with `SIGSTOP`, or left a script
+    /// running) is killed, never waited on, and a fresh server replaces it: a test's
+    /// set-up takes at most this longer than a server's start, per such server.
+    ///
+    /// ```no_run
+    /// assert!(lockscript_test::TestRedis::PING_BOUND.as_millis() <= 1000);
+    /// ```
+    pub const PING_BOUND: Duration = Duration::from_millis(500);
+
     /// A clean Redis: a pooled private server (of the binary of the matrix run in
     /// progress on this thread, otherwise the first of `REDIS_SERVER_BIN`), or a database
     /// of its own on the [`URL_ENV`] server.
@@ -110,12 +122,7 @@ impl TestRedis {
             Ok(base) if !base.is_empty() => return Self::start_on(&base),
             _ => {
                 let bin = crate::matrix::current();
-                let pooled = {
-                    let mut pool = POOL.lock().unwrap_or_else(PoisonError::into_inner);
-                    let mine = pool.iter().rposition(|p| p.server.binary() == bin);
-                    mine.map(|i| pool.swap_remove(i))
-                }
-                .unwrap_or_else(|| Pooled::start(bin));
+                let pooled = Pooled::take(&bin).unwrap_or_else(|| Pooled::start(bin));
                 TestRedis {
                     url: pooled.server.url(),
                     place: Place::Local(Some(pooled)),
@@ -477,6 +484,29 @@ impl Drop for TestRedis {
 }
 
 impl Pooled {
+    /// A server of `bin` from the pool that answers `PING` within
+    /// [`TestRedis::PING_BOUND`]; the ones found dead or frozen on the way are dropped
+    /// (killed and reaped).
+    fn take(bin: &std::path::Path) -> Option<Pooled> {
+        loop {
+            let pooled = {
+                let mut pool = POOL.lock().unwrap_or_else(PoisonError::into_inner);
+                let mine = pool.iter().rposition(|p| p.server.binary() == bin)?;
+                pool.swap_remove(mine)
+            };
+            if pooled.server.answers_ping(TestRedis::PING_BOUND) {
+                return Some(pooled);
+            }
+            eprintln!(
+                "lockscript-test: the pooled redis-server on port {} (pid {}) did not answer \
+                 PING within {:?} (a test shut it down, froze it or left it busy): replaced",
+                pooled.server.port(),
+                pooled.server.pid(),
+                TestRedis::PING_BOUND
+            );
+        }
+    }
+
     fn start(bin: std::path::PathBuf) -> Pooled {
         let server = RedisServer::builder().binary(bin).start();
         // Kills the server and removes its directory once stdin closes, that is when this
