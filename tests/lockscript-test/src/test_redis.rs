@@ -29,7 +29,10 @@ use std::time::{Duration, Instant};
 
 use crate::server::RedisServer;
 
-/// Names a server to use instead of starting private ones: `redis://host:port/`.
+/// Names a server to use instead of starting private ones: a Redis URL
+/// (`redis://host:port/`; a user and password, a query such as `?protocol=resp3`, and
+/// `rediss://` are kept in each test's URL; a database it names is replaced by the one the
+/// test claims).
 pub const URL_ENV: &str = "LOCKSCRIPT_TEST_URL";
 /// The key in database 0 of a [`URL_ENV`] server by which a test holds database `n`.
 const CLAIM_PREFIX: &str = "lockscript-test:claim:";
@@ -55,6 +58,7 @@ enum Place {
     Local(Option<Pooled>),
     /// Database `db` of the [`URL_ENV`] server, claimed with `token`.
     Remote {
+        /// The server's URL on database 0, where the claims are.
         base: String,
         db: u32,
         token: String,
@@ -134,25 +138,42 @@ impl TestRedis {
         redis
     }
 
-    /// A database of its own on the server at `base` (`redis://host:port/`), what
-    /// [`start`](Self::start) does when [`URL_ENV`] is set: claimed until the handle is
-    /// dropped, empty, with the binary's scripts loaded.
+    /// A database of its own on the server at `base` (a Redis URL, as [`URL_ENV`] takes
+    /// it), what [`start`](Self::start) does when [`URL_ENV`] is set: claimed until the
+    /// handle is dropped, empty, with the binary's scripts loaded. Its [`url`](Self::url)
+    /// is `base` with the claimed database in place of any `base` names, and the rest of
+    /// `base` (user, password, query, `rediss://`) kept.
+    ///
+    /// ```no_run
+    /// let redis = lockscript_test::TestRedis::start_on("redis://127.0.0.1:6390/?protocol=resp3");
+    /// assert!(redis.url().ends_with("?protocol=resp3"));
+    /// ```
     ///
     /// # Panics
     ///
-    /// If the server cannot be reached or has no free database within a minute.
+    /// If `base` is not a Redis URL, the server cannot be reached, or it has no free
+    /// database within a minute.
     #[must_use]
     pub fn start_on(base: &str) -> TestRedis {
-        let redis = Self::claim(base.to_owned());
+        let redis = Self::claim(base);
         redis.reset();
         redis
     }
 
     /// Claims a free database of the server at `base`.
-    fn claim(base: String) -> TestRedis {
+    fn claim(given: &str) -> TestRedis {
         static CLAIMS: AtomicU64 = AtomicU64::new(0);
+        let url_of = |db: u32| {
+            database_url(given, db).unwrap_or_else(|| {
+                panic!(
+                    "{URL_ENV}={given} is not a Redis URL: expected \
+                     redis://[user:password@]host:port/[?query], rediss://... or unix:///path"
+                )
+            })
+        };
+        let base = url_of(0);
         let client = redis::Client::open(base.as_str())
-            .unwrap_or_else(|e| panic!("{URL_ENV}={base} is not a Redis URL: {e}"));
+            .unwrap_or_else(|e| panic!("{URL_ENV}={given} is not a Redis URL: {e}"));
         let mut conn = client.get_connection().unwrap_or_else(|e| {
             panic!("cannot connect to the server {URL_ENV} names ({base}): {e}")
         });
@@ -178,9 +199,8 @@ impl TestRedis {
                     .unwrap_or_else(|e| panic!("cannot claim a database on {base}: {e}"))
                     .is_some();
                 if claimed {
-                    let url = format!("{}/{db}", base.trim_end_matches('/'));
                     return TestRedis {
-                        url,
+                        url: url_of(db),
                         place: Place::Remote { base, db, token },
                         baseline: Mutex::default(),
                     };
@@ -483,6 +503,28 @@ impl Drop for TestRedis {
     }
 }
 
+/// `base` on database `db`: in its path (`redis://host:port/db`), or for a Unix socket in
+/// its `db` parameter; its scheme, user, password, other parameters and fragment kept.
+/// Built with redis's own URL parser (so it reads `base` as the client will); `None` when
+/// that refuses it.
+fn database_url(base: &str, db: u32) -> Option<String> {
+    let mut url = redis::parse_redis_url(base)?;
+    if url.scheme().ends_with("unix") {
+        let others: Vec<(String, String)> = url
+            .query_pairs()
+            .filter(|(name, _)| name != "db")
+            .map(|(name, value)| (name.into_owned(), value.into_owned()))
+            .collect();
+        url.query_pairs_mut()
+            .clear()
+            .extend_pairs(others)
+            .append_pair("db", &db.to_string());
+    } else {
+        url.set_path(&format!("/{db}"));
+    }
+    Some(url.to_string())
+}
+
 impl Pooled {
     /// A server of `bin` from the pool that answers `PING` within
     /// [`TestRedis::PING_BOUND`]; the ones found dead or frozen on the way are dropped
@@ -631,5 +673,74 @@ impl AsyncTestArg for lockscript::Locks {
         lockscript::Locks::connect(&redis.client())
             .await
             .unwrap_or_else(|e| panic!("Locks::connect to {}: {e}", redis.url))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::database_url;
+    use redis::IntoConnectionInfo;
+
+    /// The database and protocol a client of `url` uses.
+    fn settings(url: &str) -> (i64, redis::ProtocolVersion) {
+        let info = url.into_connection_info().unwrap();
+        (info.redis_settings().db(), info.redis_settings().protocol())
+    }
+
+    #[test]
+    fn a_database_url_replaces_the_database_and_keeps_the_rest() {
+        for (base, expected) in [
+            ("redis://h:1", "redis://h:1/3"),
+            ("redis://h:1/", "redis://h:1/3"),
+            ("redis://h:1/0", "redis://h:1/3"),
+            ("redis://h:1/12/", "redis://h:1/3"),
+            (
+                "redis://h:1/?protocol=resp3",
+                "redis://h:1/3?protocol=resp3",
+            ),
+            (
+                "redis://u:p%40ss@h:1/5?protocol=resp3",
+                "redis://u:p%40ss@h:1/3?protocol=resp3",
+            ),
+            ("redis://:pw@[::1]:1/", "redis://:pw@[::1]:1/3"),
+            ("valkey://h:1/0", "valkey://h:1/3"),
+        ] {
+            let url = database_url(base, 3).unwrap();
+            assert_eq!(url, expected, "{base}");
+            let protocol = settings(base).1;
+            assert_eq!(settings(&url), (3, protocol), "{base}");
+        }
+        let (_, resp3) = settings("redis://h:1/?protocol=resp3");
+        assert_eq!(resp3, redis::ProtocolVersion::RESP3);
+    }
+
+    #[test]
+    fn a_tls_database_url_keeps_its_scheme_and_fragment() {
+        assert_eq!(
+            database_url("rediss://u:pw@h:6380/0?protocol=resp3#insecure", 7).unwrap(),
+            "rediss://u:pw@h:6380/7?protocol=resp3#insecure"
+        );
+        assert_eq!(
+            database_url("rediss://h:6380", 7).unwrap(),
+            "rediss://h:6380/7"
+        );
+    }
+
+    #[test]
+    fn a_unix_socket_database_url_sets_its_db_parameter() {
+        let url = database_url("unix:///run/redis.sock?db=2&protocol=resp3", 4).unwrap();
+        assert_eq!(url, "unix:///run/redis.sock?protocol=resp3&db=4");
+        assert_eq!(settings(&url), (4, redis::ProtocolVersion::RESP3));
+        assert_eq!(
+            database_url("redis+unix:///run/redis.sock", 4).unwrap(),
+            "redis+unix:///run/redis.sock?db=4"
+        );
+    }
+
+    #[test]
+    fn what_is_not_a_redis_url_has_no_database_url() {
+        for base in ["127.0.0.1:6379", "http://h:1/", "", "redis//h"] {
+            assert_eq!(database_url(base, 1), None, "{base}");
+        }
     }
 }
