@@ -240,3 +240,41 @@ fn on_a_shared_server_with_a_password_each_test_gets_the_credentials() {
     redis.exec("SET k mine");
     assert_eq!(read_in(&shared, db, "k").as_deref(), Some("mine"));
 }
+
+/// How many `SCRIPT LOAD`s `redis` counts (Redis 6.2 counts a subcommand under its
+/// command: `script`).
+fn script_loads(redis: &TestRedis) -> u64 {
+    redis.command_calls("script|load") + redis.command_calls("script")
+}
+
+/// `command_calls` counts what the test did: the set-up's own `SCRIPT LOAD`s of the
+/// binary's scripts are not counted.
+#[lockscript_test::test]
+fn command_calls_counts_the_tests_script_load_and_not_the_set_ups(
+    redis: &TestRedis,
+    conn: &mut redis::Connection,
+) {
+    // Nor the INFO by which a run of the matrix names its server.
+    assert_eq!(redis.command_calls("info"), 0);
+    assert_eq!(script_loads(redis), 0);
+    let _: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg("return 1")
+        .query(conn)
+        .unwrap();
+    assert_eq!(script_loads(redis), 1);
+}
+
+/// The same on a shared server, whose counters are not the test's to zero.
+#[test]
+fn on_a_shared_server_command_calls_counts_the_tests_script_load_only() {
+    let shared = RedisServer::start();
+    let redis = TestRedis::start_on(&shared.url());
+    assert_eq!(script_loads(&redis), 0);
+    let _: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg("return 1")
+        .query(&mut redis.connection())
+        .unwrap();
+    assert_eq!(script_loads(&redis), 1);
+}

@@ -215,7 +215,7 @@ impl TestRedis {
         }
     }
 
-    /// Empties the data, zeroes the counters, loads the binary's scripts.
+    /// Empties the data, loads the binary's scripts, then zeroes the counters.
     fn reset(&self) {
         let mut conn = self.connection();
         match &self.place {
@@ -226,13 +226,16 @@ impl TestRedis {
                 // Redis 7 and later; older servers have no functions to flush.
                 let _: redis::RedisResult<()> =
                     redis::cmd("FUNCTION").arg("FLUSH").query(&mut conn);
-                crate::reset_stats(&mut conn);
             }
             Place::Remote { .. } => redis::cmd("FLUSHDB")
                 .exec(&mut conn)
                 .unwrap_or_else(|e| panic!("FLUSHDB on {}: {e}", self.url)),
         }
         crate::load_scripts(&mut conn);
+        // What the set-up ran (its SCRIPT LOADs) is not the test's doing: command_calls
+        // counts from here, as reset_stats makes it (CONFIG RESETSTAT on a private
+        // server; on a shared one, whose counters are not ours, a baseline).
+        self.reset_stats_on(&mut conn);
     }
 
     /// The connection URL (it selects the test's database on a [`URL_ENV`] server).
@@ -436,9 +439,10 @@ impl TestRedis {
     }
 
     /// How many times `command` ran since the test began, calls made by scripts included
-    /// (`INFO commandstats`, lowercase names: `"set"`, `"evalsha"`), to assert a script did
-    /// no more than it should. What the test's fixtures and [`exec`](Self::exec) ran is
-    /// not counted. Server-wide: on a [`URL_ENV`] server other tests count too.
+    /// (`INFO commandstats`, lowercase names: `"set"`, `"evalsha"`, `"script|load"`), to
+    /// assert a script did no more than it should. What the set-up ran (the `SCRIPT LOAD`
+    /// of each script of the binary) and what the test's fixtures and [`exec`](Self::exec)
+    /// ran are not counted. Server-wide: on a [`URL_ENV`] server other tests count too.
     ///
     /// # Panics
     ///
@@ -458,18 +462,30 @@ impl TestRedis {
     /// Zeroes the counters [`command_calls`](Self::command_calls) reads, for example
     /// after setting up the data.
     ///
+    /// ```no_run
+    /// let redis = lockscript_test::TestRedis::start();
+    /// redis::cmd("SET").arg("k").arg(1).exec(&mut redis.connection()).unwrap();
+    /// redis.reset_stats();
+    /// assert_eq!(redis.command_calls("set"), 0);
+    /// ```
+    ///
     /// # Panics
     ///
     /// If the server cannot be reached.
     pub fn reset_stats(&self) {
+        self.reset_stats_on(&mut self.connection());
+    }
+
+    /// [`reset_stats`](Self::reset_stats) on `conn`, a connection to this Redis.
+    fn reset_stats_on(&self, conn: &mut redis::Connection) {
         let mut baseline = self.baseline.lock().unwrap_or_else(PoisonError::into_inner);
         match self.place {
             Place::Local(_) => {
-                crate::reset_stats(&mut self.connection());
+                crate::reset_stats(conn);
                 baseline.clear();
             }
             // Another test's counters are not ours to zero: count from here instead.
-            Place::Remote { .. } => *baseline = self.command_counts(),
+            Place::Remote { .. } => *baseline = crate::command_counts(conn),
         }
     }
 }
