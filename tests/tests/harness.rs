@@ -302,13 +302,15 @@ fn run_helper(name: &str, env: &[(&str, &str)]) -> (bool, String) {
 }
 
 #[test]
-#[ignore = "helper, run by missing_binary_names_the_install_command"]
+#[ignore = "helper, run by the tests of a missing binary"]
 fn helper_start_server() {
     let _server = RedisServer::start();
 }
 
+/// A `REDIS_SERVER_BIN` that names no file: the message says that path does not exist and
+/// what to set instead, not that redis-server is missing from `PATH`.
 #[test]
-fn missing_binary_names_the_install_command() {
+fn a_server_bin_that_does_not_exist_is_named_with_what_to_do() {
     let (ok, text) = run_helper(
         "helper_start_server",
         &[("REDIS_SERVER_BIN", "/nonexistent/redis-server")],
@@ -316,12 +318,36 @@ fn missing_binary_names_the_install_command() {
     assert!(!ok, "{text}");
     assert!(
         text.contains(
-            "redis-server not found on PATH: install it with `apt-get install -y redis-server` \
-             (Debian/Ubuntu) or `brew install redis`"
+            "/nonexistent/redis-server (named by REDIS_SERVER_BIN) does not exist: set \
+             REDIS_SERVER_BIN to the path of a redis-server or valkey-server binary"
         ),
         "{text}"
     );
-    assert!(text.contains("/nonexistent/redis-server"), "{text}");
+    assert!(!text.contains("not found on PATH"), "{text}");
+}
+
+/// No `REDIS_SERVER_BIN` and no redis-server on `PATH`: the message says how to install it.
+#[test]
+fn without_redis_server_on_path_the_message_names_the_install_command() {
+    let out = lockscript_test::ignored_test_process("helper_start_server")
+        .env_remove("REDIS_SERVER_BIN")
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains(
+            "redis-server not found on PATH: install it with `apt-get install -y redis-server` \
+             (Debian/Ubuntu) or `brew install redis`, or set REDIS_SERVER_BIN to the path of a \
+             redis-server or valkey-server binary"
+        ),
+        "{text}"
+    );
 }
 
 #[test]

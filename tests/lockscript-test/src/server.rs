@@ -36,9 +36,9 @@ use rustix::io::Errno;
 
 use crate::matrix::{self, BIN_ENV};
 
-/// The message for a missing binary.
-const INSTALL_HINT: &str = "redis-server not found on PATH: install it with \
-     `apt-get install -y redis-server` (Debian/Ubuntu) or `brew install redis`";
+/// How to get a server binary, for the message about a missing one.
+const INSTALL_HINT: &str = "install it with `apt-get install -y redis-server` \
+     (Debian/Ubuntu) or `brew install redis`";
 /// How long a starting server may take to answer `PING`.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long [`RedisServer::connection`] / [`RedisServer::multiplexed`] retry a refused connect.
@@ -160,8 +160,9 @@ impl ServerBuilder {
     ///
     /// # Panics
     ///
-    /// If the temp dir cannot be created, the binary is missing (the message says how to install
-    /// it; set `REDIS_SERVER_BIN` to use another binary), the server exits during startup, it
+    /// If the temp dir cannot be created, the binary is missing (the message names the path
+    /// tried, whether `REDIS_SERVER_BIN` or [`binary`](Self::binary) gave it, and what to
+    /// set; for `redis-server` from `PATH`, how to install it), the server exits during startup, it
     /// does not answer within ~10 s, or no free port could be bound after a few attempts. The
     /// message includes the server's log.
     #[must_use]
@@ -690,8 +691,6 @@ fn launch(
     extra_args: &[String],
     envs: &[(String, String)],
 ) -> Result<Child, String> {
-    let overridden = bin != Path::new(matrix::DEFAULT_BIN);
-
     let output = File::options()
         .create(true)
         .append(true)
@@ -721,14 +720,7 @@ fn launch(
 
     let mut child = match command.spawn() {
         Ok(child) => child,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let detail = if overridden {
-                format!("tried {}: {e}", bin.display())
-            } else {
-                format!("{e}; set {BIN_ENV} to use another binary")
-            };
-            panic!("{INSTALL_HINT} ({detail})");
-        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => panic!("{}", missing(bin, &e)),
         Err(e) => panic!("cannot spawn {}: {e}", bin.display()),
     };
 
@@ -769,6 +761,47 @@ fn launch(
             );
         }
         thread::sleep(POLL_INTERVAL);
+    }
+}
+
+/// What to say when `bin` cannot be run because something is not found (`e`): which binary
+/// was tried, where it was named, and what to do.
+fn missing(bin: &Path, e: &io::Error) -> String {
+    let from_env = std::env::var_os(BIN_ENV)
+        .is_some_and(|listed| std::env::split_paths(&listed).any(|p| p == bin));
+    let (named_by, what_to_do) = if from_env {
+        (
+            format!("named by {BIN_ENV}"),
+            format!(
+                "set {BIN_ENV} to the path of a redis-server or valkey-server binary \
+                 (several separated by ':' for a matrix), or unset it to use redis-server \
+                 from PATH"
+            ),
+        )
+    } else {
+        (
+            "given to ServerBuilder::binary".to_owned(),
+            "give ServerBuilder::binary the path of a redis-server or valkey-server binary"
+                .to_owned(),
+        )
+    };
+    let shown = bin.display();
+    if bin == Path::new(matrix::DEFAULT_BIN) && !from_env {
+        format!(
+            "redis-server not found on PATH: {INSTALL_HINT}, or set {BIN_ENV} to the path of \
+             a redis-server or valkey-server binary"
+        )
+    } else if bin.components().count() == 1 {
+        format!(
+            "{shown} ({named_by}) not found on PATH: put its directory on PATH, or {what_to_do}"
+        )
+    } else if bin.exists() {
+        format!(
+            "{shown} ({named_by}) exists but cannot be run ({e}): if it is a script, its \
+             interpreter is missing; or {what_to_do}"
+        )
+    } else {
+        format!("{shown} ({named_by}) does not exist: {what_to_do}")
     }
 }
 
@@ -974,6 +1007,47 @@ mod tests {
             local > high + BUS_PORT_ROOM,
             "an outgoing connection got port {local}, inside the test range ..={high}"
         );
+    }
+
+    /// The message of `ServerBuilder::binary(bin).start()` when `bin` cannot be found.
+    fn missing_message(bin: &Path) -> String {
+        let dir = TempDir::new().unwrap();
+        let port = free_port();
+        let panic =
+            std::panic::catch_unwind(|| launch(bin, dir.path(), port, &[], &[])).unwrap_err();
+        release_port(port);
+        panic.downcast_ref::<String>().cloned().unwrap()
+    }
+
+    #[test]
+    fn a_missing_binary_is_named_with_where_it_was_given_and_what_to_do() {
+        let path = Path::new("/nonexistent/valkey-server");
+        assert_eq!(
+            missing_message(path),
+            "/nonexistent/valkey-server (given to ServerBuilder::binary) does not exist: give \
+             ServerBuilder::binary the path of a redis-server or valkey-server binary"
+        );
+        let bare = Path::new("no-such-server-lockscript");
+        assert!(
+            missing_message(bare).starts_with(
+                "no-such-server-lockscript (given to ServerBuilder::binary) not found on PATH: \
+                 put its directory on PATH, or give ServerBuilder::binary the path"
+            ),
+            "{}",
+            missing_message(bare)
+        );
+        // A script whose interpreter is missing: the file exists, running it is ENOENT.
+        let dir = TempDir::new().unwrap();
+        let script = dir.path().join("redis-server");
+        fs::write(&script, "#!/nonexistent/sh\n").unwrap();
+        let executable = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        fs::set_permissions(&script, executable).unwrap();
+        let text = missing_message(&script);
+        assert!(
+            text.contains("(given to ServerBuilder::binary) exists but cannot be run"),
+            "{text}"
+        );
+        assert!(text.contains("its interpreter is missing"), "{text}");
     }
 
     #[test]
