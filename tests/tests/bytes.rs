@@ -30,3 +30,25 @@ fn a_latin1_script_is_sent_byte_for_byte_and_runs() {
         .unwrap();
     assert_eq!(exists, [true]);
 }
+
+/// `#[lockscript_test::test]` loads every script of its binary at set-up: this one as its
+/// bytes, under their digest, so a script test in a binary that declares it starts with
+/// it cached (before, the set-up loaded the replaced text and every such test panicked).
+#[lockscript_test::test]
+fn a_script_test_starts_with_the_latin1_script_loaded_as_its_bytes(
+    redis: &lockscript_test::TestRedis,
+    conn: &mut redis::Connection,
+) {
+    let call = store_latin1("k");
+    let exists: Vec<bool> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(call.script().sha1())
+        .query(conn)
+        .unwrap();
+    assert_eq!(exists, [true]);
+    assert_eq!(call.invoke(conn).unwrap(), "OK");
+    assert_eq!(redis.command_calls("evalsha"), 1);
+    assert_eq!(redis.command_calls("eval"), 0);
+    let stored: Vec<u8> = redis::cmd("GET").arg("k").query(conn).unwrap();
+    assert_eq!(stored, b"caf\xe9");
+}

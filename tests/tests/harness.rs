@@ -208,7 +208,10 @@ fn aof_always_survives_stop_restart() {
     drop(con);
     let port = server.port();
     server.stop();
-    assert!(server.dir().join("appendonlydir").exists());
+    // Redis 7.0 and later keep the AOF in a directory; 6.2 in one file.
+    assert!(
+        server.dir().join("appendonlydir").exists() || server.dir().join("appendonly.aof").exists()
+    );
     server.restart();
     assert_eq!(server.port(), port);
     let mut con = server.connection();
@@ -238,6 +241,28 @@ fn signal_stop_and_cont() {
     let n = raw.read(&mut buf).unwrap();
     assert_eq!(&buf[..n], b"+PONG\r\n");
     assert_eq!(get(&mut con, "k").as_deref(), Some("v"));
+}
+
+/// `answers_ping` tells a serving server from a frozen or shut-down one, and returns
+/// within the time it is given even when the server never answers.
+#[test]
+fn answers_ping_is_false_for_a_frozen_or_shut_down_server_within_its_bound() {
+    let within = Duration::from_millis(300);
+    let server = RedisServer::start();
+    assert!(server.answers_ping(within));
+    server.signal("STOP");
+    let started = std::time::Instant::now();
+    assert!(!server.answers_ping(within));
+    let took = started.elapsed();
+    // The probe's own steps after the deadline: a few system calls.
+    assert!(took <= within + Duration::from_millis(50), "{took:?}");
+    server.signal("CONT");
+    assert!(server.answers_ping(within));
+    let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN")
+        .arg("NOSAVE")
+        .query(&mut server.connection());
+    assert!(server.is_running(), "its process is still ours to reap");
+    assert!(!server.answers_ping(within));
 }
 
 #[test]
@@ -280,13 +305,15 @@ fn run_helper(name: &str, env: &[(&str, &str)]) -> (bool, String) {
 }
 
 #[test]
-#[ignore = "helper, run by missing_binary_names_the_install_command"]
+#[ignore = "helper, run by the tests of a missing binary"]
 fn helper_start_server() {
     let _server = RedisServer::start();
 }
 
+/// A `REDIS_SERVER_BIN` that names no file: the message says that path does not exist and
+/// what to set instead, not that redis-server is missing from `PATH`.
 #[test]
-fn missing_binary_names_the_install_command() {
+fn a_server_bin_that_does_not_exist_is_named_with_what_to_do() {
     let (ok, text) = run_helper(
         "helper_start_server",
         &[("REDIS_SERVER_BIN", "/nonexistent/redis-server")],
@@ -294,12 +321,36 @@ fn missing_binary_names_the_install_command() {
     assert!(!ok, "{text}");
     assert!(
         text.contains(
-            "redis-server not found on PATH: install it with `apt-get install -y redis-server` \
-             (Debian/Ubuntu) or `brew install redis`"
+            "/nonexistent/redis-server (named by REDIS_SERVER_BIN) does not exist: set \
+             REDIS_SERVER_BIN to the path of a redis-server or valkey-server binary"
         ),
         "{text}"
     );
-    assert!(text.contains("/nonexistent/redis-server"), "{text}");
+    assert!(!text.contains("not found on PATH"), "{text}");
+}
+
+/// No `REDIS_SERVER_BIN` and no redis-server on `PATH`: the message says how to install it.
+#[test]
+fn without_redis_server_on_path_the_message_names_the_install_command() {
+    let out = lockscript_test::ignored_test_process("helper_start_server")
+        .env_remove("REDIS_SERVER_BIN")
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains(
+            "redis-server not found on PATH: install it with `apt-get install -y redis-server` \
+             (Debian/Ubuntu) or `brew install redis`, or set REDIS_SERVER_BIN to the path of a \
+             redis-server or valkey-server binary"
+        ),
+        "{text}"
+    );
 }
 
 #[test]

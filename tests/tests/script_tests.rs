@@ -152,3 +152,129 @@ fn on_a_shared_server_a_fixture_is_not_counted_either() {
         2
     );
 }
+
+/// The database of the test's own URL on a shared server, and what database 0 of that
+/// server holds under `key` (what SELECT n, GET key reads there).
+fn read_in(shared: &RedisServer, db: i64, key: &str) -> Option<String> {
+    let mut conn = shared.connection();
+    redis::cmd("SELECT").arg(db).exec(&mut conn).unwrap();
+    conn.get(key).unwrap()
+}
+
+/// A test's database on a shared server, as its URL's client selects it.
+fn db_of(redis: &TestRedis) -> i64 {
+    redis.client().get_connection_info().redis_settings().db()
+}
+
+/// A `LOCKSCRIPT_TEST_URL` that names a database gets a test the database it claimed in
+/// its place (the claims stay in database 0), not a URL with two database numbers.
+#[test]
+fn on_a_shared_server_named_with_a_database_each_test_gets_the_one_it_claimed() {
+    let shared = RedisServer::start();
+    for named in [0, 5] {
+        let redis = TestRedis::start_on(&format!("redis://127.0.0.1:{}/{named}", shared.port()));
+        let db = db_of(&redis);
+        assert!((1..16).contains(&db), "{}", redis.url());
+        assert_eq!(
+            redis.url(),
+            format!("redis://127.0.0.1:{}/{db}", shared.port())
+        );
+        redis.exec("SET k mine");
+        assert_eq!(read_in(&shared, db, "k").as_deref(), Some("mine"));
+        let claim = format!("lockscript-test:claim:{db}");
+        assert!(
+            read_in(&shared, 0, &claim).is_some(),
+            "no {claim} in database 0"
+        );
+    }
+}
+
+/// A `LOCKSCRIPT_TEST_URL` with a query string (`?protocol=resp3`) keeps it: each test's
+/// URL has its database in the path and the same query.
+#[test]
+fn on_a_shared_server_named_with_a_query_string_each_test_keeps_it() {
+    let shared = RedisServer::start();
+    let redis = TestRedis::start_on(&format!(
+        "redis://127.0.0.1:{}/?protocol=resp3",
+        shared.port()
+    ));
+    let db = db_of(&redis);
+    assert_eq!(
+        redis.url(),
+        format!("redis://127.0.0.1:{}/{db}?protocol=resp3", shared.port())
+    );
+    let info = redis.client().get_connection_info().clone();
+    assert_eq!(
+        info.redis_settings().protocol(),
+        redis::ProtocolVersion::RESP3
+    );
+    assert_eq!(bump("n", 3).invoke(&mut redis.connection()).unwrap(), 3);
+    assert_eq!(read_in(&shared, db, "n").as_deref(), Some("3"));
+}
+
+/// A `LOCKSCRIPT_TEST_URL` with a user and password (and a database and a query) gives
+/// each test a URL with the same credentials, on the database it claimed.
+#[test]
+fn on_a_shared_server_with_a_password_each_test_gets_the_credentials() {
+    let shared = RedisServer::start();
+    redis::cmd("ACL")
+        .arg(&["SETUSER", "tester", "on", ">s3cret", "~*", "&*", "+@all"])
+        .exec(&mut shared.connection())
+        .unwrap();
+    let base = format!(
+        "redis://tester:s3cret@127.0.0.1:{}/0?protocol=resp2",
+        shared.port()
+    );
+    let redis = TestRedis::start_on(&base);
+    let db = db_of(&redis);
+    assert_eq!(
+        redis.url(),
+        format!(
+            "redis://tester:s3cret@127.0.0.1:{}/{db}?protocol=resp2",
+            shared.port()
+        )
+    );
+    let mut conn = redis.connection();
+    let user: String = redis::cmd("ACL").arg("WHOAMI").query(&mut conn).unwrap();
+    assert_eq!(user, "tester");
+    redis.exec("SET k mine");
+    assert_eq!(read_in(&shared, db, "k").as_deref(), Some("mine"));
+}
+
+/// How many `SCRIPT LOAD`s `redis` counts (Redis 6.2 counts a subcommand under its
+/// command: `script`).
+fn script_loads(redis: &TestRedis) -> u64 {
+    redis.command_calls("script|load") + redis.command_calls("script")
+}
+
+/// `command_calls` counts what the test did: the set-up's own `SCRIPT LOAD`s of the
+/// binary's scripts are not counted.
+#[lockscript_test::test]
+fn command_calls_counts_the_tests_script_load_and_not_the_set_ups(
+    redis: &TestRedis,
+    conn: &mut redis::Connection,
+) {
+    // Nor the INFO by which a run of the matrix names its server.
+    assert_eq!(redis.command_calls("info"), 0);
+    assert_eq!(script_loads(redis), 0);
+    let _: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg("return 1")
+        .query(conn)
+        .unwrap();
+    assert_eq!(script_loads(redis), 1);
+}
+
+/// The same on a shared server, whose counters are not the test's to zero.
+#[test]
+fn on_a_shared_server_command_calls_counts_the_tests_script_load_only() {
+    let shared = RedisServer::start();
+    let redis = TestRedis::start_on(&shared.url());
+    assert_eq!(script_loads(&redis), 0);
+    let _: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg("return 1")
+        .query(&mut redis.connection())
+        .unwrap();
+    assert_eq!(script_loads(&redis), 1);
+}

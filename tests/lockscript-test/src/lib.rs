@@ -113,6 +113,14 @@ pub mod __private {
 /// before 7.0 (which cannot parse a `#!lua` shebang) skips the scripts that have one: the
 /// tests of those scripts fail there, each for itself, and the others run.
 ///
+/// Each script is sent as its [`bytes`](lockscript::Script::bytes), the bytes its digest is
+/// computed over: a script file that is not UTF-8 is loaded as it is, as it runs.
+///
+/// ```no_run
+/// let server = lockscript_test::server::RedisServer::start();
+/// lockscript_test::load_scripts(&mut server.connection());
+/// ```
+///
 /// # Panics
 ///
 /// If a script without a shebang cannot be loaded, or the server reports another digest.
@@ -120,11 +128,11 @@ pub fn load_scripts(conn: &mut redis::Connection) {
     for script in lockscript::scripts() {
         let loaded: redis::RedisResult<String> = redis::cmd("SCRIPT")
             .arg("LOAD")
-            .arg(script.source())
+            .arg(script.bytes())
             .query(conn);
         match loaded {
             Ok(digest) => assert_eq!(digest, script.sha1(), "{}", script.name()),
-            Err(e) if script.source().starts_with("#!") && e.to_string().contains("near '#'") => {}
+            Err(e) if script.bytes().starts_with(b"#!") && e.to_string().contains("near '#'") => {}
             Err(e) => panic!("cannot load script {}: {e}", script.name()),
         }
     }

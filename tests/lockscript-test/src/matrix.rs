@@ -75,6 +75,8 @@ pub fn each_server<T: crate::__private::Outcome>(mut run: impl FnMut(crate::Test
         let _current = Current::set(&bin);
         let redis = crate::TestRedis::start();
         let server = redis.describe();
+        // The INFO that named the server is not the test's doing: count from here.
+        redis.reset_stats();
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(redis))) {
             Ok(out) if out.failed() => {
                 eprintln!("the test failed on {server}");

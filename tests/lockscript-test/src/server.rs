@@ -36,13 +36,15 @@ use rustix::io::Errno;
 
 use crate::matrix::{self, BIN_ENV};
 
-/// The message for a missing binary.
-const INSTALL_HINT: &str = "redis-server not found on PATH: install it with \
-     `apt-get install -y redis-server` (Debian/Ubuntu) or `brew install redis`";
+/// How to get a server binary, for the message about a missing one.
+const INSTALL_HINT: &str = "install it with `apt-get install -y redis-server` \
+     (Debian/Ubuntu) or `brew install redis`";
 /// How long a starting server may take to answer `PING`.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long [`RedisServer::connection`] / [`RedisServer::multiplexed`] retry a refused connect.
 const CONNECT_RETRY: Duration = Duration::from_secs(5);
+/// How long one readiness probe of a starting server waits for its answer.
+const READY_PROBE: Duration = Duration::from_millis(500);
 /// Pause between two readiness / connect attempts.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// How many fresh ports to try when another process grabs ours before redis binds it.
@@ -158,8 +160,9 @@ impl ServerBuilder {
     ///
     /// # Panics
     ///
-    /// If the temp dir cannot be created, the binary is missing (the message says how to install
-    /// it; set `REDIS_SERVER_BIN` to use another binary), the server exits during startup, it
+    /// If the temp dir cannot be created, the binary is missing (the message names the path
+    /// tried, whether `REDIS_SERVER_BIN` or [`binary`](Self::binary) gave it, and what to
+    /// set; for `redis-server` from `PATH`, how to install it), the server exits during startup, it
     /// does not answer within ~10 s, or no free port could be bound after a few attempts. The
     /// message includes the server's log.
     #[must_use]
@@ -355,10 +358,36 @@ impl RedisServer {
         self.pid
     }
 
-    /// Whether the server process is running (not [`stop`](Self::stop)ped).
+    /// Whether the server has a process: it was not [`stop`](Self::stop)ped. A process
+    /// that exited by itself (`SHUTDOWN`), is frozen (`SIGSTOP`) or busy still counts:
+    /// [`answers_ping`](Self::answers_ping) tells whether it serves.
+    ///
+    /// ```no_run
+    /// let mut server = lockscript_test::server::RedisServer::start();
+    /// server.stop();
+    /// assert!(!server.is_running());
+    /// ```
     #[must_use]
     pub fn is_running(&self) -> bool {
         self.child.is_some()
+    }
+
+    /// Whether the server's process answers `PING` within `within` (and is this server's
+    /// process, not another one on its port): `false` when it was stopped, has exited
+    /// (`SHUTDOWN`), is frozen (`SIGSTOP`), or is too busy to answer in time (a long
+    /// script). Returns within `within`, whatever the server does.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// let server = lockscript_test::server::RedisServer::start();
+    /// assert!(server.answers_ping(Duration::from_millis(500)));
+    /// server.signal("STOP");
+    /// assert!(!server.answers_ping(Duration::from_millis(500)));
+    /// ```
+    #[must_use]
+    pub fn answers_ping(&self, within: Duration) -> bool {
+        self.child.is_some() && answers(self.port, self.pid, within)
     }
 
     /// Kills the server (SIGKILL, so nothing is flushed on the way out) and reaps it. Keeps the
@@ -662,8 +691,6 @@ fn launch(
     extra_args: &[String],
     envs: &[(String, String)],
 ) -> Result<Child, String> {
-    let overridden = bin != Path::new(matrix::DEFAULT_BIN);
-
     let output = File::options()
         .create(true)
         .append(true)
@@ -693,14 +720,7 @@ fn launch(
 
     let mut child = match command.spawn() {
         Ok(child) => child,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let detail = if overridden {
-                format!("tried {}: {e}", bin.display())
-            } else {
-                format!("{e}; set {BIN_ENV} to use another binary")
-            };
-            panic!("{INSTALL_HINT} ({detail})");
-        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => panic!("{}", missing(bin, &e)),
         Err(e) => panic!("cannot spawn {}: {e}", bin.display()),
     };
 
@@ -744,15 +764,70 @@ fn launch(
     }
 }
 
-/// Whether the server on `port` is our process `pid` and done loading: pipelines `PING` and
-/// `INFO server` over a plain TCP stream and checks for `+PONG` (not `-LOADING`) and our
-/// `process_id` (not some other process that grabbed the port).
+/// What to say when `bin` cannot be run because something is not found (`e`): which binary
+/// was tried, where it was named, and what to do.
+fn missing(bin: &Path, e: &io::Error) -> String {
+    let from_env = std::env::var_os(BIN_ENV)
+        .is_some_and(|listed| std::env::split_paths(&listed).any(|p| p == bin));
+    let (named_by, what_to_do) = if from_env {
+        (
+            format!("named by {BIN_ENV}"),
+            format!(
+                "set {BIN_ENV} to the path of a redis-server or valkey-server binary \
+                 (several separated by ':' for a matrix), or unset it to use redis-server \
+                 from PATH"
+            ),
+        )
+    } else {
+        (
+            "given to ServerBuilder::binary".to_owned(),
+            "give ServerBuilder::binary the path of a redis-server or valkey-server binary"
+                .to_owned(),
+        )
+    };
+    let shown = bin.display();
+    if bin == Path::new(matrix::DEFAULT_BIN) && !from_env {
+        format!(
+            "redis-server not found on PATH: {INSTALL_HINT}, or set {BIN_ENV} to the path of \
+             a redis-server or valkey-server binary"
+        )
+    } else if bin.components().count() == 1 {
+        format!(
+            "{shown} ({named_by}) not found on PATH: put its directory on PATH, or {what_to_do}"
+        )
+    } else if bin.exists() {
+        format!(
+            "{shown} ({named_by}) exists but cannot be run ({e}): if it is a script, its \
+             interpreter is missing; or {what_to_do}"
+        )
+    } else {
+        format!("{shown} ({named_by}) does not exist: {what_to_do}")
+    }
+}
+
+/// Whether the server on `port` is our process `pid` and done loading, answering within
+/// [`READY_PROBE`].
 fn is_ready(port: u16, pid: u32) -> bool {
+    answers(port, pid, READY_PROBE)
+}
+
+/// Whether the server on `port` is our process `pid` and answers within `within`: pipelines
+/// `PING` and `INFO server` over a plain TCP stream and checks for `+PONG` (not `-LOADING`
+/// or `-BUSY`) and our `process_id` (not some other process that grabbed the port). Each
+/// step waits only for what is left of `within`, so a server that is gone, frozen or busy
+/// fails it within `within`.
+fn answers(port: u16, pid: u32, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    let left = || {
+        deadline
+            .checked_duration_since(Instant::now())
+            .filter(|left| !left.is_zero())
+            .ok_or_else(|| io::Error::from(io::ErrorKind::TimedOut))
+    };
     let probe = || -> io::Result<bool> {
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500))?;
-        stream.set_read_timeout(Some(Duration::from_millis(500)))?;
-        stream.set_write_timeout(Some(Duration::from_millis(500)))?;
+        let mut stream = TcpStream::connect_timeout(&addr, left()?)?;
+        stream.set_write_timeout(Some(left()?))?;
         stream.write_all(b"PING\r\nINFO server\r\n")?;
         let needle = format!("\r\nprocess_id:{pid}\r\n");
         let mut reply = Vec::new();
@@ -764,6 +839,7 @@ fn is_ready(port: u16, pid: u32) -> bool {
             if String::from_utf8_lossy(&reply).contains(&needle) {
                 return Ok(true);
             }
+            stream.set_read_timeout(Some(left()?))?;
             let n = stream.read(&mut buf)?;
             if n == 0 || reply.len() > 64 * 1024 {
                 return Ok(false);
@@ -931,6 +1007,47 @@ mod tests {
             local > high + BUS_PORT_ROOM,
             "an outgoing connection got port {local}, inside the test range ..={high}"
         );
+    }
+
+    /// The message of `ServerBuilder::binary(bin).start()` when `bin` cannot be found.
+    fn missing_message(bin: &Path) -> String {
+        let dir = TempDir::new().unwrap();
+        let port = free_port();
+        let panic =
+            std::panic::catch_unwind(|| launch(bin, dir.path(), port, &[], &[])).unwrap_err();
+        release_port(port);
+        panic.downcast_ref::<String>().cloned().unwrap()
+    }
+
+    #[test]
+    fn a_missing_binary_is_named_with_where_it_was_given_and_what_to_do() {
+        let path = Path::new("/nonexistent/valkey-server");
+        assert_eq!(
+            missing_message(path),
+            "/nonexistent/valkey-server (given to ServerBuilder::binary) does not exist: give \
+             ServerBuilder::binary the path of a redis-server or valkey-server binary"
+        );
+        let bare = Path::new("no-such-server-lockscript");
+        assert!(
+            missing_message(bare).starts_with(
+                "no-such-server-lockscript (given to ServerBuilder::binary) not found on PATH: \
+                 put its directory on PATH, or give ServerBuilder::binary the path"
+            ),
+            "{}",
+            missing_message(bare)
+        );
+        // A script whose interpreter is missing: the file exists, running it is ENOENT.
+        let dir = TempDir::new().unwrap();
+        let script = dir.path().join("redis-server");
+        fs::write(&script, "#!/nonexistent/sh\n").unwrap();
+        let executable = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        fs::set_permissions(&script, executable).unwrap();
+        let text = missing_message(&script);
+        assert!(
+            text.contains("(given to ServerBuilder::binary) exists but cannot be run"),
+            "{text}"
+        );
+        assert!(text.contains("its interpreter is missing"), "{text}");
     }
 
     #[test]

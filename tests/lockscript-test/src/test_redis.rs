@@ -5,7 +5,9 @@
 //! [`matrix`](crate::matrix)) from this process's pool (or starts one), finds it empty
 //! (`FLUSHALL`, `FUNCTION FLUSH`) with every script of the binary loaded, counts only the
 //! commands it runs after its fixtures, and gives the server back when it ends, unless it
-//! panicked: then the server is killed and its log printed. A pooled server outlives no test process: a
+//! panicked: then the server is killed and its log printed. A pooled server is reused only
+//! if it answers `PING` within [`TestRedis::PING_BOUND`]: one that a test shut down, froze
+//! or left busy is killed and replaced. A pooled server outlives no test process: a
 //! small `sh` reaper per server kills it and removes its directory when the process that
 //! started it ends, however it ends.
 //!
@@ -27,7 +29,10 @@ use std::time::{Duration, Instant};
 
 use crate::server::RedisServer;
 
-/// Names a server to use instead of starting private ones: `redis://host:port/`.
+/// Names a server to use instead of starting private ones: a Redis URL
+/// (`redis://host:port/`; a user and password, a query such as `?protocol=resp3`, and
+/// `rediss://` are kept in each test's URL; a database it names is replaced by the one the
+/// test claims).
 pub const URL_ENV: &str = "LOCKSCRIPT_TEST_URL";
 /// The key in database 0 of a [`URL_ENV`] server by which a test holds database `n`.
 const CLAIM_PREFIX: &str = "lockscript-test:claim:";
@@ -53,6 +58,7 @@ enum Place {
     Local(Option<Pooled>),
     /// Database `db` of the [`URL_ENV`] server, claimed with `token`.
     Remote {
+        /// The server's URL on database 0, where the claims are.
         base: String,
         db: u32,
         token: String,
@@ -96,6 +102,16 @@ impl std::fmt::Debug for TestRedis {
 }
 
 impl TestRedis {
+    /// How long a pooled server has to answer `PING` before a test reuses it. One that
+    /// does not (a test before shut it down, froze it with `SIGSTOP`, or left a script
+    /// running) is killed, never waited on, and a fresh server replaces it: a test's
+    /// set-up takes at most this longer than a server's start, per such server.
+    ///
+    /// ```no_run
+    /// assert!(lockscript_test::TestRedis::PING_BOUND.as_millis() <= 1000);
+    /// ```
+    pub const PING_BOUND: Duration = Duration::from_millis(500);
+
     /// A clean Redis: a pooled private server (of the binary of the matrix run in
     /// progress on this thread, otherwise the first of `REDIS_SERVER_BIN`), or a database
     /// of its own on the [`URL_ENV`] server.
@@ -110,12 +126,7 @@ impl TestRedis {
             Ok(base) if !base.is_empty() => return Self::start_on(&base),
             _ => {
                 let bin = crate::matrix::current();
-                let pooled = {
-                    let mut pool = POOL.lock().unwrap_or_else(PoisonError::into_inner);
-                    let mine = pool.iter().rposition(|p| p.server.binary() == bin);
-                    mine.map(|i| pool.swap_remove(i))
-                }
-                .unwrap_or_else(|| Pooled::start(bin));
+                let pooled = Pooled::take(&bin).unwrap_or_else(|| Pooled::start(bin));
                 TestRedis {
                     url: pooled.server.url(),
                     place: Place::Local(Some(pooled)),
@@ -127,25 +138,42 @@ impl TestRedis {
         redis
     }
 
-    /// A database of its own on the server at `base` (`redis://host:port/`), what
-    /// [`start`](Self::start) does when [`URL_ENV`] is set: claimed until the handle is
-    /// dropped, empty, with the binary's scripts loaded.
+    /// A database of its own on the server at `base` (a Redis URL, as [`URL_ENV`] takes
+    /// it), what [`start`](Self::start) does when [`URL_ENV`] is set: claimed until the
+    /// handle is dropped, empty, with the binary's scripts loaded. Its [`url`](Self::url)
+    /// is `base` with the claimed database in place of any `base` names, and the rest of
+    /// `base` (user, password, query, `rediss://`) kept.
+    ///
+    /// ```no_run
+    /// let redis = lockscript_test::TestRedis::start_on("redis://127.0.0.1:6390/?protocol=resp3");
+    /// assert!(redis.url().ends_with("?protocol=resp3"));
+    /// ```
     ///
     /// # Panics
     ///
-    /// If the server cannot be reached or has no free database within a minute.
+    /// If `base` is not a Redis URL, the server cannot be reached, or it has no free
+    /// database within a minute.
     #[must_use]
     pub fn start_on(base: &str) -> TestRedis {
-        let redis = Self::claim(base.to_owned());
+        let redis = Self::claim(base);
         redis.reset();
         redis
     }
 
     /// Claims a free database of the server at `base`.
-    fn claim(base: String) -> TestRedis {
+    fn claim(given: &str) -> TestRedis {
         static CLAIMS: AtomicU64 = AtomicU64::new(0);
+        let url_of = |db: u32| {
+            database_url(given, db).unwrap_or_else(|| {
+                panic!(
+                    "{URL_ENV}={given} is not a Redis URL: expected \
+                     redis://[user:password@]host:port/[?query], rediss://... or unix:///path"
+                )
+            })
+        };
+        let base = url_of(0);
         let client = redis::Client::open(base.as_str())
-            .unwrap_or_else(|e| panic!("{URL_ENV}={base} is not a Redis URL: {e}"));
+            .unwrap_or_else(|e| panic!("{URL_ENV}={given} is not a Redis URL: {e}"));
         let mut conn = client.get_connection().unwrap_or_else(|e| {
             panic!("cannot connect to the server {URL_ENV} names ({base}): {e}")
         });
@@ -171,9 +199,8 @@ impl TestRedis {
                     .unwrap_or_else(|e| panic!("cannot claim a database on {base}: {e}"))
                     .is_some();
                 if claimed {
-                    let url = format!("{}/{db}", base.trim_end_matches('/'));
                     return TestRedis {
-                        url,
+                        url: url_of(db),
                         place: Place::Remote { base, db, token },
                         baseline: Mutex::default(),
                     };
@@ -188,7 +215,7 @@ impl TestRedis {
         }
     }
 
-    /// Empties the data, zeroes the counters, loads the binary's scripts.
+    /// Empties the data, loads the binary's scripts, then zeroes the counters.
     fn reset(&self) {
         let mut conn = self.connection();
         match &self.place {
@@ -199,13 +226,16 @@ impl TestRedis {
                 // Redis 7 and later; older servers have no functions to flush.
                 let _: redis::RedisResult<()> =
                     redis::cmd("FUNCTION").arg("FLUSH").query(&mut conn);
-                crate::reset_stats(&mut conn);
             }
             Place::Remote { .. } => redis::cmd("FLUSHDB")
                 .exec(&mut conn)
                 .unwrap_or_else(|e| panic!("FLUSHDB on {}: {e}", self.url)),
         }
         crate::load_scripts(&mut conn);
+        // What the set-up ran (its SCRIPT LOADs) is not the test's doing: command_calls
+        // counts from here, as reset_stats makes it (CONFIG RESETSTAT on a private
+        // server; on a shared one, whose counters are not ours, a baseline).
+        self.reset_stats_on(&mut conn);
     }
 
     /// The connection URL (it selects the test's database on a [`URL_ENV`] server).
@@ -409,9 +439,10 @@ impl TestRedis {
     }
 
     /// How many times `command` ran since the test began, calls made by scripts included
-    /// (`INFO commandstats`, lowercase names: `"set"`, `"evalsha"`), to assert a script did
-    /// no more than it should. What the test's fixtures and [`exec`](Self::exec) ran is
-    /// not counted. Server-wide: on a [`URL_ENV`] server other tests count too.
+    /// (`INFO commandstats`, lowercase names: `"set"`, `"evalsha"`, `"script|load"`), to
+    /// assert a script did no more than it should. What the set-up ran (the `SCRIPT LOAD`
+    /// of each script of the binary) and what the test's fixtures and [`exec`](Self::exec)
+    /// ran are not counted. Server-wide: on a [`URL_ENV`] server other tests count too.
     ///
     /// # Panics
     ///
@@ -431,18 +462,30 @@ impl TestRedis {
     /// Zeroes the counters [`command_calls`](Self::command_calls) reads, for example
     /// after setting up the data.
     ///
+    /// ```no_run
+    /// let redis = lockscript_test::TestRedis::start();
+    /// redis::cmd("SET").arg("k").arg(1).exec(&mut redis.connection()).unwrap();
+    /// redis.reset_stats();
+    /// assert_eq!(redis.command_calls("set"), 0);
+    /// ```
+    ///
     /// # Panics
     ///
     /// If the server cannot be reached.
     pub fn reset_stats(&self) {
+        self.reset_stats_on(&mut self.connection());
+    }
+
+    /// [`reset_stats`](Self::reset_stats) on `conn`, a connection to this Redis.
+    fn reset_stats_on(&self, conn: &mut redis::Connection) {
         let mut baseline = self.baseline.lock().unwrap_or_else(PoisonError::into_inner);
         match self.place {
             Place::Local(_) => {
-                crate::reset_stats(&mut self.connection());
+                crate::reset_stats(conn);
                 baseline.clear();
             }
             // Another test's counters are not ours to zero: count from here instead.
-            Place::Remote { .. } => *baseline = self.command_counts(),
+            Place::Remote { .. } => *baseline = crate::command_counts(conn),
         }
     }
 }
@@ -476,7 +519,52 @@ impl Drop for TestRedis {
     }
 }
 
+/// `base` on database `db`: in its path (`redis://host:port/db`), or for a Unix socket in
+/// its `db` parameter; its scheme, user, password, other parameters and fragment kept.
+/// Built with redis's own URL parser (so it reads `base` as the client will); `None` when
+/// that refuses it.
+fn database_url(base: &str, db: u32) -> Option<String> {
+    let mut url = redis::parse_redis_url(base)?;
+    if url.scheme().ends_with("unix") {
+        let others: Vec<(String, String)> = url
+            .query_pairs()
+            .filter(|(name, _)| name != "db")
+            .map(|(name, value)| (name.into_owned(), value.into_owned()))
+            .collect();
+        url.query_pairs_mut()
+            .clear()
+            .extend_pairs(others)
+            .append_pair("db", &db.to_string());
+    } else {
+        url.set_path(&format!("/{db}"));
+    }
+    Some(url.to_string())
+}
+
 impl Pooled {
+    /// A server of `bin` from the pool that answers `PING` within
+    /// [`TestRedis::PING_BOUND`]; the ones found dead or frozen on the way are dropped
+    /// (killed and reaped).
+    fn take(bin: &std::path::Path) -> Option<Pooled> {
+        loop {
+            let pooled = {
+                let mut pool = POOL.lock().unwrap_or_else(PoisonError::into_inner);
+                let mine = pool.iter().rposition(|p| p.server.binary() == bin)?;
+                pool.swap_remove(mine)
+            };
+            if pooled.server.answers_ping(TestRedis::PING_BOUND) {
+                return Some(pooled);
+            }
+            eprintln!(
+                "lockscript-test: the pooled redis-server on port {} (pid {}) did not answer \
+                 PING within {:?} (a test shut it down, froze it or left it busy): replaced",
+                pooled.server.port(),
+                pooled.server.pid(),
+                TestRedis::PING_BOUND
+            );
+        }
+    }
+
     fn start(bin: std::path::PathBuf) -> Pooled {
         let server = RedisServer::builder().binary(bin).start();
         // Kills the server and removes its directory once stdin closes, that is when this
@@ -601,5 +689,74 @@ impl AsyncTestArg for lockscript::Locks {
         lockscript::Locks::connect(&redis.client())
             .await
             .unwrap_or_else(|e| panic!("Locks::connect to {}: {e}", redis.url))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::database_url;
+    use redis::IntoConnectionInfo;
+
+    /// The database and protocol a client of `url` uses.
+    fn settings(url: &str) -> (i64, redis::ProtocolVersion) {
+        let info = url.into_connection_info().unwrap();
+        (info.redis_settings().db(), info.redis_settings().protocol())
+    }
+
+    #[test]
+    fn a_database_url_replaces_the_database_and_keeps_the_rest() {
+        for (base, expected) in [
+            ("redis://h:1", "redis://h:1/3"),
+            ("redis://h:1/", "redis://h:1/3"),
+            ("redis://h:1/0", "redis://h:1/3"),
+            ("redis://h:1/12/", "redis://h:1/3"),
+            (
+                "redis://h:1/?protocol=resp3",
+                "redis://h:1/3?protocol=resp3",
+            ),
+            (
+                "redis://u:p%40ss@h:1/5?protocol=resp3",
+                "redis://u:p%40ss@h:1/3?protocol=resp3",
+            ),
+            ("redis://:pw@[::1]:1/", "redis://:pw@[::1]:1/3"),
+            ("valkey://h:1/0", "valkey://h:1/3"),
+        ] {
+            let url = database_url(base, 3).unwrap();
+            assert_eq!(url, expected, "{base}");
+            let protocol = settings(base).1;
+            assert_eq!(settings(&url), (3, protocol), "{base}");
+        }
+        let (_, resp3) = settings("redis://h:1/?protocol=resp3");
+        assert_eq!(resp3, redis::ProtocolVersion::RESP3);
+    }
+
+    #[test]
+    fn a_tls_database_url_keeps_its_scheme_and_fragment() {
+        assert_eq!(
+            database_url("rediss://u:pw@h:6380/0?protocol=resp3#insecure", 7).unwrap(),
+            "rediss://u:pw@h:6380/7?protocol=resp3#insecure"
+        );
+        assert_eq!(
+            database_url("rediss://h:6380", 7).unwrap(),
+            "rediss://h:6380/7"
+        );
+    }
+
+    #[test]
+    fn a_unix_socket_database_url_sets_its_db_parameter() {
+        let url = database_url("unix:///run/redis.sock?db=2&protocol=resp3", 4).unwrap();
+        assert_eq!(url, "unix:///run/redis.sock?protocol=resp3&db=4");
+        assert_eq!(settings(&url), (4, redis::ProtocolVersion::RESP3));
+        assert_eq!(
+            database_url("redis+unix:///run/redis.sock", 4).unwrap(),
+            "redis+unix:///run/redis.sock?db=4"
+        );
+    }
+
+    #[test]
+    fn what_is_not_a_redis_url_has_no_database_url() {
+        for base in ["127.0.0.1:6379", "http://h:1/", "", "redis//h"] {
+            assert_eq!(database_url(base, 1), None, "{base}");
+        }
     }
 }
