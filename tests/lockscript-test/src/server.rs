@@ -984,6 +984,13 @@ mod tests {
         }
         release_port(port);
         let theirs = other(port);
+        // A child that another test of this binary forks at that moment shares the lock
+        // file's open description until it execs (which closes it: O_CLOEXEC), so the
+        // lock can outlive the release by that window; bounded, a second at most.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while try_lock(&theirs) == Err(Errno::WOULDBLOCK) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         try_lock(&theirs).unwrap();
         // Held by "them", it is not reserved here.
         assert!(!reserve(port));
