@@ -205,6 +205,10 @@ fn is_test_redis(ty: &Type) -> bool {
         && p.path.segments.last().is_some_and(|s| s.ident == "TestRedis"))
 }
 
+/// The fixture files whose problems this build has reported (see [`fixture_loads`]).
+static REPORTED: std::sync::Mutex<std::collections::BTreeSet<std::path::PathBuf>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
 /// One `load_fixture` call per fixture file, each embedded with `include_str!` (a changed
 /// fixture rebuilds the test). An unreadable file is an error on its literal; a line that
 /// does not parse or names a command the server would refuse is an error at the attribute
@@ -227,7 +231,30 @@ fn fixture_loads(options: &Options) -> syn::Result<Vec<TokenStream>> {
                 ));
             }
         };
-        for problem in lockscript_audit::fixture::check(&text) {
+        // A broken fixture's problems are listed once per build, at the first test that
+        // names it (the compiler expands a crate's attributes in one process, in order);
+        // every later test that uses it gets one line that points there, so it still
+        // fails where it stands (and in an editor) without repeating the list.
+        let found = lockscript_audit::fixture::check(&text);
+        let first = REPORTED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(path.clone());
+        if !first && !found.is_empty() {
+            let error = syn::Error::new(
+                file.span(),
+                format!(
+                    "fixture `{}` is broken: its problems are listed at the first test \
+                     that uses it",
+                    file.value()
+                ),
+            );
+            match &mut problems {
+                Some(all) => all.combine(error),
+                None => problems = Some(error),
+            }
+        }
+        for problem in found.into_iter().filter(|_| first) {
             // At the attribute: the file and line say where, the attribute says which test.
             let error = syn::Error::new(
                 Span::call_site(),

@@ -181,3 +181,61 @@ fn a_pooled_server_dies_with_the_process_that_started_it() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// Set in the children of the server-log tests: which failure to stage.
+const FAIL_ENV: &str = "LOCKSCRIPT_POOL_FAIL_CHILD";
+
+/// In the child: a plain assertion fails while the server is healthy.
+#[lockscript_test::test]
+fn failing_child_with_a_healthy_server(conn: &mut redis::Connection) {
+    if std::env::var(FAIL_ENV).as_deref() != Ok("healthy") {
+        return;
+    }
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(conn).unwrap();
+    assert_eq!(1 + 1, 3, "the test's own assertion");
+}
+
+/// In the child: the server dies (SHUTDOWN NOSAVE), then the test fails.
+#[lockscript_test::test]
+fn failing_child_whose_server_died(conn: &mut redis::Connection) {
+    if std::env::var(FAIL_ENV).as_deref() != Ok("dead") {
+        return;
+    }
+    let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg("NOSAVE").query(conn);
+    let reply: redis::RedisResult<String> = redis::cmd("PING").query(conn);
+    assert!(reply.is_ok(), "the server stopped answering: {reply:?}");
+}
+
+/// The child's stderr when it runs test `name` with the failure `staged`.
+fn failing_child_stderr(name: &str, staged: &str) -> String {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads", "1"])
+        .env(FAIL_ENV, staged)
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "the child test {name} failed as staged"
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_failed_assertion_with_a_healthy_server_prints_no_server_log() {
+    let stderr = failing_child_stderr("failing_child_with_a_healthy_server", "healthy");
+    assert!(stderr.contains("the test's own assertion"), "{stderr}");
+    assert!(
+        !stderr.contains("===== redis-server log"),
+        "the log of a server that answered is left out:\n{stderr}"
+    );
+    assert!(stderr.contains("answered PING"), "{stderr}");
+}
+
+#[test]
+fn a_test_whose_server_died_prints_the_server_log() {
+    let stderr = failing_child_stderr("failing_child_whose_server_died", "dead");
+    assert!(
+        stderr.contains("===== redis-server log"),
+        "the log of a server that stopped answering is printed:\n{stderr}"
+    );
+}

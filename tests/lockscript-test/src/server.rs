@@ -527,11 +527,27 @@ impl RedisServer {
     }
 }
 
+/// How long a server dropped by a panicking test has to answer `PING` for its log to be
+/// left out: it answered, so the failure is the test's own.
+const HEALTHY_AFTER_PANIC: Duration = Duration::from_millis(250);
+
 impl Drop for RedisServer {
     fn drop(&mut self) {
+        // The log helps only when the server itself failed (it died, froze or stopped
+        // answering); after a plain assertion failure it buries the assertion.
+        // (A server the test stopped itself did not fail.)
+        let failed =
+            thread::panicking() && self.child.is_some() && !self.answers_ping(HEALTHY_AFTER_PANIC);
         self.stop();
         release_port(self.port);
-        if thread::panicking() {
+        if thread::panicking() && !failed {
+            eprintln!(
+                "(redis-server on port {} answered PING after the test panicked: its log is \
+                 left out)",
+                self.port
+            );
+        }
+        if failed {
             eprintln!(
                 "\n===== redis-server log (port {}, pid {}, dir {}; test panicked) =====\n{}\
                  ===== end of redis-server log =====",
