@@ -41,7 +41,8 @@ pub trait ScriptArg {
     /// Not public API: appends the value as any number of slots.
     #[doc(hidden)]
     fn __push_many<R>(&self, invocation: &mut Invocation<R>);
-    /// Not public API: how many slots the value fills.
+    /// Not public API: how many slots the value fills: the arguments
+    /// [`__push_many`](Self::__push_many) writes for it, counted as they are written.
     #[doc(hidden)]
     fn __count(&self) -> usize;
 }
@@ -56,7 +57,30 @@ impl<T: ToRedisArgs> ScriptArg for T {
     }
 
     fn __count(&self) -> usize {
-        self.num_of_args()
+        // What is written, not `num_of_args`: a slice answers its length, while its
+        // `Option`s write nothing for `None` and its pairs write two each. The count
+        // becomes the KEYS count the server splits the arguments by.
+        let mut written = Written(0);
+        self.write_redis_args(&mut written);
+        written.0
+    }
+}
+
+/// Counts the arguments a value writes, without keeping them.
+struct Written(usize);
+
+impl redis::RedisWrite for Written {
+    fn write_arg(&mut self, _: &[u8]) {
+        self.0 += 1;
+    }
+
+    fn write_arg_fmt(&mut self, _: impl fmt::Display) {
+        self.0 += 1;
+    }
+
+    fn writer_for_next_arg(&mut self) -> impl std::io::Write + '_ {
+        self.0 += 1;
+        std::io::sink()
     }
 }
 
@@ -189,11 +213,12 @@ impl<R> Invocation<R> {
     /// Not public API: appends one value that must fill exactly one slot.
     #[doc(hidden)]
     pub fn __one<T: ToRedisArgs>(&mut self, parameter: &'static str, value: &T) {
-        let count = value.num_of_args();
+        let before = self.cmd.args_iter().len();
+        self.cmd.arg(value);
+        let count = self.cmd.args_iter().len() - before;
         if count != 1 && self.bad_argument.is_none() {
             self.bad_argument = Some((parameter, count));
         }
-        self.cmd.arg(value);
     }
 
     /// Not public API: appends a variadic slice.
