@@ -412,3 +412,39 @@ fn an_error_under_functions_names_the_scripts_own_line() {
     assert!(message.contains("@user_function:"), "{message}");
     assert_eq!(at.as_deref(), Some("lua/fail.lua:10"), "{message}");
 }
+
+/// A read-only replica that lacks the library refuses the `FUNCTION LOAD` that follows
+/// "Function not found" with `READONLY`: that is the same retryable `LockError::Redis`
+/// (kind `ReadOnly`) as any other command's `READONLY`, not a script that raised.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_without_the_library_answers_readonly_as_a_redis_error() {
+    let (primary, replica) = RedisServer::with_replica();
+    if !has_functions(&mut primary.connection()) {
+        eprintln!("skipped: the server has no Redis Functions (before 7.0)");
+        return;
+    }
+    let is_readonly = |e: &LockError| {
+        matches!(e, LockError::Redis(r)
+            if r.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly))
+    };
+    let mut conn = replica.connection();
+    // A script that writes: FCALL, "Function not found", FUNCTION LOAD refused.
+    let err = fail("k", "incr")
+        .delivery(Delivery::Functions)
+        .invoke(&mut conn)
+        .unwrap_err();
+    assert!(is_readonly(&err), "{err:?}");
+    let mut conn = replica.client().get_multiplexed_async_connection().await.unwrap();
+    let err = fail("k", "incr")
+        .delivery(Delivery::Functions)
+        .invoke_async(&mut conn)
+        .await
+        .unwrap_err();
+    assert!(is_readonly(&err), "{err:?}");
+    // And loading it up front on the replica.
+    let err = lockscript::load_functions(&mut replica.connection()).unwrap_err();
+    assert!(is_readonly(&err), "{err:?}");
+    // The same error as the script's own write on the replica, by EVALSHA.
+    let err = fail("k", "incr").invoke(&mut replica.connection()).unwrap_err();
+    assert!(is_readonly(&err), "{err:?}");
+}

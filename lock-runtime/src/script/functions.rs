@@ -137,8 +137,14 @@ pub(crate) fn is_function_missing(err: &RedisError) -> bool {
         .is_some_and(|d| d.starts_with("Function not found"))
 }
 
-/// Why a `FUNCTION LOAD` failed, as a typed error.
+/// Why a `FUNCTION LOAD` failed, as a typed error: a refusal for now (`READONLY` on a
+/// replica, `LOADING`, a Cluster redirect) is the same retryable [`LockError::Redis`] as
+/// for any other command; what else the server says of the library is
+/// [`LockError::Script`] under the name `FUNCTION LOAD`.
 pub(crate) fn load_refused(err: RedisError) -> LockError {
+    if crate::error::is_retry_later(&err) {
+        return LockError::Redis(err);
+    }
     if err.kind() != ErrorKind::Server(ServerErrorKind::NoPerm)
         && let Some(unsupported) = unsupported(&err)
     {
