@@ -434,7 +434,11 @@ async fn a_replica_without_the_library_answers_readonly_as_a_redis_error() {
         .invoke(&mut conn)
         .unwrap_err();
     assert!(is_readonly(&err), "{err:?}");
-    let mut conn = replica.client().get_multiplexed_async_connection().await.unwrap();
+    let mut conn = replica
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
     let err = fail("k", "incr")
         .delivery(Delivery::Functions)
         .invoke_async(&mut conn)
@@ -445,6 +449,8 @@ async fn a_replica_without_the_library_answers_readonly_as_a_redis_error() {
     let err = lockscript::load_functions(&mut replica.connection()).unwrap_err();
     assert!(is_readonly(&err), "{err:?}");
     // The same error as the script's own write on the replica, by EVALSHA.
-    let err = fail("k", "incr").invoke(&mut replica.connection()).unwrap_err();
+    let err = fail("k", "incr")
+        .invoke(&mut replica.connection())
+        .unwrap_err();
     assert!(is_readonly(&err), "{err:?}");
 }

@@ -51,7 +51,11 @@ fn a_slice_of_pairs_sends_both_halves_as_keys() {
 async fn the_async_path_and_a_pipeline_send_the_same_count() {
     use lockscript::PipelineExt;
     let server = RedisServer::start();
-    let mut conn = server.client().get_multiplexed_async_connection().await.unwrap();
+    let mut conn = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
     let reply = echo(&[Some("a"), None, Some("b")], &["x"])
         .invoke_async(&mut conn)
         .await

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, ServerErrorKind, ToRedisArgs, Value};
 
-use crate::script::script::{Script, server_message};
+use crate::script::script::{Script, ServerInfo, server_message};
 use crate::{Delivery, LockError};
 
 /// A type a script function can take as a parameter: anything the redis crate can send
@@ -323,6 +323,13 @@ impl<R: FromRedisValue> Invocation<R> {
     /// may have run, so it is never sent again. A `SCRIPT LOAD` that answers a digest
     /// other than the compiled one is [`LockError::DigestMismatch`], and nothing runs.
     ///
+    /// Before that load (or, with [`Delivery::Functions`], the library's), a script that
+    /// needs a newer server than some ([`Script::floor`]) asks the server's version
+    /// (`INFO server`; on a Cluster connection every primary's, the oldest counting) and
+    /// fails with [`LockError::ServerTooOld`] on one too old. A server that does not
+    /// answer it (an ACL without `+info`) is not checked: the call goes on, and a server
+    /// too old answers with its own error.
+    ///
     /// ```no_run
     /// # fn main() -> Result<(), lockscript::LockError> {
     /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
@@ -338,6 +345,7 @@ impl<R: FromRedisValue> Invocation<R> {
             // FCALL again.
             let reply = match con.req_command(fcall).and_then(Value::extract_error) {
                 Err(err) if crate::script::functions::is_function_missing(&err) => {
+                    self.check_floor(con)?;
                     crate::script::functions::loaded(
                         con.req_command(&crate::script::functions::load_cmd())
                             .and_then(Value::extract_error)
@@ -354,14 +362,7 @@ impl<R: FromRedisValue> Invocation<R> {
             // first command, and `SCRIPT LOAD` has no key (alone, it goes to every node).
             // The load never runs the script, so after any failure of it EVAL is safe.
             Err(err) if is_noscript(&err) => {
-                // The script's first call on this server: refuse a server too old for it.
-                if !self.script.floor.is_empty()
-                    && let Ok(info) = con
-                        .req_command(&redis::cmd("INFO").arg("server").clone())
-                        .and_then(|v| redis::from_redis_value::<String>(v).map_err(Into::into))
-                {
-                    self.script.check_server(&info)?;
-                }
+                self.check_floor(con)?;
                 let loaded = match con
                     .req_command(&self.script.load_cmd())
                     .and_then(Value::extract_error)
@@ -441,6 +442,7 @@ impl<R: FromRedisValue> Invocation<R> {
         con: &mut C,
         fcall: &Cmd,
     ) -> Result<Result<Value, RedisError>, LockError> {
+        self.check_floor_async(con).await?;
         let (loaded, reply) =
             match load_then_call(con, crate::script::functions::load_cmd(), fcall).await {
                 Ok(replies) => replies,
@@ -491,15 +493,7 @@ impl<R: FromRedisValue> Invocation<R> {
         &self,
         con: &mut C,
     ) -> Result<Result<Value, RedisError>, LockError> {
-        // The script's first call on this server: refuse a server too old for it.
-        if !self.script.floor.is_empty()
-            && let Ok(info) = con
-                .req_packed_command(&redis::cmd("INFO").arg("server").clone())
-                .await
-                .and_then(|v| redis::from_redis_value::<String>(v).map_err(Into::into))
-        {
-            self.script.check_server(&info)?;
-        }
+        self.check_floor_async(con).await?;
         let (loaded, reply) = match load_then_call(con, self.script.load_cmd(), &self.cmd).await {
             Ok(replies) => replies,
             Err(err) => return Ok(Err(err)),
@@ -520,6 +514,29 @@ impl<R: FromRedisValue> Invocation<R> {
             .req_packed_command(&self.eval_cmd())
             .await
             .and_then(Value::extract_error))
+    }
+
+    /// The script's first call on a server (its `NOSCRIPT`, or its function missing):
+    /// refuses a server older than the script needs, before anything is loaded. On a
+    /// Cluster connection every primary is asked, and the oldest counts
+    /// ([`ServerInfo`]).
+    fn check_floor<C: redis::ConnectionLike + ?Sized>(&self, con: &mut C) -> Result<(), LockError> {
+        if self.script.floor.is_empty() {
+            return Ok(());
+        }
+        ServerInfo::read(con.req_command(&ServerInfo::cmd())).check(self.script)
+    }
+
+    /// [`check_floor`](Self::check_floor) on an async connection.
+    #[cfg(feature = "tokio")]
+    async fn check_floor_async<C: redis::aio::ConnectionLike>(
+        &self,
+        con: &mut C,
+    ) -> Result<(), LockError> {
+        if self.script.floor.is_empty() {
+            return Ok(());
+        }
+        ServerInfo::read(con.req_packed_command(&ServerInfo::cmd()).await).check(self.script)
     }
 
     fn finish(&self, reply: Result<Value, RedisError>) -> Result<R, LockError> {
