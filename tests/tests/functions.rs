@@ -28,8 +28,8 @@ fn functions_redis() -> Option<(TestRedis, redis::Connection)> {
     }
 }
 
-/// The code of library `name` on the server, if it has it.
-fn library_code(conn: &mut redis::Connection, name: &str) -> Option<String> {
+/// The code of library `name` on the server, byte for byte, if it has it.
+fn library_code(conn: &mut redis::Connection, name: &str) -> Option<Vec<u8>> {
     let reply: redis::Value = redis::cmd("FUNCTION")
         .arg("LIST")
         .arg("LIBRARYNAME")
@@ -100,10 +100,10 @@ fn the_servers_library_is_the_files_byte_for_byte() {
     let found = lockscript_audit::functions::split(&code);
     assert_eq!(found.len(), library.functions.len());
     for function in &found {
-        let sha1 = lockscript_audit::sha1_hex(function.source.as_bytes());
+        let sha1 = lockscript_audit::sha1_hex(&function.source);
         assert!(function.function.ends_with(&sha1), "{}", function.function);
         assert!(
-            lockscript::scripts().any(|s| s.sha1() == sha1 && s.source() == function.source),
+            lockscript::scripts().any(|s| s.sha1() == sha1 && s.bytes() == function.source),
             "function {} is not a registered script",
             function.function
         );

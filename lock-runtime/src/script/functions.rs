@@ -4,9 +4,10 @@
 //! Why: a library is persisted and replicated with the data, so a promoted replica or a
 //! restarted server with its RDB/AOF already has it; a script cache (`SCRIPT LOAD`) is
 //! neither, and starts cold after every failover. The library is written by
-//! [`lockscript_audit::functions::library`] from the registered scripts, the same
-//! generator as `lockscript functions` uses on the files, so a reviewer gets the same
-//! bytes from the files.
+//! [`lockscript_audit::functions::library`] from the registered scripts' bytes
+//! ([`Script::bytes`], a file that is not UTF-8 as it is), the same generator as
+//! `lockscript functions` uses on the files, so a reviewer gets the same bytes from the
+//! files.
 
 use std::sync::OnceLock;
 
@@ -47,7 +48,7 @@ pub enum Delivery {
 /// ```no_run
 /// let lib = lockscript::functions_library();
 /// println!("{} holds {} functions", lib.name, lib.functions.len());
-/// print!("{}", lib.code); // what FUNCTION LOAD receives
+/// print!("{}", lib.text()); // FUNCTION LOAD receives `lib.code`, these bytes
 /// ```
 pub fn functions_library() -> &'static Library {
     static LIBRARY: OnceLock<Library> = OnceLock::new();
@@ -55,7 +56,7 @@ pub fn functions_library() -> &'static Library {
         let sources: Vec<Source<'_>> = scripts()
             .map(|s| Source {
                 name: s.name(),
-                source: s.source(),
+                source: s.bytes(),
             })
             .collect();
         generator::library(&sources)

@@ -301,9 +301,10 @@ impl<R> Invocation<R> {
         }
     }
 
-    /// The same call as `EVAL` (or `EVAL_RO`) with the embedded source.
+    /// The same call as `EVAL` (or `EVAL_RO`) with the script's bytes.
     pub(crate) fn eval_cmd(&self) -> Cmd {
-        let mut cmd = Cmd::with_capacity(self.cmd.args_iter().len(), self.script.source.len() + 64);
+        let mut cmd =
+            Cmd::with_capacity(self.cmd.args_iter().len(), self.script.bytes().len() + 64);
         cmd.arg(self.script.eval_name()).arg(self.script.bytes());
         for arg in self.cmd.args_iter().skip(2) {
             if let redis::Arg::Simple(bytes) = arg {

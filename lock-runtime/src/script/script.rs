@@ -34,7 +34,9 @@ impl fmt::Display for Arity {
 /// A Lua script compiled into the binary by `#[lock_script]`.
 ///
 /// Every field was fixed at compile time; the digest is the SHA1 of exactly the bytes
-/// of [`source`](Self::source).
+/// sent, [`bytes`](Self::bytes). Every delivery (`EVAL`, `SCRIPT LOAD`, the Functions
+/// library, pipelines) sends those bytes; [`source`](Self::source) is their text, for
+/// reading and analysis only.
 ///
 /// ```no_run
 /// for script in lockscript::scripts() {
@@ -248,7 +250,9 @@ impl Script {
         self.path
     }
 
-    /// The embedded Lua source, byte for byte the reviewed file.
+    /// The embedded Lua source as text: byte for byte the reviewed file when it is UTF-8,
+    /// else with U+FFFD in place of what is not. To read or show; what is sent is
+    /// [`bytes`](Self::bytes).
     ///
     /// ```no_run
     /// print!("{}", lockscript::builtin::renew("k", "t", 1).script().source());
@@ -257,8 +261,8 @@ impl Script {
         self.source
     }
 
-    /// The SHA1 of the source as 40 lowercase hex digits, computed at compile time. It is
-    /// what `sha1sum` prints for the file and what `SCRIPT LOAD` returns.
+    /// The SHA1 of [`bytes`](Self::bytes) as 40 lowercase hex digits, computed at compile
+    /// time. It is what `sha1sum` prints for the file and what `SCRIPT LOAD` returns.
     ///
     /// ```no_run
     /// assert_eq!(lockscript::builtin::renew("k", "t", 1).script().sha1().len(), 40);
