@@ -19,6 +19,9 @@
 //! - The library is bytes, as the scripts are: Redis runs any bytes, and a script file
 //!   that is not UTF-8 is in it as it is (`FUNCTION LOAD` takes it so; its text,
 //!   [`Library::text`], is only for reading).
+//! - A function runs as its script runs by `EVAL`: a script without a shebang may touch
+//!   keys of other slots on its node, so its function is registered with the flag
+//!   `allow-cross-slot-keys`; a script with a shebang has exactly its own flags.
 //!
 //! ```
 //! use lockscript_audit::functions::{library, Source};
@@ -35,8 +38,10 @@ use std::fmt::Write as _;
 use crate::sha1_hex;
 
 /// The version of the library's layout; it is part of the library's digest, so a
-/// library written by another layout never shares a name with this one.
-pub const FORMAT: &str = "lockscript-functions-1";
+/// library written by another layout never shares a name with this one (a server that
+/// holds a library of version 1, whose functions of scripts without a shebang lacked
+/// `allow-cross-slot-keys`, gets this one beside it, not mistaken for it).
+pub const FORMAT: &str = "lockscript-functions-2";
 
 /// The prefix of every library this crate writes.
 pub const PREFIX: &str = "lockscript_";
@@ -47,6 +52,10 @@ const END: &str = "end}";
 /// The line that ends the body of a file without a final newline (the newline before it
 /// is the library's, not the file's).
 const END_NO_NEWLINE: &str = "end} -- (the file has no final newline)";
+
+/// The flag a function of a script without a shebang gets: such a script may touch keys
+/// of other slots on its node when run by `EVAL`, and a function without it may not.
+pub const CROSS_SLOT: &str = "allow-cross-slot-keys";
 
 /// One script to put in the library.
 #[derive(Clone, Copy, Debug)]
@@ -67,7 +76,9 @@ pub struct Function {
     pub sha1: String,
     /// The function's name on the server: `<library>_<sha1>`.
     pub function: String,
-    /// The flags of its `#!lua flags=` line (`no-writes` makes it an `FCALL_RO` function).
+    /// The flags it is registered with: those of its `#!lua flags=` line (`no-writes`
+    /// makes it an `FCALL_RO` function), or [`CROSS_SLOT`] for a script without a
+    /// shebang.
     pub flags: Vec<String>,
     /// The line of the library where the script's first line is (1-based): a server error
     /// at `@user_function:N` is at line `N - first_line + 1` of the file.
@@ -151,10 +162,13 @@ fn shebang_flags(source: &[u8]) -> Option<Vec<String>> {
 
 /// The library holding `scripts` (the same bytes twice make one function).
 ///
-/// A script without a shebang becomes a function without flags, which the server runs as
-/// it runs a `#!lua` script by EVAL: it refuses the whole call up front when it is out of
-/// memory (a script without a shebang is refused only at its first write that may grow
-/// memory). Add `#!lua flags=allow-oom` to a script that must run then.
+/// A script without a shebang becomes a function with the one flag
+/// `allow-cross-slot-keys` ([`CROSS_SLOT`]), so that on a Cluster it may touch keys of
+/// other slots on its node, as the script may by `EVAL`. One difference stays: the
+/// server runs such a function as it runs a `#!lua` script by `EVAL`, refusing the
+/// whole call up front when it is out of memory (a script without a shebang is refused
+/// only at its first write that may grow memory). Add `#!lua flags=allow-oom` to a
+/// script that must run then.
 pub fn library(scripts: &[Source<'_>]) -> Library {
     let mut entries: Vec<(String, &Source<'_>)> =
         scripts.iter().map(|s| (sha1_hex(s.source), s)).collect();
@@ -170,13 +184,14 @@ pub fn library(scripts: &[Source<'_>]) -> Library {
          -- writes it from the files, `lockscript verify --url ...` checks a server's copy.\n\
          -- Each function is one file, byte for byte, between the line that registers it and\n\
          -- the line `{END}`; its name ends with the file's SHA1. A `#!lua flags=...` first\n\
-         -- line is turned into a comment, and its flags are the function's.\n",
+         -- line is turned into a comment, and its flags are the function's; a script\n\
+         -- without one gets the flag `{CROSS_SLOT}`, as EVAL runs it.\n",
         count = entries.len(),
     );
     let mut code = head.into_bytes();
     let mut functions = Vec::with_capacity(entries.len());
     for (sha1, script) in entries {
-        let flags = shebang_flags(script.source).unwrap_or_default();
+        let flags = shebang_flags(script.source).unwrap_or_else(|| vec![CROSS_SLOT.to_owned()]);
         let function = format!("{name}_{sha1}");
         let opening = format!(
             "\n-- {} (SHA1 {sha1})\nredis.register_function{{function_name='{function}', flags={{{}}}, callback=function(KEYS, ARGV, ...)\n",
@@ -313,6 +328,10 @@ mod tests {
         let ro = lib.function(&sha1_hex(scripts[0].source)).unwrap();
         assert_eq!(ro.flags, ["no-writes", "allow-stale"]);
         assert!(lib.text().contains("flags={'no-writes', 'allow-stale'}"));
+        // Without a shebang: the one flag that lets it touch other slots of its node.
+        let del = lib.function(&sha1_hex(scripts[1].source)).unwrap();
+        assert_eq!(del.flags, [CROSS_SLOT]);
+        assert!(lib.text().contains("flags={'allow-cross-slot-keys'}"));
         // The first line of each script is where the library says.
         for f in &lib.functions {
             let text = lib.text();

@@ -8,6 +8,10 @@
 //! ([`Script::bytes`], a file that is not UTF-8 as it is), the same generator as
 //! `lockscript functions` uses on the files, so a reviewer gets the same bytes from the
 //! files.
+//!
+//! A function runs as its script does by `EVAL`: the generator registers the function of
+//! a script without a shebang with `allow-cross-slot-keys`, so on a Cluster it may touch
+//! keys of other slots on its node, as the script may.
 
 use std::sync::OnceLock;
 
