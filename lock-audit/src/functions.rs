@@ -169,6 +169,10 @@ fn shebang_flags(source: &[u8]) -> Option<Vec<String>> {
 /// whole call up front when it is out of memory (a script without a shebang is refused
 /// only at its first write that may grow memory). Add `#!lua flags=allow-oom` to a
 /// script that must run then.
+///
+/// Valkey (9.1) compiles a library only up to its first NUL byte, so a library with a
+/// script that holds one does not load there (Redis loads it); such a script runs there
+/// by `EVAL`.
 pub fn library(scripts: &[Source<'_>]) -> Library {
     let mut entries: Vec<(String, &Source<'_>)> =
         scripts.iter().map(|s| (sha1_hex(s.source), s)).collect();

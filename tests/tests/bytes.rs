@@ -271,6 +271,8 @@ async fn every_delivery_sends_exactly_the_scripts_bytes() {
     let server = RedisServer::start();
     let mut conn = server.connection();
     let functions = has_functions(&mut conn);
+    let info: String = redis::cmd("INFO").arg("server").query(&mut conn).unwrap();
+    let valkey = info.contains("valkey_version:");
     // A user who may not SCRIPT LOAD, so that a cold call falls back to EVAL.
     let () = redis::cmd("ACL")
         .arg("SETUSER")
@@ -355,11 +357,22 @@ async fn every_delivery_sends_exactly_the_scripts_bytes() {
                 .arg("FLUSH")
                 .query(&mut conn)
                 .unwrap();
-            let name: String = redis::cmd("FUNCTION")
+            let loaded: redis::RedisResult<String> = redis::cmd("FUNCTION")
                 .arg("LOAD")
                 .arg(&lib.code)
-                .query(&mut conn)
-                .unwrap_or_else(|e| panic!("{case}: {e}"));
+                .query(&mut conn);
+            if valkey && generated.bytes.contains(&0) {
+                // Valkey (9.1) compiles a library only up to its first NUL byte: the
+                // function's end is cut off, so the load is refused, never a shorter
+                // script loaded in its place. By scripts it runs (above).
+                let err = loaded.unwrap_err();
+                assert!(
+                    err.to_string().contains("Error compiling function"),
+                    "{case}: {err}"
+                );
+                continue;
+            }
+            let name = loaded.unwrap_or_else(|e| panic!("{case}: {e}"));
             assert_eq!(name, lib.name, "{case}");
             let code = library_code(&mut conn, &lib.name).unwrap();
             assert_eq!(code, lib.code, "{case}");

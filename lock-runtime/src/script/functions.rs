@@ -42,7 +42,13 @@ pub enum Delivery {
     /// `FCALL` (`FCALL_RO` for `no-writes` scripts) of the script's function in
     /// [`functions_library`]; when the server answers that the function is missing,
     /// `FUNCTION LOAD` of the library and `FCALL` again. Needs Redis 7.0+ or Valkey 7.2+.
-    /// The library is persisted and replicated: a promoted replica already has it.
+    /// The library is persisted and replicated: a promoted replica already has it. Each
+    /// function runs as its script does by `EVAL` (a script without a shebang may touch
+    /// keys of other slots on its node), except that out of memory a function without
+    /// `allow-oom` is refused up front. Valkey cannot load a library with a NUL byte in
+    /// it ([`LockError::Unsupported`]).
+    ///
+    /// [`LockError::Unsupported`]: crate::LockError::Unsupported
     Functions,
 }
 
@@ -156,6 +162,15 @@ pub(crate) fn load_refused(err: RedisError) -> LockError {
         return unsupported;
     }
     let message = crate::script::script::server_message(&err);
+    if message.contains("Error compiling function") && functions_library().code.contains(&0) {
+        return LockError::Unsupported {
+            what: "load a Functions library that holds a NUL byte",
+            message,
+            advice: "Valkey compiles a library only up to its first NUL byte, and a script of \
+                     this binary holds one; remove it from the script (write `\\0` in a Lua \
+                     string instead), or use Delivery::Scripts on this server",
+        };
+    }
     if err.kind() == ErrorKind::Server(ServerErrorKind::NoPerm) {
         return LockError::Permission {
             script: "FUNCTION LOAD",
