@@ -207,7 +207,9 @@ pub fn library(scripts: &[Source<'_>]) -> Library {
                 .join(", "),
         );
         code.extend_from_slice(opening.as_bytes());
-        let first_line = code.iter().filter(|&&b| b == b'\n').count() + 1;
+        // The code ends with a newline: its pieces between newlines are one more than
+        // its lines, which is the number of the line that starts next.
+        let first_line = code.split(|&b| b == b'\n').count();
         if script.source.starts_with(b"#!") {
             code.extend_from_slice(b"--");
         }

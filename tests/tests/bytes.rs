@@ -210,7 +210,7 @@ fn generate(seed: u64, shebang: bool) -> Generated {
         match b {
             // What a short string cannot hold raw: as a three-digit decimal escape.
             b'\\' | b'\'' | b'\n' | b'\r' => {
-                bytes.extend_from_slice(format!("\\{b:03}").as_bytes())
+                bytes.extend_from_slice(format!("\\{b:03}").as_bytes());
             }
             _ => bytes.push(b),
         }
@@ -266,6 +266,50 @@ fn expected(generated: &Generated, arg: &str) -> Vec<Vec<u8>> {
         arg.as_bytes().to_vec(),
         b"1".to_vec(),
     ]
+}
+
+/// Functions: the library of the generated script holds its bytes, the server keeps them
+/// byte for byte, and its function answers as the script does.
+fn by_functions(conn: &mut redis::Connection, generated: &Generated, valkey: bool, case: &str) {
+    let sha1 = sha1_hex(&generated.bytes);
+    let lib = library(&[Source {
+        name: "generated",
+        source: &generated.bytes,
+    }]);
+    let () = redis::cmd("FUNCTION").arg("FLUSH").query(conn).unwrap();
+    let loaded: redis::RedisResult<String> = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(&lib.code)
+        .query(conn);
+    if valkey && generated.bytes.contains(&0) {
+        // Valkey (9.1) compiles a library only up to its first NUL byte: the function's
+        // end is cut off, so the load is refused, never a shorter script loaded in its
+        // place. By scripts it runs.
+        let err = loaded.unwrap_err();
+        assert!(
+            err.to_string().contains("Error compiling function"),
+            "{case}: {err}"
+        );
+        return;
+    }
+    let name = loaded.unwrap_or_else(|e| panic!("{case}: {e}"));
+    assert_eq!(name, lib.name, "{case}");
+    let code = library_code(conn, &lib.name).unwrap();
+    assert_eq!(code, lib.code, "{case}");
+    let found = split(&code);
+    assert_eq!(found.len(), 1, "{case}");
+    assert_eq!(found[0].source, generated.bytes, "{case}");
+    let function = lib.function(&sha1).expect("the function of the digest");
+    assert_eq!(function.function, found[0].function, "{case}");
+    let read_only = generated.flags.contains(&"no-writes");
+    let reply: Vec<Vec<u8>> = redis::cmd(if read_only { "FCALL_RO" } else { "FCALL" })
+        .arg(&function.function)
+        .arg(1)
+        .arg("k")
+        .arg("fcall")
+        .query(conn)
+        .unwrap_or_else(|e| panic!("{case}: {e}"));
+    assert_eq!(reply, expected(generated, "fcall"), "{case}");
 }
 
 /// For scripts generated from a seed, every delivery sends exactly the script's bytes:
@@ -354,53 +398,8 @@ async fn every_delivery_sends_exactly_the_scripts_bytes() {
         assert_eq!(two.unwrap(), expected(&generated, "two"), "{case}");
         assert!(script_exists(&mut conn, &sha1), "{case}");
 
-        // Functions: the library of this script holds its bytes, the server keeps them
-        // byte for byte, and its function answers as the script does.
         if functions {
-            let lib = library(&[Source {
-                name: "generated",
-                source: &generated.bytes,
-            }]);
-            let () = redis::cmd("FUNCTION")
-                .arg("FLUSH")
-                .query(&mut conn)
-                .unwrap();
-            let loaded: redis::RedisResult<String> = redis::cmd("FUNCTION")
-                .arg("LOAD")
-                .arg(&lib.code)
-                .query(&mut conn);
-            if valkey && generated.bytes.contains(&0) {
-                // Valkey (9.1) compiles a library only up to its first NUL byte: the
-                // function's end is cut off, so the load is refused, never a shorter
-                // script loaded in its place. By scripts it runs (above).
-                let err = loaded.unwrap_err();
-                assert!(
-                    err.to_string().contains("Error compiling function"),
-                    "{case}: {err}"
-                );
-                continue;
-            }
-            let name = loaded.unwrap_or_else(|e| panic!("{case}: {e}"));
-            assert_eq!(name, lib.name, "{case}");
-            let code = library_code(&mut conn, &lib.name).unwrap();
-            assert_eq!(code, lib.code, "{case}");
-            let found = split(&code);
-            assert_eq!(found.len(), 1, "{case}");
-            assert_eq!(found[0].source, generated.bytes, "{case}");
-            let function = lib.function(&sha1).expect("the function of the digest");
-            assert_eq!(function.function, found[0].function, "{case}");
-            let reply: Vec<Vec<u8>> = redis::cmd(if script.read_only() {
-                "FCALL_RO"
-            } else {
-                "FCALL"
-            })
-            .arg(&function.function)
-            .arg(1)
-            .arg("k")
-            .arg("fcall")
-            .query(&mut conn)
-            .unwrap_or_else(|e| panic!("{case}: {e}"));
-            assert_eq!(reply, expected(&generated, "fcall"), "{case}");
+            by_functions(&mut conn, &generated, valkey, &case);
         }
     }
 }
