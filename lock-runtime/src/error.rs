@@ -252,7 +252,8 @@ pub enum LockError {
     /// The server cannot do what the call needs, and nothing ran: it has no Lua engine
     /// (a Valkey 9 started without its `lua` module, or scripting disabled by the
     /// provider), so it cannot run any script; or it has no Redis Functions (Redis before
-    /// 7.0) and [`Delivery::Functions`](crate::Delivery::Functions) was chosen.
+    /// 7.0) and [`Delivery::Functions`](crate::Delivery::Functions) was chosen; or it
+    /// cannot load the Functions library (Valkey cuts one at a NUL byte).
     #[error("the server cannot {what} (it answered: {message}); {advice}")]
     Unsupported {
         /// What it cannot do.

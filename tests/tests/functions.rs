@@ -5,12 +5,17 @@
 
 use std::time::{Duration, Instant};
 
-use lockscript::{Delivery, LockError, Locks, builtin, functions_library};
+use lockscript::{Delivery, LockError, Locks, builtin, functions_library, lock_script};
 use lockscript_test::TestRedis;
 use lockscript_test::cluster::RedisCluster;
 use lockscript_test::fixtures::{fail, peek};
 use lockscript_test::server::RedisServer;
 use lockscript_test::{command_calls, has_functions, reset_stats};
+
+/// Sets `key` and `other` (not given as a key) to `value`: a script without a shebang,
+/// which a Cluster lets touch a key of another slot on the same node.
+#[lock_script("lua/set-two.lua")]
+fn set_two(#[key] key: &str, other: &str, value: &str) -> i64;
 
 /// A liveness bound for the cluster's failover; never a speed assertion.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -28,8 +33,8 @@ fn functions_redis() -> Option<(TestRedis, redis::Connection)> {
     }
 }
 
-/// The code of library `name` on the server, if it has it.
-fn library_code(conn: &mut redis::Connection, name: &str) -> Option<String> {
+/// The code of library `name` on the server, byte for byte, if it has it.
+fn library_code(conn: &mut redis::Connection, name: &str) -> Option<Vec<u8>> {
     let reply: redis::Value = redis::cmd("FUNCTION")
         .arg("LIST")
         .arg("LIBRARYNAME")
@@ -100,10 +105,10 @@ fn the_servers_library_is_the_files_byte_for_byte() {
     let found = lockscript_audit::functions::split(&code);
     assert_eq!(found.len(), library.functions.len());
     for function in &found {
-        let sha1 = lockscript_audit::sha1_hex(function.source.as_bytes());
+        let sha1 = lockscript_audit::sha1_hex(&function.source);
         assert!(function.function.ends_with(&sha1), "{}", function.function);
         assert!(
-            lockscript::scripts().any(|s| s.sha1() == sha1 && s.source() == function.source),
+            lockscript::scripts().any(|s| s.sha1() == sha1 && s.bytes() == function.source),
             "function {} is not a registered script",
             function.function
         );
@@ -411,4 +416,109 @@ fn an_error_under_functions_names_the_scripts_own_line() {
     };
     assert!(message.contains("@user_function:"), "{message}");
     assert_eq!(at.as_deref(), Some("lua/fail.lua:10"), "{message}");
+}
+
+/// A read-only replica that lacks the library refuses the `FUNCTION LOAD` that follows
+/// "Function not found" with `READONLY`: that is the same retryable `LockError::Redis`
+/// (kind `ReadOnly`) as any other command's `READONLY`, not a script that raised.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_without_the_library_answers_readonly_as_a_redis_error() {
+    let (primary, replica) = RedisServer::with_replica();
+    if !has_functions(&mut primary.connection()) {
+        eprintln!("skipped: the server has no Redis Functions (before 7.0)");
+        return;
+    }
+    let is_readonly = |e: &LockError| {
+        matches!(e, LockError::Redis(r)
+            if r.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly))
+    };
+    let mut conn = replica.connection();
+    // A script that writes: FCALL, "Function not found", FUNCTION LOAD refused.
+    let err = fail("k", "incr")
+        .delivery(Delivery::Functions)
+        .invoke(&mut conn)
+        .unwrap_err();
+    assert!(is_readonly(&err), "{err:?}");
+    let mut conn = replica
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let err = fail("k", "incr")
+        .delivery(Delivery::Functions)
+        .invoke_async(&mut conn)
+        .await
+        .unwrap_err();
+    assert!(is_readonly(&err), "{err:?}");
+    // And loading it up front on the replica.
+    let err = lockscript::load_functions(&mut replica.connection()).unwrap_err();
+    assert!(is_readonly(&err), "{err:?}");
+    // The same error as the script's own write on the replica, by EVALSHA.
+    let err = fail("k", "incr")
+        .invoke(&mut replica.connection())
+        .unwrap_err();
+    assert!(is_readonly(&err), "{err:?}");
+}
+
+/// On a Cluster, a script without a shebang may touch a key of another slot served by
+/// the same node, and its function may too (the library registers it with
+/// `allow-cross-slot-keys`); a key on another node is refused to both, as the server
+/// refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_function_touches_keys_of_other_slots_on_its_node_as_its_script_does() {
+    let cluster = RedisCluster::start(3, 0);
+    if !has_functions(&mut cluster.node(0).connection()) {
+        eprintln!("skipped: the server has no Redis Functions (before 7.0)");
+        return;
+    }
+    let key = "{x}a";
+    let node = cluster.master_for_key(key);
+    let slot = lockscript_test::cluster::key_slot(key);
+    let candidates = (0..1000).map(|i| format!("{{y{i}}}b"));
+    let same_node = candidates
+        .clone()
+        .find(|k| {
+            cluster.master_for_key(k) == node && lockscript_test::cluster::key_slot(k) != slot
+        })
+        .unwrap();
+    let other_node = candidates
+        .clone()
+        .find(|k| cluster.master_for_key(k) != node)
+        .unwrap();
+    let mut sync = cluster.connection();
+    let mut conn = cluster.async_connection().await;
+    for delivery in [Delivery::Scripts, Delivery::Functions] {
+        let value = format!("{delivery:?}");
+        assert_eq!(
+            set_two(key, &same_node, &value)
+                .delivery(delivery)
+                .invoke(&mut sync)
+                .unwrap(),
+            2,
+            "{delivery:?}"
+        );
+        assert_eq!(
+            set_two(key, &same_node, &value)
+                .delivery(delivery)
+                .invoke_async(&mut conn)
+                .await
+                .unwrap(),
+            2,
+            "{delivery:?}"
+        );
+        let stored: String = redis::cmd("GET")
+            .arg(&same_node)
+            .query(&mut cluster.node(node).connection())
+            .unwrap();
+        assert_eq!(stored, value);
+        let err = set_two(key, &other_node, &value)
+            .delivery(delivery)
+            .invoke_async(&mut conn)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, LockError::Script { message, .. } if message.contains("non local key")),
+            "{delivery:?}: {err:?}"
+        );
+    }
 }

@@ -163,7 +163,7 @@ fn main() -> ExitCode {
             dirs,
         } => audit(&dirs, json, guarded, out),
         Command::Wrap { file } => wrap(&file, out),
-        Command::Functions { guarded, dirs } => functions(&dirs, guarded, out),
+        Command::Functions { guarded, dirs } => functions(&dirs, guarded),
         Command::Inspect {
             url,
             pattern,
@@ -595,34 +595,44 @@ fn files_library(
     reports: &[DirReport],
     guarded: bool,
 ) -> Result<lockscript_audit::functions::Library, Fatal> {
-    let mut texts = Vec::new();
+    // Each script as its bytes, which the library holds as they are (a file that is not
+    // UTF-8 included): the same bytes as the runtime's library of the same scripts.
+    let mut sources: Vec<(String, Vec<u8>)> = Vec::new();
     for script in reports.iter().flat_map(|r| &r.scripts) {
-        if script.source.as_bytes() != script.bytes.as_slice() {
-            return Err(Fatal(format!(
-                "cannot put {} in a library: it is not UTF-8, and a library is one Lua text",
-                script.path.display(),
-            )));
-        }
-        let text = script.source.clone();
         if guarded {
-            texts.push((
+            if script.source.as_bytes() != script.bytes.as_slice() {
+                return Err(Fatal(format!(
+                    "cannot put the guarded form of {} in a library: it is not UTF-8, and the \
+                     guard is Lua text wrapped around the script's text",
+                    script.path.display(),
+                )));
+            }
+            sources.push((
                 format!("{}+guarded", script.name),
-                lockscript_audit::guarded::wrap(&text),
+                lockscript_audit::guarded::wrap(&script.source).into_bytes(),
             ));
         }
-        texts.push((script.name.clone(), text));
+        sources.push((script.name.clone(), script.bytes.clone()));
     }
-    let sources: Vec<lockscript_audit::functions::Source<'_>> = texts
+    let sources: Vec<lockscript_audit::functions::Source<'_>> = sources
         .iter()
         .map(|(name, source)| lockscript_audit::functions::Source { name, source })
         .collect();
     Ok(lockscript_audit::functions::library(&sources))
 }
 
-fn functions(dirs: &[PathBuf], guarded: bool, out: &mut String) -> Result<usize, Fatal> {
+/// `lockscript functions`: the library's bytes, as `FUNCTION LOAD` takes them, written
+/// to stdout here rather than through the (text) output.
+fn functions(dirs: &[PathBuf], guarded: bool) -> Result<usize, Fatal> {
     let reports = reports(dirs)?;
-    say_raw!(out, "{}", files_library(&reports, guarded)?.code);
-    Ok(0)
+    let code = files_library(&reports, guarded)?.code;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(&code).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Fatal(format!("cannot write the output: {e}")))
+        }
+        _ => Ok(0),
+    }
 }
 
 /// Connects, and checks that the server can run Lua: `FUNCTION STATS` lists its script
@@ -668,7 +678,7 @@ fn verify_functions(
     use lockscript_audit::functions::{PREFIX, split};
     let reports = reports(dirs)?;
     let mut conn = connect(url)?;
-    let read = |conn: &mut redis::Connection| -> Result<Vec<(String, String)>, Fatal> {
+    let read = |conn: &mut redis::Connection| -> Result<Vec<(String, Vec<u8>)>, Fatal> {
         let listed: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("FUNCTION")
             .arg("LIST")
             .arg("WITHCODE")
@@ -678,7 +688,7 @@ fn verify_functions(
             .into_iter()
             .filter_map(|lib| {
                 let name: String = redis::from_redis_value_ref(lib.get("library_name")?).ok()?;
-                let code: String = redis::from_redis_value_ref(lib.get("library_code")?).ok()?;
+                let code: Vec<u8> = redis::from_redis_value_ref(lib.get("library_code")?).ok()?;
                 name.starts_with(PREFIX).then_some((name, code))
             })
             .collect())
@@ -686,13 +696,12 @@ fn verify_functions(
     let mut libraries = read(&mut conn)?;
     let mut loaded_now = None;
     let scripts: Vec<&ScriptReport> = reports.iter().flat_map(|r| &r.scripts).collect();
-    let holds = |libraries: &[(String, String)], sha1: &str| {
+    let holds = |libraries: &[(String, Vec<u8>)], sha1: &str| {
         libraries.iter().find_map(|(name, code)| {
             split(code)
                 .iter()
                 .any(|f| {
-                    f.function.ends_with(sha1)
-                        && lockscript_audit::sha1_hex(f.source.as_bytes()) == sha1
+                    f.function.ends_with(sha1) && lockscript_audit::sha1_hex(&f.source) == sha1
                 })
                 .then(|| name.clone())
         })
@@ -725,7 +734,7 @@ fn verify_functions(
         .iter()
         .flat_map(|(name, code)| {
             split(code).into_iter().filter_map(move |f| {
-                let digest = lockscript_audit::sha1_hex(f.source.as_bytes());
+                let digest = lockscript_audit::sha1_hex(&f.source);
                 (!f.function.ends_with(&digest)).then(|| {
                     format!(
                         "function {} of library {name} does not hash to its name's digest (its body hashes to {digest})",
@@ -749,7 +758,7 @@ fn verify_functions(
 /// What [`verify_functions`] found, as JSON or as a table.
 fn report_functions(
     url: &str,
-    libraries: &[(String, String)],
+    libraries: &[(String, Vec<u8>)],
     scripts: &[&ScriptReport],
     statuses: &[InLibrary],
     tampered: &[String],

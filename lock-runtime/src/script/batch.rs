@@ -2,7 +2,7 @@
 //! cannot be answered with a retry.
 //!
 //! The rule (node-redis's): the first occurrence of a script in a pipeline is sent as
-//! `EVAL` with its source, which also caches it on the server; later occurrences in
+//! `EVAL` with its bytes ([`Script::bytes`]), which also caches it on the server; later occurrences in
 //! the same pipeline go as `EVALSHA`, and the server runs commands in order, so they
 //! always find it. This holds inside MULTI too, where a `NOSCRIPT` would only surface
 //! at EXEC while the other queued commands still ran. The price is sending each
@@ -33,7 +33,7 @@ use crate::{Invocation, LockError, Script};
 /// # }
 /// ```
 pub trait PipelineExt {
-    /// Appends `call`: as `EVAL[_RO]` with the source if its script is not yet in this
+    /// Appends `call`: as `EVAL[_RO]` with the script's bytes if it is not yet in this
     /// pipeline, else as `EVALSHA[_RO]`. Fails with [`LockError::Argument`] (and adds
     /// nothing) when a parameter did not fit its slot.
     fn invoke<R>(&mut self, call: &Invocation<R>) -> Result<&mut Self, LockError>;
@@ -61,12 +61,12 @@ impl PipelineExt for redis::cluster::ClusterPipeline {
     }
 }
 
-/// Whether `cmd` is `EVAL[_RO] <script's source> ...`.
+/// Whether `cmd` is `EVAL[_RO] <script's bytes> ...`.
 fn is_eval_of(cmd: &Cmd, script: &Script) -> bool {
     let mut args = cmd.args_iter();
     match (args.next(), args.next()) {
         (Some(Arg::Simple(name)), Some(Arg::Simple(body))) => {
-            (name == b"EVAL" || name == b"EVAL_RO") && body == script.source().as_bytes()
+            (name == b"EVAL" || name == b"EVAL_RO") && body == script.bytes()
         }
         _ => false,
     }

@@ -4,9 +4,14 @@
 //! Why: a library is persisted and replicated with the data, so a promoted replica or a
 //! restarted server with its RDB/AOF already has it; a script cache (`SCRIPT LOAD`) is
 //! neither, and starts cold after every failover. The library is written by
-//! [`lockscript_audit::functions::library`] from the registered scripts, the same
-//! generator as `lockscript functions` uses on the files, so a reviewer gets the same
-//! bytes from the files.
+//! [`lockscript_audit::functions::library`] from the registered scripts' bytes
+//! ([`Script::bytes`], a file that is not UTF-8 as it is), the same generator as
+//! `lockscript functions` uses on the files, so a reviewer gets the same bytes from the
+//! files.
+//!
+//! A function runs as its script does by `EVAL`: the generator registers the function of
+//! a script without a shebang with `allow-cross-slot-keys`, so on a Cluster it may touch
+//! keys of other slots on its node, as the script may.
 
 use std::sync::OnceLock;
 
@@ -37,7 +42,13 @@ pub enum Delivery {
     /// `FCALL` (`FCALL_RO` for `no-writes` scripts) of the script's function in
     /// [`functions_library`]; when the server answers that the function is missing,
     /// `FUNCTION LOAD` of the library and `FCALL` again. Needs Redis 7.0+ or Valkey 7.2+.
-    /// The library is persisted and replicated: a promoted replica already has it.
+    /// The library is persisted and replicated: a promoted replica already has it. Each
+    /// function runs as its script does by `EVAL` (a script without a shebang may touch
+    /// keys of other slots on its node), except that out of memory a function without
+    /// `allow-oom` is refused up front. Valkey cannot load a library with a NUL byte in
+    /// it ([`LockError::Unsupported`]).
+    ///
+    /// [`LockError::Unsupported`]: crate::LockError::Unsupported
     Functions,
 }
 
@@ -47,7 +58,7 @@ pub enum Delivery {
 /// ```no_run
 /// let lib = lockscript::functions_library();
 /// println!("{} holds {} functions", lib.name, lib.functions.len());
-/// print!("{}", lib.code); // what FUNCTION LOAD receives
+/// print!("{}", lib.text()); // FUNCTION LOAD receives `lib.code`, these bytes
 /// ```
 pub fn functions_library() -> &'static Library {
     static LIBRARY: OnceLock<Library> = OnceLock::new();
@@ -55,7 +66,7 @@ pub fn functions_library() -> &'static Library {
         let sources: Vec<Source<'_>> = scripts()
             .map(|s| Source {
                 name: s.name(),
-                source: s.source(),
+                source: s.bytes(),
             })
             .collect();
         generator::library(&sources)
@@ -137,14 +148,29 @@ pub(crate) fn is_function_missing(err: &RedisError) -> bool {
         .is_some_and(|d| d.starts_with("Function not found"))
 }
 
-/// Why a `FUNCTION LOAD` failed, as a typed error.
+/// Why a `FUNCTION LOAD` failed, as a typed error: a refusal for now (`READONLY` on a
+/// replica, `LOADING`, a Cluster redirect) is the same retryable [`LockError::Redis`] as
+/// for any other command; what else the server says of the library is
+/// [`LockError::Script`] under the name `FUNCTION LOAD`.
 pub(crate) fn load_refused(err: RedisError) -> LockError {
+    if crate::error::is_retry_later(&err) {
+        return LockError::Redis(err);
+    }
     if err.kind() != ErrorKind::Server(ServerErrorKind::NoPerm)
         && let Some(unsupported) = unsupported(&err)
     {
         return unsupported;
     }
     let message = crate::script::script::server_message(&err);
+    if message.contains("Error compiling function") && functions_library().code.contains(&0) {
+        return LockError::Unsupported {
+            what: "load a Functions library that holds a NUL byte",
+            message,
+            advice: "Valkey compiles a library only up to its first NUL byte, and a script of \
+                     this binary holds one; remove it from the script (write `\\0` in a Lua \
+                     string instead), or use Delivery::Scripts on this server",
+        };
+    }
     if err.kind() == ErrorKind::Server(ServerErrorKind::NoPerm) {
         return LockError::Permission {
             script: "FUNCTION LOAD",

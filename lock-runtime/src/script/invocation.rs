@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, ServerErrorKind, ToRedisArgs, Value};
 
-use crate::script::script::{Script, server_message};
+use crate::script::script::{Script, ServerInfo, server_message};
 use crate::{Delivery, LockError};
 
 /// A type a script function can take as a parameter: anything the redis crate can send
@@ -41,7 +41,8 @@ pub trait ScriptArg {
     /// Not public API: appends the value as any number of slots.
     #[doc(hidden)]
     fn __push_many<R>(&self, invocation: &mut Invocation<R>);
-    /// Not public API: how many slots the value fills.
+    /// Not public API: how many slots the value fills: the arguments
+    /// [`__push_many`](Self::__push_many) writes for it, counted as they are written.
     #[doc(hidden)]
     fn __count(&self) -> usize;
 }
@@ -56,7 +57,30 @@ impl<T: ToRedisArgs> ScriptArg for T {
     }
 
     fn __count(&self) -> usize {
-        self.num_of_args()
+        // What is written, not `num_of_args`: a slice answers its length, while its
+        // `Option`s write nothing for `None` and its pairs write two each. The count
+        // becomes the KEYS count the server splits the arguments by.
+        let mut written = Written(0);
+        self.write_redis_args(&mut written);
+        written.0
+    }
+}
+
+/// Counts the arguments a value writes, without keeping them.
+struct Written(usize);
+
+impl redis::RedisWrite for Written {
+    fn write_arg(&mut self, _: &[u8]) {
+        self.0 += 1;
+    }
+
+    fn write_arg_fmt(&mut self, _: impl fmt::Display) {
+        self.0 += 1;
+    }
+
+    fn writer_for_next_arg(&mut self) -> impl std::io::Write + '_ {
+        self.0 += 1;
+        std::io::sink()
     }
 }
 
@@ -189,11 +213,12 @@ impl<R> Invocation<R> {
     /// Not public API: appends one value that must fill exactly one slot.
     #[doc(hidden)]
     pub fn __one<T: ToRedisArgs>(&mut self, parameter: &'static str, value: &T) {
-        let count = value.num_of_args();
+        let before = self.cmd.args_iter().len();
+        self.cmd.arg(value);
+        let count = self.cmd.args_iter().len() - before;
         if count != 1 && self.bad_argument.is_none() {
             self.bad_argument = Some((parameter, count));
         }
-        self.cmd.arg(value);
     }
 
     /// Not public API: appends a variadic slice.
@@ -276,9 +301,10 @@ impl<R> Invocation<R> {
         }
     }
 
-    /// The same call as `EVAL` (or `EVAL_RO`) with the embedded source.
+    /// The same call as `EVAL` (or `EVAL_RO`) with the script's bytes.
     pub(crate) fn eval_cmd(&self) -> Cmd {
-        let mut cmd = Cmd::with_capacity(self.cmd.args_iter().len(), self.script.source.len() + 64);
+        let mut cmd =
+            Cmd::with_capacity(self.cmd.args_iter().len(), self.script.bytes().len() + 64);
         cmd.arg(self.script.eval_name()).arg(self.script.bytes());
         for arg in self.cmd.args_iter().skip(2) {
             if let redis::Arg::Simple(bytes) = arg {
@@ -298,6 +324,13 @@ impl<R: FromRedisValue> Invocation<R> {
     /// may have run, so it is never sent again. A `SCRIPT LOAD` that answers a digest
     /// other than the compiled one is [`LockError::DigestMismatch`], and nothing runs.
     ///
+    /// Before that load (or, with [`Delivery::Functions`], the library's), a script that
+    /// needs a newer server than some ([`Script::floor`]) asks the server's version
+    /// (`INFO server`; on a Cluster connection every primary's, the oldest counting) and
+    /// fails with [`LockError::ServerTooOld`] on one too old. A server that does not
+    /// answer it (an ACL without `+info`) is not checked: the call goes on, and a server
+    /// too old answers with its own error.
+    ///
     /// ```no_run
     /// # fn main() -> Result<(), lockscript::LockError> {
     /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
@@ -313,6 +346,7 @@ impl<R: FromRedisValue> Invocation<R> {
             // FCALL again.
             let reply = match con.req_command(fcall).and_then(Value::extract_error) {
                 Err(err) if crate::script::functions::is_function_missing(&err) => {
+                    self.check_floor(con)?;
                     crate::script::functions::loaded(
                         con.req_command(&crate::script::functions::load_cmd())
                             .and_then(Value::extract_error)
@@ -329,14 +363,7 @@ impl<R: FromRedisValue> Invocation<R> {
             // first command, and `SCRIPT LOAD` has no key (alone, it goes to every node).
             // The load never runs the script, so after any failure of it EVAL is safe.
             Err(err) if is_noscript(&err) => {
-                // The script's first call on this server: refuse a server too old for it.
-                if !self.script.floor.is_empty()
-                    && let Ok(info) = con
-                        .req_command(&redis::cmd("INFO").arg("server").clone())
-                        .and_then(|v| redis::from_redis_value::<String>(v).map_err(Into::into))
-                {
-                    self.script.check_server(&info)?;
-                }
+                self.check_floor(con)?;
                 let loaded = match con
                     .req_command(&self.script.load_cmd())
                     .and_then(Value::extract_error)
@@ -416,6 +443,7 @@ impl<R: FromRedisValue> Invocation<R> {
         con: &mut C,
         fcall: &Cmd,
     ) -> Result<Result<Value, RedisError>, LockError> {
+        self.check_floor_async(con).await?;
         let (loaded, reply) =
             match load_then_call(con, crate::script::functions::load_cmd(), fcall).await {
                 Ok(replies) => replies,
@@ -466,15 +494,7 @@ impl<R: FromRedisValue> Invocation<R> {
         &self,
         con: &mut C,
     ) -> Result<Result<Value, RedisError>, LockError> {
-        // The script's first call on this server: refuse a server too old for it.
-        if !self.script.floor.is_empty()
-            && let Ok(info) = con
-                .req_packed_command(&redis::cmd("INFO").arg("server").clone())
-                .await
-                .and_then(|v| redis::from_redis_value::<String>(v).map_err(Into::into))
-        {
-            self.script.check_server(&info)?;
-        }
+        self.check_floor_async(con).await?;
         let (loaded, reply) = match load_then_call(con, self.script.load_cmd(), &self.cmd).await {
             Ok(replies) => replies,
             Err(err) => return Ok(Err(err)),
@@ -495,6 +515,29 @@ impl<R: FromRedisValue> Invocation<R> {
             .req_packed_command(&self.eval_cmd())
             .await
             .and_then(Value::extract_error))
+    }
+
+    /// The script's first call on a server (its `NOSCRIPT`, or its function missing):
+    /// refuses a server older than the script needs, before anything is loaded. On a
+    /// Cluster connection every primary is asked, and the oldest counts
+    /// ([`ServerInfo`]).
+    fn check_floor<C: redis::ConnectionLike + ?Sized>(&self, con: &mut C) -> Result<(), LockError> {
+        if self.script.floor.is_empty() {
+            return Ok(());
+        }
+        ServerInfo::read(con.req_command(&ServerInfo::cmd())).check(self.script)
+    }
+
+    /// [`check_floor`](Self::check_floor) on an async connection.
+    #[cfg(feature = "tokio")]
+    async fn check_floor_async<C: redis::aio::ConnectionLike>(
+        &self,
+        con: &mut C,
+    ) -> Result<(), LockError> {
+        if self.script.floor.is_empty() {
+            return Ok(());
+        }
+        ServerInfo::read(con.req_packed_command(&ServerInfo::cmd()).await).check(self.script)
     }
 
     fn finish(&self, reply: Result<Value, RedisError>) -> Result<R, LockError> {

@@ -4,6 +4,7 @@
 //! list is complete without any start-up code: scripts declared in any crate of the
 //! binary, the lock runtime's own included.
 
+use crate::script::script::ServerInfo;
 use crate::{LockError, Script};
 
 /// Every `#[lock_script]` in the binary registers itself here.
@@ -28,6 +29,13 @@ pub fn scripts() -> impl ExactSizeIterator<Item = &'static Script> {
 
 /// `SCRIPT LOAD`s every registered script and returns how many were loaded.
 ///
+/// First it asks the server's version (`INFO server`) and fails with
+/// [`LockError::ServerTooOld`], before loading anything, when a script needs a newer
+/// server ([`Script::floor`]). On a Cluster connection every primary answers, and the
+/// oldest counts. A server that does not answer (an ACL without `+info`, a node's
+/// error, no version in the reply) is not checked: the scripts are loaded, and a script
+/// the server is too old for fails at its call with the server's own error.
+///
 /// Fails with [`LockError::DigestMismatch`] when the server answers a digest other than
 /// the compiled one, and with [`LockError::Unsupported`] on a server that cannot run
 /// Lua, or that cannot parse a `#!lua` shebang (before Redis 7.0). Since Redis 7.4 (and
@@ -48,14 +56,9 @@ pub fn scripts() -> impl ExactSizeIterator<Item = &'static Script> {
 /// # }
 /// ```
 pub fn load_scripts<C: redis::ConnectionLike + ?Sized>(con: &mut C) -> Result<usize, LockError> {
-    // A server that refuses INFO (an ACL without +info) is not checked.
-    if let Ok(info) = con
-        .req_command(&redis::cmd("INFO").arg("server").clone())
-        .and_then(|v| redis::from_redis_value::<String>(v).map_err(Into::into))
-    {
-        for script in scripts() {
-            script.check_server(&info)?;
-        }
+    let servers = ServerInfo::read(con.req_command(&ServerInfo::cmd()));
+    for script in scripts() {
+        servers.check(script)?;
     }
     let mut loaded = 0;
     for script in scripts() {
@@ -83,14 +86,9 @@ pub fn load_scripts<C: redis::ConnectionLike + ?Sized>(con: &mut C) -> Result<us
 pub async fn load_scripts_async<C: redis::aio::ConnectionLike>(
     con: &mut C,
 ) -> Result<usize, LockError> {
-    if let Ok(info) = con
-        .req_packed_command(&redis::cmd("INFO").arg("server").clone())
-        .await
-        .and_then(|v| redis::from_redis_value::<String>(v).map_err(Into::into))
-    {
-        for script in scripts() {
-            script.check_server(&info)?;
-        }
+    let servers = ServerInfo::read(con.req_packed_command(&ServerInfo::cmd()).await);
+    for script in scripts() {
+        servers.check(script)?;
     }
     let mut loaded = 0;
     for script in scripts() {

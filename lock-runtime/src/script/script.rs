@@ -34,7 +34,9 @@ impl fmt::Display for Arity {
 /// A Lua script compiled into the binary by `#[lock_script]`.
 ///
 /// Every field was fixed at compile time; the digest is the SHA1 of exactly the bytes
-/// of [`source`](Self::source).
+/// sent, [`bytes`](Self::bytes). Every delivery (`EVAL`, `SCRIPT LOAD`, the Functions
+/// library, pipelines) sends those bytes; [`source`](Self::source) is their text, for
+/// reading and analysis only.
 ///
 /// ```no_run
 /// for script in lockscript::scripts() {
@@ -248,7 +250,9 @@ impl Script {
         self.path
     }
 
-    /// The embedded Lua source, byte for byte the reviewed file.
+    /// The embedded Lua source as text: byte for byte the reviewed file when it is UTF-8,
+    /// else with U+FFFD in place of what is not. To read or show; what is sent is
+    /// [`bytes`](Self::bytes).
     ///
     /// ```no_run
     /// print!("{}", lockscript::builtin::renew("k", "t", 1).script().source());
@@ -257,8 +261,8 @@ impl Script {
         self.source
     }
 
-    /// The SHA1 of the source as 40 lowercase hex digits, computed at compile time. It is
-    /// what `sha1sum` prints for the file and what `SCRIPT LOAD` returns.
+    /// The SHA1 of [`bytes`](Self::bytes) as 40 lowercase hex digits, computed at compile
+    /// time. It is what `sha1sum` prints for the file and what `SCRIPT LOAD` returns.
     ///
     /// ```no_run
     /// assert_eq!(lockscript::builtin::renew("k", "t", 1).script().sha1().len(), 40);
@@ -376,6 +380,77 @@ pub(crate) fn server_of(info: &str) -> Option<(&'static str, &str)> {
     }
 }
 
+/// What `INFO server` says of the servers a connection reaches, oldest first: the one
+/// server, or on a Cluster connection each primary (redis-rs sends `INFO` to every
+/// primary and answers a map of node address to text). On a Cluster every primary is
+/// held to a script's floor, so the oldest counts: a slot can move to any primary
+/// (resharding, a failover), `load_scripts` loads on each, and a call cannot ask `INFO`
+/// of the node its key routes to through a connection that routes by key.
+///
+/// A server that refuses the question (an ACL without `+info`), a node that answers an
+/// error, or a reply without a version is not checked: the call or load then goes on,
+/// and a server too old for the script answers with its own error. That is logged
+/// (`tracing`, debug) and said in the docs of `invoke` and `load_scripts`.
+pub(crate) struct ServerInfo {
+    texts: Vec<String>,
+}
+
+impl ServerInfo {
+    /// The question: `INFO server`.
+    pub(crate) fn cmd() -> Cmd {
+        let mut cmd = redis::cmd("INFO");
+        cmd.arg("server");
+        cmd
+    }
+
+    /// Reads the answer to [`cmd`](Self::cmd), whatever its shape.
+    pub(crate) fn read(reply: Result<Value, RedisError>) -> Self {
+        let mut texts = Vec::new();
+        match reply {
+            Ok(value) => collect_infos(value, &mut texts),
+            Err(err) => {
+                tracing::debug!(error = %err, "INFO server refused: scripts' oldest servers not checked");
+            }
+        }
+        texts.retain(|text| {
+            let known = server_of(text).is_some();
+            if !known {
+                tracing::debug!("INFO server names no version: that server is not checked");
+            }
+            known
+        });
+        texts.sort_by_cached_key(|text| server_of(text).map(|(_, v)| numbers(v)));
+        Self { texts }
+    }
+
+    /// Refuses when a server it describes is older than `script` needs, naming the
+    /// oldest such server.
+    pub(crate) fn check(&self, script: &Script) -> Result<(), LockError> {
+        self.texts
+            .iter()
+            .try_for_each(|text| script.check_server(text))
+    }
+}
+
+/// The `INFO` texts in `value`: a text, or a map of node to text (a node's error is left
+/// out, and said so in the log).
+fn collect_infos(value: Value, texts: &mut Vec<String>) {
+    match value {
+        Value::Map(nodes) => {
+            for (_, node) in nodes {
+                collect_infos(node, texts);
+            }
+        }
+        Value::ServerError(err) => {
+            tracing::debug!(error = ?err, "a node refused INFO server: it is not checked");
+        }
+        other => match redis::from_redis_value::<String>(other) {
+            Ok(text) => texts.push(text),
+            Err(err) => tracing::debug!(error = %err, "an INFO server reply is not text"),
+        },
+    }
+}
+
 /// "7.0.15" as numbers, for comparing.
 fn numbers(version: &str) -> Vec<u32> {
     version.split('.').map(|p| p.parse().unwrap_or(0)).collect()
@@ -387,5 +462,74 @@ pub(crate) fn server_message(err: &RedisError) -> String {
         (Some(code), Some(detail)) => format!("{code} {detail}"),
         (Some(code), None) => code.to_owned(),
         _ => err.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use redis::Value;
+
+    use super::{Arity, Script, ServerInfo};
+    use crate::LockError;
+
+    static HGETDEL: Script = Script::__new(
+        "hgetdel",
+        "lua/hgetdel.lua",
+        "return redis.call('HGETDEL', KEYS[1], 'FIELDS', 1, ARGV[1])[1]",
+        "0000000000000000000000000000000000000000",
+        Arity::Exactly(1),
+        Arity::Exactly(1),
+        false,
+        &[],
+    )
+    .__with_floor(&[("Redis", "8.0.0", "`HGETDEL`")]);
+
+    fn info(version: &str) -> Value {
+        Value::BulkString(
+            format!("# Server\r\nredis_version:{version}\r\nredis_mode:cluster\r\n").into_bytes(),
+        )
+    }
+
+    fn node(port: u16, reply: Value) -> (Value, Value) {
+        (
+            Value::BulkString(format!("127.0.0.1:{port}").into_bytes()),
+            reply,
+        )
+    }
+
+    #[test]
+    fn on_a_cluster_the_oldest_primary_is_named() {
+        let reply = Value::Map(vec![
+            node(7001, info("8.2.1")),
+            node(7002, info("7.0.15")),
+            node(7003, info("7.2.4")),
+        ]);
+        let err = ServerInfo::read(Ok(reply)).check(&HGETDEL).unwrap_err();
+        assert!(
+            matches!(&err, LockError::ServerTooOld { server, .. } if server == "Redis 7.0.15"),
+            "{err:?}"
+        );
+        let reply = Value::Map(vec![node(7001, info("8.2.1")), node(7002, info("8.0.0"))]);
+        assert!(ServerInfo::read(Ok(reply)).check(&HGETDEL).is_ok());
+    }
+
+    #[test]
+    fn a_node_that_refuses_is_left_out_and_the_others_still_count() {
+        let refused =
+            redis::parse_redis_value(b"-NOPERM User may not run the 'info' command\r\n").unwrap();
+        assert!(matches!(refused, Value::ServerError(_)), "{refused:?}");
+        let reply = Value::Map(vec![
+            node(7001, refused.clone()),
+            node(7002, info("7.0.15")),
+        ]);
+        assert!(ServerInfo::read(Ok(reply)).check(&HGETDEL).is_err());
+        // Nothing answered: nothing to hold the script to.
+        let reply = Value::Map(vec![node(7001, refused)]);
+        assert!(ServerInfo::read(Ok(reply)).check(&HGETDEL).is_ok());
+        assert!(
+            ServerInfo::read(Ok(info("7.0.15")))
+                .check(&HGETDEL)
+                .is_err()
+        );
     }
 }
