@@ -1,14 +1,17 @@
 //! Names and scopes: which globals a script reads or assigns.
 //!
-//! Redis runs a script in a sandbox whose globals are fixed: Lua 5.1's base library
-//! (the part Redis keeps), `string`, `table`, `math`, `os` (only `os.clock`), `bit`,
-//! `struct`, `cjson`, `cmsgpack`, `redis`, `KEYS` and `ARGV`. Reading any other global
-//! fails when the script runs ("Script attempted to access nonexistent global
-//! variable"), and so does assigning one ("Script attempted to create global
-//! variable"). Both are found here, before the script runs: the walk follows Lua's
-//! scoping (a `local` is visible after its statement, a `local function` inside its own
-//! body, a parameter in its function, a loop variable in its loop, and a `repeat`
-//! body's locals in its `until`).
+//! Redis runs a script in a sandbox whose globals are fixed, and differ by server
+//! ([`crate::globals`]: only Redis 6.2 keeps `print`, `getfenv`, `setfenv` and
+//! `newproxy`; `os` is on Redis 8.2 and Valkey but not on Redis 7.0). Reading a global
+//! a server does not define fails there when the script runs ("Script attempted to
+//! access nonexistent global variable"), and so does assigning any global ("Script
+//! attempted to create global variable"); calling a member a library table lacks there
+//! (`redis.acl_check_cmd` on Redis 6.2) fails too ("attempt to call field ... (a nil
+//! value)"). All are found here, before the script runs, for the servers the analysis
+//! is about ([`crate::lua::Analysis::servers`]): the walk follows Lua's scoping (a
+//! `local` is visible after its statement, a `local function` inside its own body, a
+//! parameter in its function, a loop variable in its loop, and a `repeat` body's locals
+//! in its `until`).
 
 use full_moon::ast::{
     Block, Call, Expression, Field, FunctionArgs, FunctionBody, FunctionCall, Index, LastStmt,
@@ -16,61 +19,24 @@ use full_moon::ast::{
 };
 use full_moon::tokenizer::{TokenReference, TokenType};
 
+use crate::commands::{Product, Servers};
+use crate::globals;
 use crate::problem::{Position, Problem, closest};
 
-/// The globals a script running in Redis finds defined (Redis 6.2 to 8.x and Valkey:
-/// the allow lists of their Lua sandbox, with Lua 5.1's names they keep).
-pub const REDIS_GLOBALS: &[&str] = &[
-    "ARGV",
-    "KEYS",
-    "_G",
-    "_VERSION",
-    "assert",
-    "bit",
-    "cjson",
-    "cmsgpack",
-    "collectgarbage",
-    "coroutine",
-    "error",
-    "gcinfo",
-    "getfenv",
-    "getmetatable",
-    "ipairs",
-    "load",
-    "loadstring",
-    "math",
-    "newproxy",
-    "next",
-    "os",
-    "pairs",
-    "pcall",
-    "print",
-    "rawequal",
-    "rawget",
-    "rawset",
-    "redis",
-    "select",
-    "setfenv",
-    "setmetatable",
-    "string",
-    "struct",
-    "table",
-    "tonumber",
-    "tostring",
-    "type",
-    "unpack",
-    "xpcall",
-];
-
-/// Every read of a global Redis does not define, and every assignment of a global.
-/// Each undefined name is reported once, at its first use.
-pub(crate) fn check(block: &Block, problems: &mut Vec<Problem>) {
+/// Every read of a global some server of `servers` does not define, every assignment of
+/// a global, and every call of a library member some of them lack (unless the script
+/// also reads it without calling it, as a feature test does: `if redis.setresp then`).
+/// Each name is reported once, at its first use.
+pub(crate) fn check(block: &Block, servers: Servers, problems: &mut Vec<Problem>) {
     let mut walk = Walk {
+        servers,
         scopes: vec![Vec::new()],
         seen: Vec::new(),
         defined: Vec::new(),
         found: Vec::new(),
         functions: Vec::new(),
+        member_calls: Vec::new(),
+        members_tested: Vec::new(),
     };
     walk.block_in(block);
     for (name, at, assigned) in walk.found {
@@ -86,20 +52,126 @@ pub(crate) fn check(block: &Block, problems: &mut Vec<Problem>) {
             )
         } else {
             let hint = closest(&name, walk.defined.iter().map(String::as_str))
-                .or_else(|| closest(&name, REDIS_GLOBALS.iter().copied()))
+                .or_else(|| closest(&name, globals::everywhere(servers)))
                 .map(|near| format!("; did you mean `{near}`?"))
                 .unwrap_or_default();
-            format!(
-                "`{name}` is not defined: no local or function of the script or its includes \
-                 has that name, and Redis's Lua has no such global (the script would fail \
-                 with \"Script attempted to access nonexistent global variable\"){hint}"
-            )
+            match globals::find(&name) {
+                Some(global) => format!(
+                    "`{name}` {}, and the script would fail there with \"Script attempted to \
+                     access nonexistent global variable\"{}{hint}",
+                    lacking(global, servers, "global"),
+                    requires(global, servers)
+                        .map(|r| format!(
+                            "; a script meant only for the newer servers says so: \
+                             `#[lock_script(..., requires = \"{r}\")]`"
+                        ))
+                        .unwrap_or_default(),
+                ),
+                None => format!(
+                    "`{name}` is not defined: no local or function of the script or its \
+                     includes has that name, and Redis's Lua has no such global (the script \
+                     would fail with \"Script attempted to access nonexistent global \
+                     variable\"){hint}"
+                ),
+            }
         };
+        problems.push(Problem { at, message });
+    }
+    let mut said = Vec::new();
+    for (name, at) in walk.member_calls {
+        if walk.members_tested.contains(&name) || said.contains(&name) {
+            continue;
+        }
+        let Some((_, member)) = name.split_once('.') else {
+            continue;
+        };
+        let message = match globals::find(&name) {
+            Some(global) => format!(
+                "`{name}` {}, and calling it there fails (\"attempt to call field '{member}' (a \
+                 nil value)\"); test it first (`if {name} then`) to call it only where it \
+                 exists{}",
+                lacking(global, servers, "member"),
+                requires(global, servers)
+                    .map(|r| format!(
+                        ", or say the script is meant only for the newer servers: \
+                         `#[lock_script(..., requires = \"{r}\")]`"
+                    ))
+                    .unwrap_or_default(),
+            ),
+            None => {
+                let (table, _) = name.split_once('.').unwrap_or((&name, ""));
+                let prefix = format!("{table}.");
+                let hint = closest(
+                    &name,
+                    globals::GLOBALS
+                        .iter()
+                        .filter(|g| g.name.starts_with(&prefix) && servers.without(g.on).is_empty())
+                        .map(|g| g.name),
+                )
+                .map(|near| format!("; did you mean `{near}`?"))
+                .unwrap_or_default();
+                format!(
+                    "`{name}` is not defined: `{table}` has no member `{member}` on any server, \
+                     so calling it fails (\"attempt to call field '{member}' (a nil value)\"){hint}"
+                )
+            }
+        };
+        said.push(name);
         problems.push(Problem { at, message });
     }
 }
 
+/// "exists on Redis 6.2.14 only; Redis 7.0.15, 8.2.3 and Valkey 9.1.2 define no such
+/// global": the servers that have it, and those of `servers` that lack it.
+fn lacking(global: &globals::Global, servers: Servers, what: &str) -> String {
+    let without = servers.without(global.on);
+    let verb = if without.iter().count() == 1 {
+        "defines"
+    } else {
+        "define"
+    };
+    format!(
+        "exists on {} only; {without} {verb} no such {what}",
+        global.on
+    )
+}
+
+/// The `requires` that leaves out every server of `servers` lacking the name ("redis
+/// 8.2"): when each is older than every server of its product that has it.
+fn requires(global: &globals::Global, servers: Servers) -> Option<String> {
+    let without = servers.without(global.on);
+    let mut floors = Vec::new();
+    for product in [Product::Redis, Product::Valkey] {
+        let lacking = without.of(product);
+        if lacking.is_empty() {
+            continue;
+        }
+        let having = global.on.of(product);
+        let first = having.iter().map(|s| version(s.version)).min()?;
+        if lacking.iter().any(|s| version(s.version) >= first) {
+            return None;
+        }
+        let name = match product {
+            Product::Redis => "redis",
+            Product::Valkey => "valkey",
+        };
+        floors.push(format!(
+            "{name} {}.{}",
+            first[0],
+            first.get(1).unwrap_or(&0)
+        ));
+    }
+    (!floors.is_empty()).then(|| floors.join(", "))
+}
+
+/// "8.2.3" as numbers, for comparing.
+fn version(text: &str) -> Vec<u32> {
+    text.split('.').map(|p| p.parse().unwrap_or(0)).collect()
+}
+
 struct Walk {
+    /// The servers the script is checked for.
+    servers: Servers,
     /// The locals of each open scope, innermost last.
     scopes: Vec<Vec<String>>,
     /// Names already reported.
@@ -110,6 +182,12 @@ struct Walk {
     found: Vec<(String, Position, bool)>,
     /// The global assignments that are `function name()` declarations.
     functions: Vec<String>,
+    /// Calls of a member of a global library table (`redis.acl_check_cmd(...)`), as
+    /// `table.member`, in order.
+    member_calls: Vec<(String, Position)>,
+    /// Members of global library tables read or assigned without a call (a feature test,
+    /// `if redis.setresp then`): their calls are not reported.
+    members_tested: Vec<String>,
 }
 
 fn name_of(token: &TokenReference) -> Option<&str> {
@@ -143,7 +221,13 @@ impl Walk {
 
     fn report(&mut self, token: &TokenReference, assigned: bool) {
         let Some(name) = name_of(token) else { return };
-        if self.is_local(name) || (!assigned && REDIS_GLOBALS.contains(&name)) {
+        if self.is_local(name)
+            || (!assigned
+                && self
+                    .servers
+                    .without(globals::defined_on(name, self.servers))
+                    .is_empty())
+        {
             return;
         }
         if self.seen.iter().any(|n| n == name) {
@@ -289,12 +373,42 @@ impl Walk {
         match var {
             Var::Name(name) => self.report(name, false),
             Var::Expression(v) => {
+                let suffixes: Vec<&Suffix> = v.suffixes().collect();
+                self.member(v.prefix(), &suffixes);
                 self.prefix(v.prefix());
-                for s in v.suffixes() {
+                for s in suffixes {
                     self.suffix(s);
                 }
             }
             _ => {}
+        }
+    }
+
+    /// `table.member` at the start of a call or an index, when `table` is a global
+    /// library table (not a local of that name): a call, or a read that tests it.
+    fn member(&mut self, prefix: &Prefix, suffixes: &[&Suffix]) {
+        let Prefix::Name(table) = prefix else { return };
+        let Some(table) = name_of(table) else { return };
+        if self.is_local(table) || !globals::is_table(table) {
+            return;
+        }
+        let Some(Suffix::Index(Index::Dot { name, .. })) = suffixes.first() else {
+            return;
+        };
+        let Some(member) = name_of(name) else { return };
+        let full = format!("{table}.{member}");
+        match suffixes.get(1) {
+            Some(Suffix::Call(Call::AnonymousCall(_))) => {
+                let defined = globals::defined_on(&full, self.servers);
+                let table_defined = globals::defined_on(table, self.servers);
+                // A table some server lacks is reported as a global already.
+                if !self.servers.without(defined).is_empty()
+                    && self.servers.without(table_defined).is_empty()
+                {
+                    self.member_calls.push((full, position(name)));
+                }
+            }
+            _ => self.members_tested.push(full),
         }
     }
 
@@ -316,8 +430,10 @@ impl Walk {
     }
 
     fn call(&mut self, call: &FunctionCall) {
+        let suffixes: Vec<&Suffix> = call.suffixes().collect();
+        self.member(call.prefix(), &suffixes);
         self.prefix(call.prefix());
-        for s in call.suffixes() {
+        for s in suffixes {
             self.suffix(s);
         }
     }
@@ -367,7 +483,8 @@ impl Walk {
 
 #[cfg(test)]
 mod tests {
-    use crate::lua::analyze;
+    use crate::commands::Servers;
+    use crate::lua::{analyze, analyze_on};
 
     fn problems(source: &str) -> Vec<String> {
         analyze(source)
@@ -422,7 +539,7 @@ mod tests {
              repeat local done = true until done\n\
              local function fact(n) if n < 2 then return 1 end return n * fact(n - 1) end\n\
              return {f(1), fact(3), string.len(s), math.max(1, 2), table.concat({}), \
-             tonumber(ARGV[1]), unpack({1}), os.clock()}",
+             tonumber(ARGV[1]), unpack({1})}",
         );
         assert!(found.is_empty(), "{found:?}");
     }
@@ -441,6 +558,102 @@ mod tests {
         assert!(
             found[1].starts_with("4:14: `inner` is not defined"),
             "{found:?}"
+        );
+    }
+
+    /// `print`, `getfenv`, `setfenv` and `newproxy` are Lua 5.1 base functions that only
+    /// Redis 6.2 keeps; from 7.0 on (and on Valkey) reading them fails when the script runs.
+    #[test]
+    fn a_global_only_old_servers_have_is_an_error_naming_them() {
+        for name in ["print", "getfenv", "setfenv", "newproxy"] {
+            let found = problems(&format!("local f = {name}\nreturn 1"));
+            assert_eq!(found.len(), 1, "{name}: {found:?}");
+            assert!(
+                found[0].starts_with(&format!("1:11: `{name}` exists on Redis 6.2.")),
+                "{found:?}"
+            );
+            assert!(
+                found[0].contains("Script attempted to access nonexistent global variable"),
+                "{found:?}"
+            );
+        }
+    }
+
+    /// `os` (with only `os.clock`) came after Redis 7.0: a script that otherwise runs on
+    /// 7.0 (no command or shebang needs more) fails there.
+    #[test]
+    fn os_is_an_error_for_a_script_that_runs_on_redis_7_0() {
+        for source in ["return os.clock()", "#!lua\nreturn os.clock()"] {
+            let found = problems(source);
+            assert_eq!(found.len(), 1, "{found:?}");
+            assert!(found[0].contains("`os` exists on Redis 8.2."), "{found:?}");
+            assert!(found[0].contains(" 7.0."), "{found:?}");
+        }
+    }
+
+    /// The servers asked about decide: `os` is fine on Redis 8.2 and Valkey, and a local
+    /// of a global's name is the local.
+    #[test]
+    fn a_global_every_server_asked_about_has_is_fine() {
+        let newer =
+            Servers::from_fn(|s| !s.version.starts_with("6.") && !s.version.starts_with("7.0."));
+        assert!(analyze_on("return os.clock()", newer).problems.is_empty());
+        let found = problems("return os.clock()");
+        assert!(
+            found[0].contains("requires = \"redis 8.2\""),
+            "a floor that leaves the lacking servers out is suggested: {found:?}"
+        );
+        // Only Redis 6.2 has `print`: no floor helps, none is suggested.
+        assert!(!problems("print(1)")[0].contains("requires"));
+        assert!(problems("local print = function() end\nprint(1)").is_empty());
+        // Valkey's own name for `redis`.
+        assert!(
+            problems("return server.call('GET', KEYS[1])")[0]
+                .starts_with("1:8: `server` exists on Valkey 9.")
+        );
+        let valkey = Servers::from_fn(|s| s.product == crate::commands::Product::Valkey);
+        assert!(
+            analyze_on("return server.call('GET', KEYS[1])", valkey)
+                .problems
+                .is_empty()
+        );
+    }
+
+    /// Calling a member a server's library table lacks fails there; reading it (a feature
+    /// test) does not.
+    #[test]
+    fn a_call_of_a_member_some_servers_lack_is_an_error_unless_the_script_tests_it() {
+        let found = problems("return redis.acl_check_cmd('GET', KEYS[1])");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with("1:14: `redis.acl_check_cmd` exists on Redis 7.0."),
+            "{found:?}"
+        );
+        assert!(found[0].contains("; Redis 6.2."), "{found:?}");
+        assert!(
+            found[0].contains("attempt to call field 'acl_check_cmd' (a nil value)"),
+            "{found:?}"
+        );
+        assert!(
+            problems("if redis.acl_check_cmd then return redis.acl_check_cmd('GET', KEYS[1]) end")
+                .is_empty()
+        );
+        // A member no server has.
+        let found = problems("return string.fromat('%d', 1)");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with(
+                "1:15: `string.fromat` is not defined: `string` has no member `fromat`"
+            ),
+            "{found:?}"
+        );
+        assert!(
+            found[0].ends_with("did you mean `string.format`?"),
+            "{found:?}"
+        );
+        // A local table of a library's name is the script's own.
+        assert!(
+            problems("local string = {}\nfunction string.x() end\nreturn string.x()").is_empty()
         );
     }
 

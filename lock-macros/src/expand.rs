@@ -56,7 +56,14 @@ pub(crate) fn lock_script(attr: TokenStream, item: TokenStream) -> TokenStream {
         ));
     }
     if let Some(source) = &source {
-        let analysis = lua::analyze(&source.text);
+        let mut analysis = lua::analyze(&source.text);
+        // A script declared for newer servers is checked for those: a global only they
+        // define is then fine.
+        if let Some(requires) = &args.requires
+            && let Ok(declared) = lockscript_audit::floor::Requires::parse(&requires.value())
+        {
+            analysis = lua::analyze_on(&source.text, declared.narrow(analysis.servers));
+        }
         check::check(
             &args.path,
             &func.sig.ident,
