@@ -14,8 +14,8 @@
 //! in its `until`).
 
 use full_moon::ast::{
-    Block, Call, Expression, Field, FunctionArgs, FunctionBody, FunctionCall, Index, LastStmt,
-    Parameter, Prefix, Stmt, Suffix, Var,
+    BinOp, Block, Call, Expression, Field, FunctionArgs, FunctionBody, FunctionCall, Index,
+    LastStmt, Parameter, Prefix, Stmt, Suffix, Var,
 };
 use full_moon::tokenizer::{TokenReference, TokenType};
 
@@ -24,9 +24,9 @@ use crate::globals;
 use crate::problem::{Position, Problem, closest};
 
 /// Every read of a global some server of `servers` does not define, every assignment of
-/// a global, and every call of a library member some of them lack (unless the script
-/// also reads it without calling it, as a feature test does: `if redis.setresp then`).
-/// Each name is reported once, at its first use.
+/// a global, and every call of a library member some of them lack, unless the call is
+/// guarded by a test of that member (`if redis.setresp then redis.setresp(3) end`,
+/// `redis.setresp and redis.setresp(3)`). Each name is reported once, at its first use.
 pub(crate) fn check(block: &Block, servers: Servers, problems: &mut Vec<Problem>) {
     let mut walk = Walk {
         servers,
@@ -36,7 +36,8 @@ pub(crate) fn check(block: &Block, servers: Servers, problems: &mut Vec<Problem>
         found: Vec::new(),
         functions: Vec::new(),
         member_calls: Vec::new(),
-        members_tested: Vec::new(),
+        guards: Vec::new(),
+        table_writes: Vec::new(),
     };
     walk.block_in(block);
     for (name, at, assigned) in walk.found {
@@ -47,8 +48,9 @@ pub(crate) fn check(block: &Block, servers: Servers, problems: &mut Vec<Problem>
                 format!("local {name}")
             };
             format!(
-                "assigns the global `{name}`, which Redis refuses (\"Script attempted to \
-                 create global variable\"): declare it `{fix}`"
+                "assigns the global `{name}`, which the servers refuse (\"Attempt to modify a \
+                 readonly table\"; before that protection, \"Script attempted to create \
+                 global variable\"): declare it `{fix}`"
             )
         } else {
             let hint = closest(&name, walk.defined.iter().map(String::as_str))
@@ -77,9 +79,19 @@ pub(crate) fn check(block: &Block, servers: Servers, problems: &mut Vec<Problem>
         };
         problems.push(Problem { at, message });
     }
+    for (table, at) in walk.table_writes {
+        problems.push(Problem {
+            at,
+            message: format!(
+                "assigns a field of the global table `{table}`, which the servers keep \
+                 read-only (\"Attempt to modify a readonly table\"): keep the value in a \
+                 local table of the script's own"
+            ),
+        });
+    }
     let mut said = Vec::new();
     for (name, at) in walk.member_calls {
-        if walk.members_tested.contains(&name) || said.contains(&name) {
+        if said.contains(&name) {
             continue;
         }
         let Some((_, member)) = name.split_once('.') else {
@@ -182,12 +194,15 @@ struct Walk {
     found: Vec<(String, Position, bool)>,
     /// The global assignments that are `function name()` declarations.
     functions: Vec<String>,
-    /// Calls of a member of a global library table (`redis.acl_check_cmd(...)`), as
-    /// `table.member`, in order.
+    /// Unguarded calls of a member of a global library table
+    /// (`redis.acl_check_cmd(...)`), as `table.member`, in order.
     member_calls: Vec<(String, Position)>,
-    /// Members of global library tables read or assigned without a call (a feature test,
-    /// `if redis.setresp then`): their calls are not reported.
-    members_tested: Vec<String>,
+    /// The members tested true where the walk is: in the block of `if redis.setresp
+    /// then`, on the right of `redis.setresp and`. Calls of them are not reported.
+    guards: Vec<String>,
+    /// Assignments into a global library table (`string.x = 1`, `function redis.f()`),
+    /// by table, the first of each.
+    table_writes: Vec<(String, Position)>,
 }
 
 fn name_of(token: &TokenReference) -> Option<&str> {
@@ -238,6 +253,20 @@ impl Walk {
             .push((name.to_owned(), position(token), assigned));
     }
 
+    /// An assignment into the table `token` names: refused when that is a global table
+    /// of the sandbox (every one is read-only), not a local of the same name.
+    fn table_write(&mut self, token: &TokenReference) {
+        let Some(table) = name_of(token) else { return };
+        let global_table = table == "_G" || globals::is_table(table);
+        if !global_table
+            || self.is_local(table)
+            || self.table_writes.iter().any(|(t, _)| t == table)
+        {
+            return;
+        }
+        self.table_writes.push((table.to_owned(), position(token)));
+    }
+
     /// A block in a new scope.
     fn block(&mut self, block: &Block) {
         self.scopes.push(Vec::new());
@@ -266,6 +295,12 @@ impl Walk {
                 for var in a.variables() {
                     match var {
                         Var::Name(name) => self.report(name, true),
+                        Var::Expression(v) => {
+                            if let Prefix::Name(table) = v.prefix() {
+                                self.table_write(table);
+                            }
+                            self.var(var);
+                        }
                         other => self.var(other),
                     }
                 }
@@ -283,7 +318,10 @@ impl Walk {
                         }
                         self.report(only, true);
                     }
-                    [first, ..] => self.report(first, false),
+                    [first, ..] => {
+                        self.report(first, false);
+                        self.table_write(first);
+                    }
                     [] => {}
                 }
                 self.body(f.body(), method);
@@ -301,10 +339,10 @@ impl Walk {
             }
             Stmt::If(i) => {
                 self.expr(i.condition());
-                self.block(i.block());
+                self.guarded_block(i.condition(), i.block());
                 for branch in i.else_if().into_iter().flatten() {
                     self.expr(branch.condition());
-                    self.block(branch.block());
+                    self.guarded_block(branch.condition(), branch.block());
                 }
                 if let Some(b) = i.else_block() {
                     self.block(b);
@@ -385,31 +423,78 @@ impl Walk {
     }
 
     /// `table.member` at the start of a call or an index, when `table` is a global
-    /// library table (not a local of that name): a call, or a read that tests it.
-    fn member(&mut self, prefix: &Prefix, suffixes: &[&Suffix]) {
-        let Prefix::Name(table) = prefix else { return };
-        let Some(table) = name_of(table) else { return };
+    /// library table (not a local of that name): the member, and its token.
+    fn member_of<'a>(
+        &self,
+        prefix: &Prefix,
+        suffixes: &[&'a Suffix],
+    ) -> Option<(String, &'a TokenReference)> {
+        let Prefix::Name(table) = prefix else {
+            return None;
+        };
+        let table = name_of(table)?;
         if self.is_local(table) || !globals::is_table(table) {
-            return;
+            return None;
         }
         let Some(Suffix::Index(Index::Dot { name, .. })) = suffixes.first() else {
+            return None;
+        };
+        Some((format!("{table}.{}", name_of(name)?), name))
+    }
+
+    /// A call of `table.member(...)` some server lacks, unless a test of it guards it.
+    fn member(&mut self, prefix: &Prefix, suffixes: &[&Suffix]) {
+        let Some((full, token)) = self.member_of(prefix, suffixes) else {
             return;
         };
-        let Some(member) = name_of(name) else { return };
-        let full = format!("{table}.{member}");
-        match suffixes.get(1) {
-            Some(Suffix::Call(Call::AnonymousCall(_))) => {
-                let defined = globals::defined_on(&full, self.servers);
-                let table_defined = globals::defined_on(table, self.servers);
-                // A table some server lacks is reported as a global already.
-                if !self.servers.without(defined).is_empty()
-                    && self.servers.without(table_defined).is_empty()
-                {
-                    self.member_calls.push((full, position(name)));
+        if !matches!(suffixes.get(1), Some(Suffix::Call(Call::AnonymousCall(_))))
+            || self.guards.contains(&full)
+        {
+            return;
+        }
+        let (table, _) = full.split_once('.').unwrap_or((&full, ""));
+        let defined = globals::defined_on(&full, self.servers);
+        let table_defined = globals::defined_on(table, self.servers);
+        // A table some server lacks is reported as a global already.
+        if !self.servers.without(defined).is_empty()
+            && self.servers.without(table_defined).is_empty()
+        {
+            self.member_calls.push((full, position(token)));
+        }
+    }
+
+    /// The members an expression tests true when it is true: `redis.setresp`, and each
+    /// side of an `and`.
+    fn tested(&self, expr: &Expression) -> Vec<String> {
+        match expr {
+            Expression::Var(Var::Expression(v)) => {
+                let suffixes: Vec<&Suffix> = v.suffixes().collect();
+                match self.member_of(v.prefix(), &suffixes) {
+                    Some((full, _)) if suffixes.len() == 1 => vec![full],
+                    _ => Vec::new(),
                 }
             }
-            _ => self.members_tested.push(full),
+            Expression::Parentheses { expression, .. } => self.tested(expression),
+            Expression::BinaryOperator {
+                lhs,
+                binop: BinOp::And(_),
+                rhs,
+            } => {
+                let mut both = self.tested(lhs);
+                both.extend(self.tested(rhs));
+                both
+            }
+            _ => Vec::new(),
         }
+    }
+
+    /// A block walked with the members `condition` tests as guards.
+    fn guarded_block(&mut self, condition: &Expression, block: &Block) {
+        let guards = self.tested(condition);
+        let depth = self.guards.len();
+        self.guards.extend(guards);
+        self.block(block);
+        self.guards.truncate(depth);
     }
 
     fn prefix(&mut self, prefix: &Prefix) {
@@ -466,6 +551,18 @@ impl Walk {
 
     fn expr(&mut self, expr: &Expression) {
         match expr {
+            Expression::BinaryOperator {
+                lhs,
+                binop: BinOp::And(_),
+                rhs,
+            } => {
+                self.expr(lhs);
+                let guards = self.tested(lhs);
+                let depth = self.guards.len();
+                self.guards.extend(guards);
+                self.expr(rhs);
+                self.guards.truncate(depth);
+            }
             Expression::BinaryOperator { lhs, rhs, .. } => {
                 self.expr(lhs);
                 self.expr(rhs);
@@ -522,6 +619,23 @@ mod tests {
             found[1].starts_with("2:10: assigns the global `helper`"),
             "{found:?}"
         );
+    }
+
+    /// Every table of the sandbox is read-only on Redis 6.2.14, 7.0, 8.2 and Valkey 9.1;
+    /// `KEYS` and `ARGV` are the call's own and may be written.
+    #[test]
+    fn assigning_into_a_global_table_is_an_error() {
+        let found = problems(
+            "string.pad = 1\nfunction redis.helper() end\n_G.x = 1\nKEYS[1] = 'k'\n\
+             local cjson = {}\ncjson.x = 1\nreturn 1",
+        );
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert!(
+            found[0].starts_with("1:1: assigns a field of the global table `string`"),
+            "{found:?}"
+        );
+        assert!(found[1].starts_with("2:10: assigns a field of the global table `redis`"));
+        assert!(found[2].starts_with("3:1: assigns a field of the global table `_G`"));
     }
 
     #[test]
@@ -638,6 +752,15 @@ mod tests {
             problems("if redis.acl_check_cmd then return redis.acl_check_cmd('GET', KEYS[1]) end")
                 .is_empty()
         );
+        assert!(
+            problems("return redis.acl_check_cmd and redis.acl_check_cmd('GET', KEYS[1])")
+                .is_empty()
+        );
+        // A read elsewhere guards nothing: the call still fails where the member is nil.
+        let unguarded = problems(
+            "local f = redis.acl_check_cmd\nif not redis.acl_check_cmd then end\nreturn redis.acl_check_cmd('GET')",
+        );
+        assert_eq!(unguarded.len(), 1, "{unguarded:?}");
         // A member no server has.
         let found = problems("return string.fromat('%d', 1)");
         assert_eq!(found.len(), 1, "{found:?}");
