@@ -20,9 +20,9 @@
 //! - [`inspect::inspect`] (feature `cli`) reads the locks on a live server, read-only:
 //!   holders, fencing tokens, waiters (`lockscript inspect`).
 //!
-//! The parts that parse Lua (`lua`, `scope`, `include`, `floor`, `audit`) are behind the
-//! `analysis` feature (on with the default `cli`); the rest writes text and needs no
-//! parser.
+//! The parts that parse Lua (`lua`, `shebang`, `scope`, `include`, `floor`, `audit`) and
+//! the `globals` table they check against are behind the `analysis` feature (on with the
+//! default `cli`); the rest writes text and needs no parser.
 //!
 //! ```
 //! # #[cfg(feature = "analysis")] {
@@ -40,6 +40,7 @@ pub mod fixture;
 #[cfg(feature = "analysis")]
 pub mod floor;
 pub mod functions;
+#[cfg(feature = "analysis")]
 pub mod globals;
 pub mod guarded;
 #[cfg(feature = "analysis")]
@@ -52,7 +53,7 @@ mod problem;
 #[cfg(feature = "analysis")]
 pub mod scope;
 #[cfg(feature = "analysis")]
-mod shebang;
+pub mod shebang;
 
 /// The SHA1 of `bytes` as 40 lowercase hex digits: what `sha1sum` prints and what
 /// `SCRIPT LOAD` returns for a script with exactly these bytes.

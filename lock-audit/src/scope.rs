@@ -94,43 +94,45 @@ pub(crate) fn check(block: &Block, servers: Servers, problems: &mut Vec<Problem>
         if said.contains(&name) {
             continue;
         }
-        let Some((_, member)) = name.split_once('.') else {
-            continue;
-        };
-        let message = match globals::find(&name) {
-            Some(global) => format!(
-                "`{name}` {}, and calling it there fails (\"attempt to call field '{member}' (a \
-                 nil value)\"); test it first (`if {name} then`) to call it only where it \
-                 exists{}",
-                lacking(global, servers, "member"),
-                requires(global, servers)
-                    .map(|r| format!(
-                        ", or say the script is meant only for the newer servers: \
-                         `#[lock_script(..., requires = \"{r}\")]`"
-                    ))
-                    .unwrap_or_default(),
-            ),
-            None => {
-                let (table, _) = name.split_once('.').unwrap_or((&name, ""));
-                let prefix = format!("{table}.");
-                let hint = closest(
-                    &name,
-                    globals::GLOBALS
-                        .iter()
-                        .filter(|g| g.name.starts_with(&prefix) && servers.without(g.on).is_empty())
-                        .map(|g| g.name),
-                )
-                .map(|near| format!("; did you mean `{near}`?"))
-                .unwrap_or_default();
-                format!(
-                    "`{name}` is not defined: `{table}` has no member `{member}` on any server, \
-                     so calling it fails (\"attempt to call field '{member}' (a nil value)\"){hint}"
-                )
-            }
-        };
+        if let Some(message) = member_message(&name, servers) {
+            problems.push(Problem { at, message });
+        }
         said.push(name);
-        problems.push(Problem { at, message });
     }
+}
+
+/// What is wrong with a call of `table.member` on `servers`.
+fn member_message(name: &str, servers: Servers) -> Option<String> {
+    let (table, member) = name.split_once('.')?;
+    let nil = format!("\"attempt to call field '{member}' (a nil value)\"");
+    Some(if let Some(global) = globals::find(name) {
+        format!(
+            "`{name}` {}, and calling it there fails ({nil}); test it first (`if {name} \
+             then`) to call it only where it exists{}",
+            lacking(global, servers, "member"),
+            requires(global, servers)
+                .map(|r| format!(
+                    ", or say the script is meant only for the newer servers: \
+                     `#[lock_script(..., requires = \"{r}\")]`"
+                ))
+                .unwrap_or_default(),
+        )
+    } else {
+        let prefix = format!("{table}.");
+        let hint = closest(
+            name,
+            globals::GLOBALS
+                .iter()
+                .filter(|g| g.name.starts_with(&prefix) && servers.without(g.on).is_empty())
+                .map(|g| g.name),
+        )
+        .map(|near| format!("; did you mean `{near}`?"))
+        .unwrap_or_default();
+        format!(
+            "`{name}` is not defined: `{table}` has no member `{member}` on any server, so \
+             calling it fails ({nil}){hint}"
+        )
+    })
 }
 
 /// "exists on Redis 6.2.14 only; Redis 7.0.15, 8.2.3 and Valkey 9.1.2 define no such

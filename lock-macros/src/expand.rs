@@ -298,18 +298,14 @@ fn expand(
         let ty = &p.ty;
         quote_spanned!(ty.span()=> + <#ty as #krate::ScriptArg>::__count(&#n))
     });
-    let push = |p: &Param| {
-        let n = &p.name;
-        let ty = &p.ty;
-        let label = n.to_string();
-        if p.variadic {
-            quote_spanned!(ty.span()=> <#ty as #krate::ScriptArg>::__push_many(&#n, &mut #invocation);)
-        } else {
-            quote_spanned!(ty.span()=> <#ty as #krate::ScriptArg>::__push_one(&#n, &mut #invocation, #label);)
-        }
-    };
-    let key_pushes = params.iter().filter(|p| p.key).map(push);
-    let arg_pushes = params.iter().filter(|p| !p.key).map(push);
+    let key_pushes = params
+        .iter()
+        .filter(|p| p.key)
+        .map(|p| push(krate, p, &invocation));
+    let arg_pushes = params
+        .iter()
+        .filter(|p| !p.key)
+        .map(|p| push(krate, p, &invocation));
     let (start, guard_args) = if guarded.is_some() {
         (
             quote!(#krate::Invocation::<#reply>::__guarded(
@@ -367,6 +363,19 @@ fn expand(
             #(#arg_pushes)*
             #invocation
         }
+    }
+}
+
+/// Sends parameter `p` into the invocation being built, through the public `ScriptArg`
+/// trait spanned at its type.
+fn push(krate: &syn::Path, p: &Param, invocation: &Ident) -> TokenStream {
+    let n = &p.name;
+    let ty = &p.ty;
+    let label = n.to_string();
+    if p.variadic {
+        quote_spanned!(ty.span()=> <#ty as #krate::ScriptArg>::__push_many(&#n, &mut #invocation);)
+    } else {
+        quote_spanned!(ty.span()=> <#ty as #krate::ScriptArg>::__push_one(&#n, &mut #invocation, #label);)
     }
 }
 
