@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # ./run commands [--check]
 #
-# Regenerates lock-audit/src/commands/table.rs, the command table the lint of
-# #[lock_script] and `lockscript audit` checks scripts against, from what each server of
-# the matrix reports (tests/lockscript-test/servers.sh): each is started on a free port in a temp dir and
-# read by tests/src/bin/gen-commands.rs (COMMAND, COMMAND DOCS, and a probe of what a
-# `#!lua flags=no-writes` script may call).
-# --check writes the table to a temp file instead and fails with a diff when the
+# Regenerates lock-audit/src/commands/table.rs and lock-audit/src/globals/table.rs, the
+# command and globals tables the lint of #[lock_script] and `lockscript audit` checks
+# scripts against, from what each server of the matrix reports
+# (tests/lockscript-test/servers.sh): each is started on a free port in a temp dir and
+# read by tests/src/bin/gen-commands.rs (COMMAND, COMMAND DOCS, a probe of what a
+# `#!lua flags=no-writes` script may call, and what a script's `_G` holds).
+# --check writes the tables to temp files instead and fails with a diff when a
 # committed one differs (CI).
-# Exit status: 0 done (or no difference), 1 the table differs or a server failed.
+# Exit status: 0 done (or no difference), 1 a table differs or a server failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . tests/lockscript-test/servers.sh
 
 table=lock-audit/src/commands/table.rs
+globals=lock-audit/src/globals/table.rs
 check=false
 case "${1:-}" in
   --check) check=true ;;
@@ -70,7 +72,9 @@ for name in "${SERVERS[@]}"; do
 done
 
 out="$work/table.rs"
-cargo run --quiet -p lockscript-harness --bin gen-commands -- --out "$out" "${addresses[@]}"
+globals_out="$work/globals.rs"
+cargo run --quiet -p lockscript-harness --bin gen-commands -- --out "$out" \
+  --globals "$globals_out" "${addresses[@]}"
 
 if $check; then
   # The table names the exact versions it was read from; other versions (a distribution's
@@ -81,14 +85,20 @@ if $check; then
          "run ./run commands to regenerate it from them" >&2
     exit 0
   fi
-  if diff -u "$table" "$out"; then
-    echo "$table is what the servers report"
-  else
-    echo "$table differs from what the servers report (above); run ./run commands" >&2
-    exit 1
-  fi
+  differs=false
+  for pair in "$table:$out" "$globals:$globals_out"; do
+    committed=${pair%%:*} fresh=${pair#*:}
+    if [ -f "$committed" ] && diff -u "$committed" "$fresh"; then
+      echo "$committed is what the servers report"
+    else
+      echo "$committed differs from what the servers report (above); run ./run commands" >&2
+      differs=true
+    fi
+  done
+  if $differs; then exit 1; fi
 else
-  mkdir -p "$(dirname "$table")"
+  mkdir -p "$(dirname "$table")" "$(dirname "$globals")"
   cp "$out" "$table"
-  echo "wrote $table"
+  cp "$globals_out" "$globals"
+  echo "wrote $table and $globals"
 fi

@@ -3,8 +3,12 @@
 //!
 //! A directory is read with its subdirectories. Each script is audited with its
 //! `@include`s expanded ([`crate::include`]): its digest is the expanded body's, its
-//! problems point into the file (included or not) they are in, and a file that only
-//! other scripts include is checked as part of them, not as a script of its own.
+//! problems point into the file (included or not) they are in, and a file that other
+//! scripts include is checked as part of them, not as a script of its own, unless
+//! `SHA1SUMS` lists it (then it is both). A file that cannot be read is a problem of
+//! that file; the others are audited all the same. `SHA1SUMS` names files as `sha1sum`
+//! run in the directory writes them: `x.lua`, `sub/x.lua`, or with `./` before them, as
+//! `find . -exec sha1sum {} +` writes them.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -37,6 +41,9 @@ pub struct ScriptReport {
     pub warnings: Vec<String>,
     /// Every call whose command is not a literal, so was not checked, as `path:line:col`.
     pub unchecked: Vec<String>,
+    /// Why the file could not be read, when it could not: then it has no digest (an empty
+    /// `sha1`) and no analysis, and its one problem says so.
+    pub unreadable: Option<String>,
 }
 
 /// A directory's `SHA1SUMS` against its files.
@@ -123,14 +130,16 @@ pub fn audit_dir(dir: &Path) -> io::Result<DirReport> {
         });
     }
     let mut files = Vec::new();
-    lua_files(dir, &mut files)?;
+    let mut problems = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        lua_files(entry, &mut files, &mut problems);
+    }
     files.sort();
-    let mut scripts = files
-        .iter()
-        .map(|path| audit_file(path))
-        .collect::<io::Result<Vec<_>>>()?;
+    let mut scripts: Vec<ScriptReport> = files.iter().map(|path| audit_or_report(path)).collect();
+    let sums = Sums::read(dir)?;
     // A file another script includes is checked inside that script, not alone: it uses
-    // the locals of the file that includes it.
+    // the locals of the file that includes it. Unless SHA1SUMS lists it: then the
+    // directory says it is a script too.
     let included: Vec<PathBuf> = scripts
         .iter()
         .flat_map(|s| s.parts.iter().skip(1))
@@ -139,16 +148,17 @@ pub fn audit_dir(dir: &Path) -> io::Result<DirReport> {
     scripts.retain(|s| {
         let id = std::fs::canonicalize(&s.path).unwrap_or_else(|_| s.path.clone());
         !included.contains(&id)
+            || sums
+                .as_ref()
+                .is_some_and(|sums| sums.listed.contains_key(&listed_name(dir, &s.path)))
     });
-    let sums = check_sums(dir, &scripts)?;
-    let problems = if scripts.is_empty() {
-        vec![format!(
+    let sums = sums.map_or_else(SumsReport::default, |sums| sums.check(dir, &scripts));
+    if scripts.is_empty() {
+        problems.push(format!(
             "{}: no script found (no .lua file here or below)",
             dir.display()
-        )]
-    } else {
-        Vec::new()
-    };
+        ));
+    }
     Ok(DirReport {
         dir: dir.to_path_buf(),
         scripts,
@@ -157,20 +167,74 @@ pub fn audit_dir(dir: &Path) -> io::Result<DirReport> {
     })
 }
 
-/// The `.lua` files of `dir` and its subdirectories (not following links to directories,
-/// so a loop of links cannot recurse forever).
-fn lua_files(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let path = entry.path();
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            lua_files(&path, out)?;
-        } else if path.extension().is_some_and(|e| e == "lua") && path.is_file() {
-            out.push(path);
+/// The `.lua` files of a directory entry: the entry itself, or those of a subdirectory
+/// and below (not following links to directories, so a loop of links cannot recurse
+/// forever). A subdirectory that cannot be read is a problem of the directory.
+fn lua_files(
+    entry: io::Result<std::fs::DirEntry>,
+    out: &mut Vec<PathBuf>,
+    problems: &mut Vec<String>,
+) {
+    let (path, kind) = match entry.and_then(|e| Ok((e.path(), e.file_type()?))) {
+        Ok(found) => found,
+        Err(e) => {
+            problems.push(format!("cannot read a directory entry: {}", reason(&e)));
+            return;
         }
+    };
+    if kind.is_dir() {
+        match std::fs::read_dir(&path) {
+            Ok(entries) => {
+                for entry in entries {
+                    lua_files(entry, out, problems);
+                }
+            }
+            Err(e) => problems.push(format!(
+                "{}: cannot read the directory: {}",
+                path.display(),
+                reason(&e)
+            )),
+        }
+    } else if path.extension().is_some_and(|e| e == "lua") && path.is_file() {
+        out.push(path);
     }
-    Ok(())
+}
+
+/// The OS's words without its error number ("Input/output error", not "... (os error 5)").
+fn reason(e: &io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(at) if text.ends_with(')') => text[..at].to_owned(),
+        _ => text,
+    }
+}
+
+/// Audits one script of a directory: a file that cannot be read is a report with that
+/// one problem.
+fn audit_or_report(path: &Path) -> ScriptReport {
+    audit_file(path).unwrap_or_else(|e| {
+        let why = reason(&e);
+        ScriptReport {
+            path: path.to_path_buf(),
+            name: stem(path),
+            sha1: String::new(),
+            source: String::new(),
+            bytes: Vec::new(),
+            parts: vec![path.to_path_buf()],
+            analysis: Analysis::default(),
+            problems: vec![format!("{}: cannot read the file: {why}", path.display())],
+            warnings: Vec::new(),
+            unchecked: Vec::new(),
+            unreadable: Some(why),
+        }
+    })
+}
+
+/// The file stem, the name the runtime gives a script.
+fn stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// Audits one script file, with its includes.
@@ -181,10 +245,7 @@ fn lua_files(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn audit_file(path: &Path) -> io::Result<ScriptReport> {
-    let name = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = stem(path);
     let expanded = include::expand(path)?;
     let analysis = lua::analyze(&expanded.text);
     let located = |list: &[lua::Problem]| -> Vec<String> {
@@ -224,71 +285,117 @@ pub fn audit_file(path: &Path) -> io::Result<ScriptReport> {
         problems,
         warnings,
         unchecked,
+        unreadable: None,
     })
 }
 
-fn check_sums(dir: &Path, scripts: &[ScriptReport]) -> io::Result<SumsReport> {
-    let sums_path = dir.join("SHA1SUMS");
-    let text = match std::fs::read_to_string(&sums_path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(SumsReport::default()),
-        Err(e) => return Err(e),
-    };
-    let mut report = SumsReport {
-        present: true,
-        ..SumsReport::default()
-    };
-    let mut listed = BTreeMap::new();
-    for (n, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        // `sha1sum` writes "<digest>  <file>" (text mode) or "<digest> *<file>".
-        let parsed = line
-            .split_once("  ")
-            .or_else(|| line.split_once(" *"))
-            .filter(|(d, _)| d.len() == 40 && d.bytes().all(|b| b.is_ascii_hexdigit()));
-        match parsed {
-            Some((digest, file)) => {
-                listed.insert(file.to_owned(), digest.to_ascii_lowercase());
+/// A file's name as `SHA1SUMS` lists it: its path below `dir`, `/`-separated, without
+/// `.` components (`./x.lua` is `x.lua`).
+fn listed_name(dir: &Path, path: &Path) -> String {
+    tidy(&path.strip_prefix(dir).unwrap_or(path).to_string_lossy())
+}
+
+/// `./sub/./x.lua` as `sub/x.lua`: what `sha1sum -c` opens is the same file.
+fn tidy(name: &str) -> String {
+    Path::new(name)
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// A directory's `SHA1SUMS`, read.
+struct Sums {
+    path: PathBuf,
+    /// Each file listed, by [`tidy`] name: its digest.
+    listed: BTreeMap<String, String>,
+    /// Lines that are not `sha1sum` format, and files listed twice.
+    problems: Vec<String>,
+}
+
+impl Sums {
+    /// `dir/SHA1SUMS`; `None` when there is none.
+    fn read(dir: &Path) -> io::Result<Option<Self>> {
+        let path = dir.join("SHA1SUMS");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut sums = Self {
+            path,
+            listed: BTreeMap::new(),
+            problems: Vec::new(),
+        };
+        for (n, line) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            // `sha1sum` writes "<digest>  <file>" (text mode) or "<digest> *<file>".
+            let parsed = line
+                .split_once("  ")
+                .or_else(|| line.split_once(" *"))
+                .filter(|(d, _)| d.len() == 40 && d.bytes().all(|b| b.is_ascii_hexdigit()));
+            match parsed {
+                Some((digest, file)) => {
+                    let name = tidy(file);
+                    if sums
+                        .listed
+                        .insert(name.clone(), digest.to_ascii_lowercase())
+                        .is_some()
+                    {
+                        sums.problems.push(format!(
+                            "{}:{}: {name} is listed twice",
+                            sums.path.display(),
+                            n + 1
+                        ));
+                    }
+                }
+                None => sums.problems.push(format!(
+                    "{}:{}: not a sha1sum line: {line:?}",
+                    sums.path.display(),
+                    n + 1
+                )),
             }
-            None => report.problems.push(format!(
-                "{}:{}: not a sha1sum line: {line:?}",
-                sums_path.display(),
-                n + 1
-            )),
         }
+        Ok(Some(sums))
     }
-    report.listed = listed.len();
-    for script in scripts {
-        // Listed by its path below the directory, as `sha1sum` run there writes it.
-        let file = script
-            .path
-            .strip_prefix(dir)
-            .unwrap_or(&script.path)
-            .to_string_lossy()
-            .into_owned();
-        match listed.remove(&file) {
-            Some(digest) if digest == script.sha1 => {}
-            Some(digest) => report.problems.push(format!(
-                "{}: SHA1SUMS says {digest}, the file is {}: review the change, then update SHA1SUMS",
-                script.path.display(),
-                script.sha1
-            )),
-            None => report.problems.push(format!(
-                "{}: not listed in SHA1SUMS (add it after review: sha1sum {file} >> SHA1SUMS)",
-                script.path.display()
-            )),
+
+    /// Every script against its line, and every line against a script.
+    fn check(mut self, dir: &Path, scripts: &[ScriptReport]) -> SumsReport {
+        let mut report = SumsReport {
+            present: true,
+            listed: self.listed.len(),
+            problems: std::mem::take(&mut self.problems),
+        };
+        for script in scripts {
+            // Listed by its path below the directory, as `sha1sum` run there writes it.
+            let file = listed_name(dir, &script.path);
+            match self.listed.remove(&file) {
+                // Its own problem says it cannot be read.
+                _ if script.unreadable.is_some() => {}
+                Some(digest) if digest == script.sha1 => {}
+                Some(digest) => report.problems.push(format!(
+                    "{}: SHA1SUMS says {digest}, the file is {}: review the change, then update SHA1SUMS",
+                    script.path.display(),
+                    script.sha1
+                )),
+                None => report.problems.push(format!(
+                    "{}: not listed in SHA1SUMS (add it after review: sha1sum {file} >> SHA1SUMS)",
+                    script.path.display()
+                )),
+            }
         }
+        for file in self.listed.keys() {
+            report.problems.push(format!(
+                "{}: listed in SHA1SUMS but missing",
+                dir.join(file).display()
+            ));
+        }
+        report
     }
-    for file in listed.keys() {
-        report.problems.push(format!(
-            "{}: listed in SHA1SUMS but missing",
-            dir.join(file).display()
-        ));
-    }
-    Ok(report)
 }
 
 #[cfg(test)]

@@ -69,6 +69,23 @@ pub struct Server {
     pub version: &'static str,
 }
 
+/// The first Redis that reads a `#!lua` shebang; every Valkey does.
+pub const SHEBANG_SINCE: &str = "7.0.0";
+
+impl Server {
+    /// Whether the server reads a `#!lua` first line: Redis 7.0 and later, and Valkey
+    /// (Redis 6.2 fails to compile a script that starts with `#!`).
+    ///
+    /// ```
+    /// use lockscript_audit::commands::SERVERS;
+    ///
+    /// assert!(SERVERS.iter().any(|s| !s.reads_shebang())); // Redis 6.2
+    /// ```
+    pub fn reads_shebang(&self) -> bool {
+        self.product == Product::Valkey || version(self.version) >= version(SHEBANG_SINCE)
+    }
+}
+
 impl fmt::Display for Server {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}", self.product, self.version)
@@ -125,14 +142,42 @@ impl Servers {
         Self(self.0 & !other.0)
     }
 
+    /// The servers in both sets.
+    pub fn and(self, other: Self) -> Self {
+        Self(self.0 & other.0)
+    }
+
+    /// The servers in either set.
+    pub fn or(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+
+    /// Every server of [`SERVERS`].
+    pub fn all() -> Self {
+        Self(Self::mask())
+    }
+
+    /// The servers of [`SERVERS`] for which `keep` is true.
+    ///
+    /// ```
+    /// use lockscript_audit::commands::{Product, Servers};
+    ///
+    /// let valkey = Servers::from_fn(|s| s.product == Product::Valkey);
+    /// assert_eq!(valkey, Servers::all().of(Product::Valkey));
+    /// ```
+    pub fn from_fn(keep: impl Fn(&Server) -> bool) -> Self {
+        Self(
+            SERVERS
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| keep(s))
+                .fold(0, |bits, (i, _)| bits | (1 << i)),
+        )
+    }
+
     /// The servers of this set that are of `product`.
     pub fn of(self, product: Product) -> Self {
-        let bits = SERVERS
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.product == product)
-            .fold(0, |bits, (i, _)| bits | (1 << i));
-        Self(self.0 & bits)
+        self.and(Self::from_fn(|s| s.product == product))
     }
 
     fn mask() -> u8 {
@@ -339,7 +384,7 @@ const fn entry(
     }
 }
 
-const fn marks(marks: &str) -> Servers {
+pub(crate) const fn marks(marks: &str) -> Servers {
     let bytes = marks.as_bytes();
     assert!(bytes.len() == SERVERS.len(), "one mark per server");
     let mut bits = 0u8;

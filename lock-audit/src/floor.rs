@@ -17,7 +17,7 @@
 
 use std::fmt;
 
-use crate::commands::{self, Product};
+use crate::commands::{self, Product, Servers};
 use crate::lua::{Analysis, Position};
 
 /// A server version, `major.minor.patch`.
@@ -89,7 +89,7 @@ impl Floor {
         if analysis.shebang {
             floor.raise(
                 Product::Redis,
-                Some(Version(7, 0, 0)),
+                Version::parse(commands::SHEBANG_SINCE),
                 "the `#!lua` shebang",
                 first_line,
             );
@@ -213,6 +213,46 @@ impl Requires {
             return Err("name at least one server, as in \"redis 7.0, valkey 8.0\"".to_owned());
         }
         Ok(requires)
+    }
+
+    /// The servers of `servers` a script declared so is meant for: of a product it names,
+    /// those at or above the version named (the newest of the product when the version is
+    /// newer than every server of the matrix); of a product it does not name, all of them.
+    /// What [`crate::lua::analyze_on`] checks a script with `requires` against.
+    ///
+    /// ```
+    /// use lockscript_audit::commands::{Product, Servers};
+    /// use lockscript_audit::floor::Requires;
+    ///
+    /// let newer = Requires::parse("redis 8.0").unwrap().narrow(Servers::all());
+    /// assert!(newer.of(Product::Redis).iter().all(|s| !s.version.starts_with("7.")));
+    /// assert_eq!(newer.of(Product::Valkey), Servers::all().of(Product::Valkey));
+    /// ```
+    pub fn narrow(&self, servers: Servers) -> Servers {
+        let mut kept = Servers::NONE;
+        for (product, declared) in [(Product::Redis, self.redis), (Product::Valkey, self.valkey)] {
+            let of = servers.of(product);
+            let Some(declared) = declared else {
+                kept = kept.or(of);
+                continue;
+            };
+            let at_least =
+                Servers::from_fn(|s| Version::parse(s.version).is_some_and(|v| v >= declared));
+            let newest = of
+                .iter()
+                .filter_map(|s| Version::parse(s.version))
+                .max()
+                .map_or(Servers::NONE, |top| {
+                    Servers::from_fn(|s| Version::parse(s.version) == Some(top))
+                });
+            let chosen = of.and(at_least);
+            kept = kept.or(if chosen.is_empty() {
+                of.and(newest)
+            } else {
+                chosen
+            });
+        }
+        kept
     }
 
     /// Each declared server the script cannot run on: the product, the declared version

@@ -7,7 +7,8 @@
 //!   literal `redis.call` / `redis.pcall` command against [`commands`], the table of
 //!   which command exists on which server of the test matrix (a command that only some
 //!   have is a warning): its arity and subcommands too, through aliases, wrapper
-//!   functions and `pcall`; [`scope`] finds globals Redis's Lua does not define.
+//!   functions and `pcall`; [`scope`] finds globals the servers' Lua does not define
+//!   ([`globals`], per server).
 //! - [`fixture::check`] reads a fixture file of redis-cli commands (the data a script test
 //!   starts from) and holds each command against the same table.
 //! - [`include::expand`] expands `--- @include` lines into the body that is sent.
@@ -19,9 +20,9 @@
 //! - [`inspect::inspect`] (feature `cli`) reads the locks on a live server, read-only:
 //!   holders, fencing tokens, waiters (`lockscript inspect`).
 //!
-//! The parts that parse Lua (`lua`, `scope`, `include`, `floor`, `audit`) are behind the
-//! `analysis` feature (on with the default `cli`); the rest writes text and needs no
-//! parser.
+//! The parts that parse Lua (`lua`, `shebang`, `scope`, `include`, `floor`, `audit`) and
+//! the `globals` table they check against are behind the `analysis` feature (on with the
+//! default `cli`); the rest writes text and needs no parser.
 //!
 //! ```
 //! # #[cfg(feature = "analysis")] {
@@ -39,6 +40,8 @@ pub mod fixture;
 #[cfg(feature = "analysis")]
 pub mod floor;
 pub mod functions;
+#[cfg(feature = "analysis")]
+pub mod globals;
 pub mod guarded;
 #[cfg(feature = "analysis")]
 pub mod include;
@@ -49,6 +52,8 @@ pub mod lua;
 mod problem;
 #[cfg(feature = "analysis")]
 pub mod scope;
+#[cfg(feature = "analysis")]
+pub mod shebang;
 
 /// The SHA1 of `bytes` as 40 lowercase hex digits: what `sha1sum` prints and what
 /// `SCRIPT LOAD` returns for a script with exactly these bytes.

@@ -1,9 +1,15 @@
 //! Static analysis of one Redis Lua script, independent of any Rust signature.
 //!
 //! Parses the source as Lua 5.1 (the dialect Redis embeds) with `full_moon`, reads the
-//! `#!lua` shebang the way Redis 7 does, and scans the tokens for the three things the
-//! macro checks against the Rust side: the highest literal `KEYS[n]` and `ARGV[n]`, and
-//! every `redis.call` / `redis.pcall` whose command name is a string literal.
+//! `#!lua` shebang the way the servers do ([`crate::shebang`]), and scans the tokens for
+//! the three things the macro checks against the Rust side: the highest literal
+//! `KEYS[n]` and `ARGV[n]`, and every `redis.call` / `redis.pcall` whose command name is a
+//! string literal.
+//!
+//! What a server refuses can depend on the server (a global only some define, a shebang
+//! Redis 6.2 cannot read): such problems are about [`Analysis::servers`], the servers of
+//! the matrix the script runs on as far as its shebang and commands go ([`analyze`]), or
+//! the servers asked about ([`analyze_on`]).
 //!
 //! This module knows nothing about `proc_macro`: it returns plain data with 1-based
 //! line/column positions, so the same analysis can serve a command-line auditor.
@@ -11,18 +17,11 @@
 use full_moon::ast::LuaVersion;
 use full_moon::tokenizer::{Lexer, LexerResult, Symbol, Token, TokenType};
 
-use crate::commands;
+use crate::commands::{self, Server, Servers};
 use crate::problem::closest;
 pub use crate::problem::{Position, Problem};
-
-/// The flags Redis 7 accepts after `#!lua flags=`.
-pub const KNOWN_FLAGS: &[&str] = &[
-    "no-writes",
-    "allow-oom",
-    "allow-stale",
-    "no-cluster",
-    "allow-cross-slot-keys",
-];
+pub use crate::shebang::KNOWN_FLAGS;
+use crate::shebang::{self, Shebang};
 
 /// How a script uses `KEYS` or `ARGV`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -82,6 +81,11 @@ pub struct Analysis {
     pub warnings: Vec<Problem>,
     /// The source parsed as Lua 5.1; when false, the usage counts are not meaningful.
     pub parsed: bool,
+    /// The servers of the matrix ([`commands::SERVERS`]) the problems are about: those
+    /// that read the script's shebang and have every command it calls (every server
+    /// when none does), or the ones [`analyze_on`] was given. A global one of them does
+    /// not define, or a shebang one of them cannot read, is a problem.
+    pub servers: Servers,
 }
 
 impl Analysis {
@@ -91,13 +95,55 @@ impl Analysis {
     }
 }
 
-/// Analyses a script's source.
+/// Analyses a script's source, for the servers of the matrix it runs on as far as its
+/// shebang and commands go ([`Analysis::servers`]).
+///
+/// ```
+/// use lockscript_audit::lua::analyze;
+///
+/// // Only Redis 6.2 keeps Lua's `print`: the script runs everywhere else, and fails there.
+/// let analysis = analyze("print('x')\nreturn 1");
+/// assert!(analysis.problems[0].message.starts_with("`print` exists on Redis 6.2."));
+/// ```
 pub fn analyze(source: &str) -> Analysis {
+    analyze_for(source, None)
+}
+
+/// Analyses a script's source for the servers `servers` of the matrix: a problem is what
+/// one of them would refuse (the macro's `requires = "..."` narrows the servers so).
+///
+/// ```
+/// use lockscript_audit::commands::{Product, Servers};
+/// use lockscript_audit::lua::{analyze, analyze_on};
+///
+/// let script = "return os.clock()";
+/// assert!(!analyze(script).problems.is_empty()); // Redis 6.2 and 7.0 have no `os`
+/// let valkey = Servers::from_fn(|s| s.product == Product::Valkey);
+/// assert!(analyze_on(script, valkey).problems.is_empty());
+/// ```
+pub fn analyze_on(source: &str, servers: Servers) -> Analysis {
+    analyze_for(source, Some(servers))
+}
+
+fn analyze_for(source: &str, servers: Option<Servers>) -> Analysis {
     let mut analysis = Analysis::default();
-    let body = read_shebang(source, &mut analysis);
+    let shebang = Shebang::read(source);
+    if let Some(shebang) = &shebang {
+        analysis.shebang = true;
+        analysis.flags.clone_from(&shebang.flags);
+    }
+    let body = shebang::as_comment(source);
+    let shebang_problems = |analysis: &Analysis| {
+        shebang
+            .as_ref()
+            .map(|s| s.problems(analysis.servers))
+            .unwrap_or_default()
+    };
 
     let parsed = full_moon::parse_fallible(&body, LuaVersion::lua51());
     if !parsed.errors().is_empty() {
+        analysis.servers = servers.unwrap_or_else(|| runs_on(&analysis));
+        analysis.problems = shebang_problems(&analysis);
         for error in parsed.errors() {
             let (start, _) = error.range();
             analysis.problems.push(Problem {
@@ -113,58 +159,38 @@ pub fn analyze(source: &str) -> Analysis {
     }
 
     analysis.parsed = true;
-    crate::scope::check(parsed.ast().nodes(), &mut analysis.problems);
     // The parse succeeded, so lexing succeeds too; the scan wants the flat token list.
     if let LexerResult::Ok(all) = Lexer::new(&body, LuaVersion::lua51()).collect() {
         let tokens: Vec<&Token> = all.iter().filter(|t| !t.token_type().is_trivia()).collect();
         scan(&tokens, &mut analysis);
     }
+    // The servers follow from the commands; the problems keep their order: the shebang,
+    // the names, then the calls.
+    analysis.servers = servers.unwrap_or_else(|| runs_on(&analysis));
+    let first = shebang_problems(&analysis);
+    let calls = std::mem::replace(&mut analysis.problems, first);
+    crate::scope::check(
+        parsed.ast().nodes(),
+        analysis.servers,
+        &mut analysis.problems,
+    );
+    analysis.problems.extend(calls);
     analysis
 }
 
-/// Reads a `#!lua flags=...` first line as Redis 7 does, and returns the source with
-/// the shebang turned into a comment of the same width so positions stay true.
-fn read_shebang(source: &str, analysis: &mut Analysis) -> String {
-    let Some(rest) = source.strip_prefix("#!") else {
-        return source.to_owned();
-    };
-    analysis.shebang = true;
-    let line = rest.lines().next().unwrap_or("");
-    let at = Position { line: 1, column: 1 };
-    let mut parts = line.split_ascii_whitespace();
-    if parts.next() != Some("lua") {
-        analysis.problems.push(Problem {
-            at,
-            message: format!(
-                "unknown script engine in shebang `#!{line}`: Redis only runs `#!lua`"
-            ),
-        });
+/// The servers of the matrix that read the script's shebang (when it has one) and have
+/// every command it calls; every server when none does (the warnings say why).
+fn runs_on(analysis: &Analysis) -> Servers {
+    let mut on = Servers::all();
+    if analysis.shebang {
+        on = on.and(Servers::from_fn(Server::reads_shebang));
     }
-    for part in parts {
-        if let Some(list) = part.strip_prefix("flags=") {
-            for flag in list.split(',').filter(|f| !f.is_empty()) {
-                if !KNOWN_FLAGS.contains(&flag) {
-                    analysis.problems.push(Problem {
-                        at,
-                        message: format!(
-                            "unknown shebang flag `{flag}`: Redis accepts {}",
-                            KNOWN_FLAGS.join(", ")
-                        ),
-                    });
-                }
-                analysis.flags.push(flag.to_owned());
-            }
-        } else {
-            analysis.problems.push(Problem {
-                at,
-                message: format!(
-                    "unknown shebang option `{part}`: a script accepts only `flags=...` \
-                     (`name=` belongs to Redis Functions)"
-                ),
-            });
+    for used in &analysis.commands {
+        if let Some(c) = commands::find(&used.name) {
+            on = on.and(c.on);
         }
     }
-    format!("--{rest}")
+    if on.is_empty() { Servers::all() } else { on }
 }
 
 fn position(token: &Token) -> Position {
@@ -953,6 +979,62 @@ mod tests {
                 "2:19: `SET` writes, but the script is declared `#!lua flags=no-writes`".to_owned()
             ]
         );
+    }
+
+    /// What Redis 7.0, 8.2 and Valkey 9.1 refuse (EVAL answers "Unexpected flag in script
+    /// shebang: ", "Invalid script shebang", "Unexpected engine in script shebang").
+    #[test]
+    fn a_shebang_the_servers_refuse_is_a_problem() {
+        for (source, says) in [
+            ("#!lua flags=no-writes,\nreturn 1", "empty flag"),
+            ("#!lua flags=,no-writes\nreturn 1", "empty flag"),
+            ("#!lua flags=no-writes, allow-oom\nreturn 1", "empty flag"),
+            ("#!lua flags=no-writes", "Invalid script shebang"),
+            ("#!lua", "Invalid script shebang"),
+            (
+                "#!lua flags=no-writes\0x\nreturn 1",
+                "Invalid script shebang",
+            ),
+            ("#! lua\nreturn 1", "engine"),
+            ("#!\nreturn 1", "engine"),
+            ("#!lua\u{c}flags=no-writes\nreturn 1", "engine"),
+            ("#!lua flags=NO-WRITES\nreturn 1", "`NO-WRITES`"),
+            ("#!lua FLAGS=no-writes\nreturn 1", "`FLAGS=no-writes`"),
+        ] {
+            let a = analyze(source);
+            assert_eq!(a.problems.len(), 1, "{source:?}: {:?}", messages(&a));
+            assert!(
+                a.problems[0].message.contains(says),
+                "{source:?}: {:?}",
+                messages(&a)
+            );
+            assert_eq!(a.problems[0].at, Position { line: 1, column: 1 });
+        }
+    }
+
+    /// What the same servers accept, with the flags they read.
+    #[test]
+    fn a_shebang_the_servers_accept_is_read_as_they_read_it() {
+        for (source, flags) in [
+            ("#!lua flags=\nreturn 1", &[][..]),
+            ("#!lua\n", &[]),
+            ("#!lua\r\nreturn 1", &[]),
+            ("#!lua flags=no-writes\r\nreturn 1", &["no-writes"]),
+            (
+                "#!lua flags=no-writes,no-writes\nreturn 1",
+                &["no-writes", "no-writes"],
+            ),
+            ("#!lua\tflags=no-writes  \nreturn 1", &["no-writes"]),
+            ("#!lua \u{b}flags=allow-oom\nreturn 1", &["allow-oom"]),
+            (
+                "#!lua flags=no-writes flags=allow-oom\nreturn 1",
+                &["no-writes", "allow-oom"],
+            ),
+        ] {
+            let a = analyze(source);
+            assert!(a.problems.is_empty(), "{source:?}: {:?}", messages(&a));
+            assert_eq!(a.flags, flags, "{source:?}");
+        }
     }
 
     #[test]

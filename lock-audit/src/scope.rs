@@ -1,76 +1,43 @@
 //! Names and scopes: which globals a script reads or assigns.
 //!
-//! Redis runs a script in a sandbox whose globals are fixed: Lua 5.1's base library
-//! (the part Redis keeps), `string`, `table`, `math`, `os` (only `os.clock`), `bit`,
-//! `struct`, `cjson`, `cmsgpack`, `redis`, `KEYS` and `ARGV`. Reading any other global
-//! fails when the script runs ("Script attempted to access nonexistent global
-//! variable"), and so does assigning one ("Script attempted to create global
-//! variable"). Both are found here, before the script runs: the walk follows Lua's
-//! scoping (a `local` is visible after its statement, a `local function` inside its own
-//! body, a parameter in its function, a loop variable in its loop, and a `repeat`
-//! body's locals in its `until`).
+//! Redis runs a script in a sandbox whose globals are fixed, and differ by server
+//! ([`crate::globals`]: only Redis 6.2 keeps `print`, `getfenv`, `setfenv` and
+//! `newproxy`; `os` is on Redis 8.2 and Valkey but not on Redis 7.0). Reading a global
+//! a server does not define fails there when the script runs ("Script attempted to
+//! access nonexistent global variable"), and so does assigning any global ("Script
+//! attempted to create global variable"); calling a member a library table lacks there
+//! (`redis.acl_check_cmd` on Redis 6.2) fails too ("attempt to call field ... (a nil
+//! value)"). All are found here, before the script runs, for the servers the analysis
+//! is about ([`crate::lua::Analysis::servers`]): the walk follows Lua's scoping (a
+//! `local` is visible after its statement, a `local function` inside its own body, a
+//! parameter in its function, a loop variable in its loop, and a `repeat` body's locals
+//! in its `until`).
 
 use full_moon::ast::{
-    Block, Call, Expression, Field, FunctionArgs, FunctionBody, FunctionCall, Index, LastStmt,
-    Parameter, Prefix, Stmt, Suffix, Var,
+    BinOp, Block, Call, Expression, Field, FunctionArgs, FunctionBody, FunctionCall, Index,
+    LastStmt, Parameter, Prefix, Stmt, Suffix, Var,
 };
 use full_moon::tokenizer::{TokenReference, TokenType};
 
+use crate::commands::{Product, Servers};
+use crate::globals;
 use crate::problem::{Position, Problem, closest};
 
-/// The globals a script running in Redis finds defined (Redis 6.2 to 8.x and Valkey:
-/// the allow lists of their Lua sandbox, with Lua 5.1's names they keep).
-pub const REDIS_GLOBALS: &[&str] = &[
-    "ARGV",
-    "KEYS",
-    "_G",
-    "_VERSION",
-    "assert",
-    "bit",
-    "cjson",
-    "cmsgpack",
-    "collectgarbage",
-    "coroutine",
-    "error",
-    "gcinfo",
-    "getfenv",
-    "getmetatable",
-    "ipairs",
-    "load",
-    "loadstring",
-    "math",
-    "newproxy",
-    "next",
-    "os",
-    "pairs",
-    "pcall",
-    "print",
-    "rawequal",
-    "rawget",
-    "rawset",
-    "redis",
-    "select",
-    "setfenv",
-    "setmetatable",
-    "string",
-    "struct",
-    "table",
-    "tonumber",
-    "tostring",
-    "type",
-    "unpack",
-    "xpcall",
-];
-
-/// Every read of a global Redis does not define, and every assignment of a global.
-/// Each undefined name is reported once, at its first use.
-pub(crate) fn check(block: &Block, problems: &mut Vec<Problem>) {
+/// Every read of a global some server of `servers` does not define, every assignment of
+/// a global, and every call of a library member some of them lack, unless the call is
+/// guarded by a test of that member (`if redis.setresp then redis.setresp(3) end`,
+/// `redis.setresp and redis.setresp(3)`). Each name is reported once, at its first use.
+pub(crate) fn check(block: &Block, servers: Servers, problems: &mut Vec<Problem>) {
     let mut walk = Walk {
+        servers,
         scopes: vec![Vec::new()],
         seen: Vec::new(),
         defined: Vec::new(),
         found: Vec::new(),
         functions: Vec::new(),
+        member_calls: Vec::new(),
+        guards: Vec::new(),
+        table_writes: Vec::new(),
     };
     walk.block_in(block);
     for (name, at, assigned) in walk.found {
@@ -81,25 +48,144 @@ pub(crate) fn check(block: &Block, problems: &mut Vec<Problem>) {
                 format!("local {name}")
             };
             format!(
-                "assigns the global `{name}`, which Redis refuses (\"Script attempted to \
-                 create global variable\"): declare it `{fix}`"
+                "assigns the global `{name}`, which the servers refuse (\"Attempt to modify a \
+                 readonly table\"; before that protection, \"Script attempted to create \
+                 global variable\"): declare it `{fix}`"
             )
         } else {
             let hint = closest(&name, walk.defined.iter().map(String::as_str))
-                .or_else(|| closest(&name, REDIS_GLOBALS.iter().copied()))
+                .or_else(|| closest(&name, globals::everywhere(servers)))
                 .map(|near| format!("; did you mean `{near}`?"))
                 .unwrap_or_default();
-            format!(
-                "`{name}` is not defined: no local or function of the script or its includes \
-                 has that name, and Redis's Lua has no such global (the script would fail \
-                 with \"Script attempted to access nonexistent global variable\"){hint}"
-            )
+            match globals::find(&name) {
+                Some(global) => format!(
+                    "`{name}` {}, and the script would fail there with \"Script attempted to \
+                     access nonexistent global variable\"{}{hint}",
+                    lacking(global, servers, "global"),
+                    requires(global, servers)
+                        .map(|r| format!(
+                            "; a script meant only for the newer servers says so: \
+                             `#[lock_script(..., requires = \"{r}\")]`"
+                        ))
+                        .unwrap_or_default(),
+                ),
+                None => format!(
+                    "`{name}` is not defined: no local or function of the script or its \
+                     includes has that name, and Redis's Lua has no such global (the script \
+                     would fail with \"Script attempted to access nonexistent global \
+                     variable\"){hint}"
+                ),
+            }
         };
         problems.push(Problem { at, message });
     }
+    for (table, at) in walk.table_writes {
+        problems.push(Problem {
+            at,
+            message: format!(
+                "assigns a field of the global table `{table}`, which the servers keep \
+                 read-only (\"Attempt to modify a readonly table\"): keep the value in a \
+                 local table of the script's own"
+            ),
+        });
+    }
+    let mut said = Vec::new();
+    for (name, at) in walk.member_calls {
+        if said.contains(&name) {
+            continue;
+        }
+        if let Some(message) = member_message(&name, servers) {
+            problems.push(Problem { at, message });
+        }
+        said.push(name);
+    }
+}
+
+/// What is wrong with a call of `table.member` on `servers`.
+fn member_message(name: &str, servers: Servers) -> Option<String> {
+    let (table, member) = name.split_once('.')?;
+    let nil = format!("\"attempt to call field '{member}' (a nil value)\"");
+    Some(if let Some(global) = globals::find(name) {
+        format!(
+            "`{name}` {}, and calling it there fails ({nil}); test it first (`if {name} \
+             then`) to call it only where it exists{}",
+            lacking(global, servers, "member"),
+            requires(global, servers)
+                .map(|r| format!(
+                    ", or say the script is meant only for the newer servers: \
+                     `#[lock_script(..., requires = \"{r}\")]`"
+                ))
+                .unwrap_or_default(),
+        )
+    } else {
+        let prefix = format!("{table}.");
+        let hint = closest(
+            name,
+            globals::GLOBALS
+                .iter()
+                .filter(|g| g.name.starts_with(&prefix) && servers.without(g.on).is_empty())
+                .map(|g| g.name),
+        )
+        .map(|near| format!("; did you mean `{near}`?"))
+        .unwrap_or_default();
+        format!(
+            "`{name}` is not defined: `{table}` has no member `{member}` on any server, so \
+             calling it fails ({nil}){hint}"
+        )
+    })
+}
+
+/// "exists on Redis 6.2.14 only; Redis 7.0.15, 8.2.3 and Valkey 9.1.2 define no such
+/// global": the servers that have it, and those of `servers` that lack it.
+fn lacking(global: &globals::Global, servers: Servers, what: &str) -> String {
+    let without = servers.without(global.on);
+    let verb = if without.iter().count() == 1 {
+        "defines"
+    } else {
+        "define"
+    };
+    format!(
+        "exists on {} only; {without} {verb} no such {what}",
+        global.on
+    )
+}
+
+/// The `requires` that leaves out every server of `servers` lacking the name ("redis
+/// 8.2"): when each is older than every server of its product that has it.
+fn requires(global: &globals::Global, servers: Servers) -> Option<String> {
+    let without = servers.without(global.on);
+    let mut floors = Vec::new();
+    for product in [Product::Redis, Product::Valkey] {
+        let lacking = without.of(product);
+        if lacking.is_empty() {
+            continue;
+        }
+        let having = global.on.of(product);
+        let first = having.iter().map(|s| version(s.version)).min()?;
+        if lacking.iter().any(|s| version(s.version) >= first) {
+            return None;
+        }
+        let name = match product {
+            Product::Redis => "redis",
+            Product::Valkey => "valkey",
+        };
+        floors.push(format!(
+            "{name} {}.{}",
+            first[0],
+            first.get(1).unwrap_or(&0)
+        ));
+    }
+    (!floors.is_empty()).then(|| floors.join(", "))
+}
+
+/// "8.2.3" as numbers, for comparing.
+fn version(text: &str) -> Vec<u32> {
+    text.split('.').map(|p| p.parse().unwrap_or(0)).collect()
 }
 
 struct Walk {
+    /// The servers the script is checked for.
+    servers: Servers,
     /// The locals of each open scope, innermost last.
     scopes: Vec<Vec<String>>,
     /// Names already reported.
@@ -110,6 +196,15 @@ struct Walk {
     found: Vec<(String, Position, bool)>,
     /// The global assignments that are `function name()` declarations.
     functions: Vec<String>,
+    /// Unguarded calls of a member of a global library table
+    /// (`redis.acl_check_cmd(...)`), as `table.member`, in order.
+    member_calls: Vec<(String, Position)>,
+    /// The members tested true where the walk is: in the block of `if redis.setresp
+    /// then`, on the right of `redis.setresp and`. Calls of them are not reported.
+    guards: Vec<String>,
+    /// Assignments into a global library table (`string.x = 1`, `function redis.f()`),
+    /// by table, the first of each.
+    table_writes: Vec<(String, Position)>,
 }
 
 fn name_of(token: &TokenReference) -> Option<&str> {
@@ -143,7 +238,13 @@ impl Walk {
 
     fn report(&mut self, token: &TokenReference, assigned: bool) {
         let Some(name) = name_of(token) else { return };
-        if self.is_local(name) || (!assigned && REDIS_GLOBALS.contains(&name)) {
+        if self.is_local(name)
+            || (!assigned
+                && self
+                    .servers
+                    .without(globals::defined_on(name, self.servers))
+                    .is_empty())
+        {
             return;
         }
         if self.seen.iter().any(|n| n == name) {
@@ -152,6 +253,20 @@ impl Walk {
         self.seen.push(name.to_owned());
         self.found
             .push((name.to_owned(), position(token), assigned));
+    }
+
+    /// An assignment into the table `token` names: refused when that is a global table
+    /// of the sandbox (every one is read-only), not a local of the same name.
+    fn table_write(&mut self, token: &TokenReference) {
+        let Some(table) = name_of(token) else { return };
+        let global_table = table == "_G" || globals::is_table(table);
+        if !global_table
+            || self.is_local(table)
+            || self.table_writes.iter().any(|(t, _)| t == table)
+        {
+            return;
+        }
+        self.table_writes.push((table.to_owned(), position(token)));
     }
 
     /// A block in a new scope.
@@ -182,6 +297,12 @@ impl Walk {
                 for var in a.variables() {
                     match var {
                         Var::Name(name) => self.report(name, true),
+                        Var::Expression(v) => {
+                            if let Prefix::Name(table) = v.prefix() {
+                                self.table_write(table);
+                            }
+                            self.var(var);
+                        }
                         other => self.var(other),
                     }
                 }
@@ -199,7 +320,10 @@ impl Walk {
                         }
                         self.report(only, true);
                     }
-                    [first, ..] => self.report(first, false),
+                    [first, ..] => {
+                        self.report(first, false);
+                        self.table_write(first);
+                    }
                     [] => {}
                 }
                 self.body(f.body(), method);
@@ -217,10 +341,10 @@ impl Walk {
             }
             Stmt::If(i) => {
                 self.expr(i.condition());
-                self.block(i.block());
+                self.guarded_block(i.condition(), i.block());
                 for branch in i.else_if().into_iter().flatten() {
                     self.expr(branch.condition());
-                    self.block(branch.block());
+                    self.guarded_block(branch.condition(), branch.block());
                 }
                 if let Some(b) = i.else_block() {
                     self.block(b);
@@ -289,13 +413,90 @@ impl Walk {
         match var {
             Var::Name(name) => self.report(name, false),
             Var::Expression(v) => {
+                let suffixes: Vec<&Suffix> = v.suffixes().collect();
+                self.member(v.prefix(), &suffixes);
                 self.prefix(v.prefix());
-                for s in v.suffixes() {
+                for s in suffixes {
                     self.suffix(s);
                 }
             }
             _ => {}
         }
+    }
+
+    /// `table.member` at the start of a call or an index, when `table` is a global
+    /// library table (not a local of that name): the member, and its token.
+    fn member_of<'a>(
+        &self,
+        prefix: &Prefix,
+        suffixes: &[&'a Suffix],
+    ) -> Option<(String, &'a TokenReference)> {
+        let Prefix::Name(table) = prefix else {
+            return None;
+        };
+        let table = name_of(table)?;
+        if self.is_local(table) || !globals::is_table(table) {
+            return None;
+        }
+        let Some(Suffix::Index(Index::Dot { name, .. })) = suffixes.first() else {
+            return None;
+        };
+        Some((format!("{table}.{}", name_of(name)?), name))
+    }
+
+    /// A call of `table.member(...)` some server lacks, unless a test of it guards it.
+    fn member(&mut self, prefix: &Prefix, suffixes: &[&Suffix]) {
+        let Some((full, token)) = self.member_of(prefix, suffixes) else {
+            return;
+        };
+        if !matches!(suffixes.get(1), Some(Suffix::Call(Call::AnonymousCall(_))))
+            || self.guards.contains(&full)
+        {
+            return;
+        }
+        let (table, _) = full.split_once('.').unwrap_or((&full, ""));
+        let defined = globals::defined_on(&full, self.servers);
+        let table_defined = globals::defined_on(table, self.servers);
+        // A table some server lacks is reported as a global already.
+        if !self.servers.without(defined).is_empty()
+            && self.servers.without(table_defined).is_empty()
+        {
+            self.member_calls.push((full, position(token)));
+        }
+    }
+
+    /// The members an expression tests true when it is true: `redis.setresp`, and each
+    /// side of an `and`.
+    fn tested(&self, expr: &Expression) -> Vec<String> {
+        match expr {
+            Expression::Var(Var::Expression(v)) => {
+                let suffixes: Vec<&Suffix> = v.suffixes().collect();
+                match self.member_of(v.prefix(), &suffixes) {
+                    Some((full, _)) if suffixes.len() == 1 => vec![full],
+                    _ => Vec::new(),
+                }
+            }
+            Expression::Parentheses { expression, .. } => self.tested(expression),
+            Expression::BinaryOperator {
+                lhs,
+                binop: BinOp::And(_),
+                rhs,
+            } => {
+                let mut both = self.tested(lhs);
+                both.extend(self.tested(rhs));
+                both
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// A block walked with the members `condition` tests as guards.
+    fn guarded_block(&mut self, condition: &Expression, block: &Block) {
+        let guards = self.tested(condition);
+        let depth = self.guards.len();
+        self.guards.extend(guards);
+        self.block(block);
+        self.guards.truncate(depth);
     }
 
     fn prefix(&mut self, prefix: &Prefix) {
@@ -316,8 +517,10 @@ impl Walk {
     }
 
     fn call(&mut self, call: &FunctionCall) {
+        let suffixes: Vec<&Suffix> = call.suffixes().collect();
+        self.member(call.prefix(), &suffixes);
         self.prefix(call.prefix());
-        for s in call.suffixes() {
+        for s in suffixes {
             self.suffix(s);
         }
     }
@@ -350,6 +553,18 @@ impl Walk {
 
     fn expr(&mut self, expr: &Expression) {
         match expr {
+            Expression::BinaryOperator {
+                lhs,
+                binop: BinOp::And(_),
+                rhs,
+            } => {
+                self.expr(lhs);
+                let guards = self.tested(lhs);
+                let depth = self.guards.len();
+                self.guards.extend(guards);
+                self.expr(rhs);
+                self.guards.truncate(depth);
+            }
             Expression::BinaryOperator { lhs, rhs, .. } => {
                 self.expr(lhs);
                 self.expr(rhs);
@@ -367,7 +582,8 @@ impl Walk {
 
 #[cfg(test)]
 mod tests {
-    use crate::lua::analyze;
+    use crate::commands::Servers;
+    use crate::lua::{analyze, analyze_on};
 
     fn problems(source: &str) -> Vec<String> {
         analyze(source)
@@ -407,6 +623,23 @@ mod tests {
         );
     }
 
+    /// Every table of the sandbox is read-only on Redis 6.2.14, 7.0, 8.2 and Valkey 9.1;
+    /// `KEYS` and `ARGV` are the call's own and may be written.
+    #[test]
+    fn assigning_into_a_global_table_is_an_error() {
+        let found = problems(
+            "string.pad = 1\nfunction redis.helper() end\n_G.x = 1\nKEYS[1] = 'k'\n\
+             local cjson = {}\ncjson.x = 1\nreturn 1",
+        );
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert!(
+            found[0].starts_with("1:1: assigns a field of the global table `string`"),
+            "{found:?}"
+        );
+        assert!(found[1].starts_with("2:10: assigns a field of the global table `redis`"));
+        assert!(found[2].starts_with("3:1: assigns a field of the global table `_G`"));
+    }
+
     #[test]
     fn locals_parameters_loops_and_redis_globals_are_defined() {
         let found = problems(
@@ -422,7 +655,7 @@ mod tests {
              repeat local done = true until done\n\
              local function fact(n) if n < 2 then return 1 end return n * fact(n - 1) end\n\
              return {f(1), fact(3), string.len(s), math.max(1, 2), table.concat({}), \
-             tonumber(ARGV[1]), unpack({1}), os.clock()}",
+             tonumber(ARGV[1]), unpack({1})}",
         );
         assert!(found.is_empty(), "{found:?}");
     }
@@ -441,6 +674,111 @@ mod tests {
         assert!(
             found[1].starts_with("4:14: `inner` is not defined"),
             "{found:?}"
+        );
+    }
+
+    /// `print`, `getfenv`, `setfenv` and `newproxy` are Lua 5.1 base functions that only
+    /// Redis 6.2 keeps; from 7.0 on (and on Valkey) reading them fails when the script runs.
+    #[test]
+    fn a_global_only_old_servers_have_is_an_error_naming_them() {
+        for name in ["print", "getfenv", "setfenv", "newproxy"] {
+            let found = problems(&format!("local f = {name}\nreturn 1"));
+            assert_eq!(found.len(), 1, "{name}: {found:?}");
+            assert!(
+                found[0].starts_with(&format!("1:11: `{name}` exists on Redis 6.2.")),
+                "{found:?}"
+            );
+            assert!(
+                found[0].contains("Script attempted to access nonexistent global variable"),
+                "{found:?}"
+            );
+        }
+    }
+
+    /// `os` (with only `os.clock`) came after Redis 7.0: a script that otherwise runs on
+    /// 7.0 (no command or shebang needs more) fails there.
+    #[test]
+    fn os_is_an_error_for_a_script_that_runs_on_redis_7_0() {
+        for source in ["return os.clock()", "#!lua\nreturn os.clock()"] {
+            let found = problems(source);
+            assert_eq!(found.len(), 1, "{found:?}");
+            assert!(found[0].contains("`os` exists on Redis 8.2."), "{found:?}");
+            assert!(found[0].contains(" 7.0."), "{found:?}");
+        }
+    }
+
+    /// The servers asked about decide: `os` is fine on Redis 8.2 and Valkey, and a local
+    /// of a global's name is the local.
+    #[test]
+    fn a_global_every_server_asked_about_has_is_fine() {
+        let newer =
+            Servers::from_fn(|s| !s.version.starts_with("6.") && !s.version.starts_with("7.0."));
+        assert!(analyze_on("return os.clock()", newer).problems.is_empty());
+        let found = problems("return os.clock()");
+        assert!(
+            found[0].contains("requires = \"redis 8.2\""),
+            "a floor that leaves the lacking servers out is suggested: {found:?}"
+        );
+        // Only Redis 6.2 has `print`: no floor helps, none is suggested.
+        assert!(!problems("print(1)")[0].contains("requires"));
+        assert!(problems("local print = function() end\nprint(1)").is_empty());
+        // Valkey's own name for `redis`.
+        assert!(
+            problems("return server.call('GET', KEYS[1])")[0]
+                .starts_with("1:8: `server` exists on Valkey 9.")
+        );
+        let valkey = Servers::from_fn(|s| s.product == crate::commands::Product::Valkey);
+        assert!(
+            analyze_on("return server.call('GET', KEYS[1])", valkey)
+                .problems
+                .is_empty()
+        );
+    }
+
+    /// Calling a member a server's library table lacks fails there; reading it (a feature
+    /// test) does not.
+    #[test]
+    fn a_call_of_a_member_some_servers_lack_is_an_error_unless_the_script_tests_it() {
+        let found = problems("return redis.acl_check_cmd('GET', KEYS[1])");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with("1:14: `redis.acl_check_cmd` exists on Redis 7.0."),
+            "{found:?}"
+        );
+        assert!(found[0].contains("; Redis 6.2."), "{found:?}");
+        assert!(
+            found[0].contains("attempt to call field 'acl_check_cmd' (a nil value)"),
+            "{found:?}"
+        );
+        assert!(
+            problems("if redis.acl_check_cmd then return redis.acl_check_cmd('GET', KEYS[1]) end")
+                .is_empty()
+        );
+        assert!(
+            problems("return redis.acl_check_cmd and redis.acl_check_cmd('GET', KEYS[1])")
+                .is_empty()
+        );
+        // A read elsewhere guards nothing: the call still fails where the member is nil.
+        let unguarded = problems(
+            "local f = redis.acl_check_cmd\nif not redis.acl_check_cmd then end\nreturn redis.acl_check_cmd('GET')",
+        );
+        assert_eq!(unguarded.len(), 1, "{unguarded:?}");
+        // A member no server has.
+        let found = problems("return string.fromat('%d', 1)");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with(
+                "1:15: `string.fromat` is not defined: `string` has no member `fromat`"
+            ),
+            "{found:?}"
+        );
+        assert!(
+            found[0].ends_with("did you mean `string.format`?"),
+            "{found:?}"
+        );
+        // A local table of a library's name is the script's own.
+        assert!(
+            problems("local string = {}\nfunction string.x() end\nreturn string.x()").is_empty()
         );
     }
 

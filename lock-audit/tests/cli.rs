@@ -664,3 +664,120 @@ fn inspect_shows_a_held_lock_and_exits_one_for_a_name_nobody_holds() {
         stdout(&out)
     );
 }
+
+/// A file both listed in SHA1SUMS (a script of its own) and included by another script is
+/// audited as a script and also checked inside the one that includes it; only a file
+/// that is included and not listed is no script of its own.
+#[test]
+fn a_listed_script_that_another_includes_is_still_a_script() {
+    let dir = tempfile::tempdir().unwrap();
+    let helper = b"local function double(x) return x * 2 end\nreturn double(tonumber(ARGV[1]))\n";
+    let main = b"--- @include \"helper\"\n";
+    let fragment = b"local function half(x) return x / 2 end\n";
+    std::fs::write(dir.path().join("helper.lua"), helper).unwrap();
+    std::fs::write(dir.path().join("main.lua"), main).unwrap();
+    std::fs::create_dir(dir.path().join("includes")).unwrap();
+    std::fs::write(dir.path().join("includes/fragment.lua"), fragment).unwrap();
+    std::fs::write(
+        dir.path().join("other.lua"),
+        b"--- @include \"includes/fragment\"\nreturn half(1)\n",
+    )
+    .unwrap();
+    let expanded = |text: &[u8], part: &[u8], line: &str| {
+        String::from_utf8_lossy(text).replace(line, &String::from_utf8_lossy(part))
+    };
+    let sums = format!(
+        "{}  helper.lua\n{}  main.lua\n{}  other.lua\n",
+        lockscript_audit::sha1_hex(helper),
+        lockscript_audit::sha1_hex(expanded(main, helper, "--- @include \"helper\"\n").as_bytes()),
+        lockscript_audit::sha1_hex(
+            expanded(
+                b"--- @include \"includes/fragment\"\nreturn half(1)\n",
+                fragment,
+                "--- @include \"includes/fragment\"\n"
+            )
+            .as_bytes()
+        ),
+    );
+    std::fs::write(dir.path().join("SHA1SUMS"), sums).unwrap();
+    let out = lockscript(&["audit", "--json", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let v = json(&out);
+    let names: Vec<&str> = v["dirs"][0]["scripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["helper", "main", "other"], "{v}");
+    assert_eq!(v["dirs"][0]["sha1sums"]["problems"], serde_json::json!([]));
+}
+
+/// `find . -name '*.lua' -exec sha1sum {} +` writes `./x.lua`, which `sha1sum -c` reads:
+/// the same file as `x.lua`.
+#[test]
+fn sha1sums_names_written_with_dot_slash_are_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::write(dir.path().join("a.lua"), b"return 1\n").unwrap();
+    std::fs::write(dir.path().join("sub/b.lua"), b"return 2\n").unwrap();
+    let sums = format!(
+        "{}  ./a.lua\n{} *./sub/b.lua\n",
+        lockscript_audit::sha1_hex(b"return 1\n"),
+        lockscript_audit::sha1_hex(b"return 2\n"),
+    );
+    std::fs::write(dir.path().join("SHA1SUMS"), sums).unwrap();
+    let out = lockscript(&["audit", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("SHA1SUMS ok (2 files)"),
+        "{}",
+        stdout(&out)
+    );
+    // A name listed twice under two spellings is one file listed twice: a problem.
+    let twice = format!(
+        "{0}  ./a.lua\n{0}  a.lua\n{1}  sub/b.lua\n",
+        lockscript_audit::sha1_hex(b"return 1\n"),
+        lockscript_audit::sha1_hex(b"return 2\n"),
+    );
+    std::fs::write(dir.path().join("SHA1SUMS"), twice).unwrap();
+    let out = lockscript(&["audit", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("a.lua is listed twice"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// A `.lua` file that cannot be read is a problem of that file, named; the others are
+/// still audited. (`/proc/self/mem` answers a read at offset 0 with EIO, even for root,
+/// for whom a file without read permission is still readable.)
+#[cfg(target_os = "linux")]
+#[test]
+fn an_unreadable_script_is_a_problem_of_its_own_and_the_rest_is_audited() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.lua"), b"return 1\n").unwrap();
+    std::os::unix::fs::symlink("/proc/self/mem", dir.path().join("broken.lua")).unwrap();
+    std::fs::write(dir.path().join("z.lua"), b"return redis.call('SLEEP', 1)\n").unwrap();
+    let out = lockscript(&["audit", dir.path().to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(&format!(
+            "problem: {}: cannot read the file: Input/output error",
+            dir.path().join("broken.lua").display()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("`SLEEP` is not a Redis command"), "{text}");
+    assert!(text.ends_with("3 scripts, 2 problems\n"), "{text}");
+    let v = json(&lockscript(&[
+        "audit",
+        "--json",
+        dir.path().to_str().unwrap(),
+    ]));
+    let broken = &v["dirs"][0]["scripts"][1];
+    assert_eq!(broken["name"], "broken");
+    assert_eq!(broken["sha1"], serde_json::Value::Null);
+}

@@ -1,6 +1,6 @@
 //! Writes the typed function: the embedded script, its registration, and the call.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Ident, Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{LitStr, ReturnType};
@@ -56,7 +56,14 @@ pub(crate) fn lock_script(attr: TokenStream, item: TokenStream) -> TokenStream {
         ));
     }
     if let Some(source) = &source {
-        let analysis = lua::analyze(&source.text);
+        let mut analysis = lua::analyze(&source.text);
+        // A script declared for newer servers is checked for those: a global only they
+        // define is then fine.
+        if let Some(requires) = &args.requires
+            && let Ok(declared) = lockscript_audit::floor::Requires::parse(&requires.value())
+        {
+            analysis = lua::analyze_on(&source.text, declared.narrow(analysis.servers));
+        }
         check::check(
             &args.path,
             &func.sig.ident,
@@ -277,6 +284,11 @@ fn expand(
     let keys_arity = arity(true);
     let args_arity = arity(false);
 
+    // The body's own locals are mixed-site: hygienic, so no parameter (named `invocation`
+    // or `script` too) can be shadowed by one, nor shadow one. The statics live in a
+    // block of their own, where no parameter is named.
+    let invocation = Ident::new("invocation", Span::mixed_site());
+    let script = Ident::new("script", Span::mixed_site());
     let fixed_keys = params.iter().filter(|p| p.key && !p.variadic).count();
     // Every use of a parameter goes through the public `ScriptArg` trait, spanned at
     // the parameter's type: a type that cannot be sent is one error there, in
@@ -286,31 +298,27 @@ fn expand(
         let ty = &p.ty;
         quote_spanned!(ty.span()=> + <#ty as #krate::ScriptArg>::__count(&#n))
     });
-    let push = |p: &Param| {
-        let n = &p.name;
-        let ty = &p.ty;
-        let label = n.to_string();
-        if p.variadic {
-            quote_spanned!(ty.span()=> <#ty as #krate::ScriptArg>::__push_many(&#n, &mut invocation);)
-        } else {
-            quote_spanned!(ty.span()=> <#ty as #krate::ScriptArg>::__push_one(&#n, &mut invocation, #label);)
-        }
-    };
-    let key_pushes = params.iter().filter(|p| p.key).map(push);
-    let arg_pushes = params.iter().filter(|p| !p.key).map(push);
+    let key_pushes = params
+        .iter()
+        .filter(|p| p.key)
+        .map(|p| push(krate, p, &invocation));
+    let arg_pushes = params
+        .iter()
+        .filter(|p| !p.key)
+        .map(|p| push(krate, p, &invocation));
     let (start, guard_args) = if guarded.is_some() {
         (
             quote!(#krate::Invocation::<#reply>::__guarded(
-                &__LOCK_SCRIPT,
+                #script,
                 #krate::Guarded::__guard(guard),
                 #fixed_keys #(#variadic_keys)*,
             )),
-            quote!(invocation.__guard_args();),
+            quote!(#invocation.__guard_args();),
         )
     } else {
         (
             quote!(#krate::Invocation::<#reply>::__new(
-                &__LOCK_SCRIPT,
+                #script,
                 #fixed_keys #(#variadic_keys)*,
             )),
             TokenStream::new(),
@@ -333,26 +341,41 @@ fn expand(
         #vis #sig {
             #warnings
             #reply_check
-            static __LOCK_SCRIPT: #krate::Script = #krate::Script::__new(
-                #name,
-                #path,
-                #text,
-                #sha1,
-                #keys_arity,
-                #args_arity,
-                #read_only,
-                &[#(#flags),*],
-            )#placed #floor #bytes;
-            #[#krate::__private::linkme::distributed_slice(#krate::__private::SCRIPTS)]
-            #[linkme(crate = #krate::__private::linkme)]
-            static __LOCK_SCRIPT_REGISTERED: &#krate::Script = &__LOCK_SCRIPT;
-
-            let mut invocation = #start;
+            let #script: &'static #krate::Script = {
+                static __LOCK_SCRIPT: #krate::Script = #krate::Script::__new(
+                    #name,
+                    #path,
+                    #text,
+                    #sha1,
+                    #keys_arity,
+                    #args_arity,
+                    #read_only,
+                    &[#(#flags),*],
+                )#placed #floor #bytes;
+                #[#krate::__private::linkme::distributed_slice(#krate::__private::SCRIPTS)]
+                #[linkme(crate = #krate::__private::linkme)]
+                static __LOCK_SCRIPT_REGISTERED: &#krate::Script = &__LOCK_SCRIPT;
+                &__LOCK_SCRIPT
+            };
+            let mut #invocation = #start;
             #(#key_pushes)*
             #guard_args
             #(#arg_pushes)*
-            invocation
+            #invocation
         }
+    }
+}
+
+/// Sends parameter `p` into the invocation being built, through the public `ScriptArg`
+/// trait spanned at its type.
+fn push(krate: &syn::Path, p: &Param, invocation: &Ident) -> TokenStream {
+    let n = &p.name;
+    let ty = &p.ty;
+    let label = n.to_string();
+    if p.variadic {
+        quote_spanned!(ty.span()=> <#ty as #krate::ScriptArg>::__push_many(&#n, &mut #invocation);)
+    } else {
+        quote_spanned!(ty.span()=> <#ty as #krate::ScriptArg>::__push_one(&#n, &mut #invocation, #label);)
     }
 }
 

@@ -95,6 +95,16 @@ impl ScriptFn {
             let before = arg.attrs.len();
             arg.attrs.retain(|a| !a.path().is_ident("key"));
             let key = arg.attrs.len() != before;
+            if let Some(place) = impl_trait(&arg.ty) {
+                errors.push(syn::Error::new_spanned(
+                    place,
+                    "`impl Trait` cannot be the type of a script function's parameter: the \
+                     generated body names each parameter's type to send it; use a concrete \
+                     type (`&str`, `u64`, `&[&str]`) or a generic parameter \
+                     (`fn name<K: lockscript::ScriptArg>(#[key] key: K)`)",
+                ));
+                // Still a parameter: the counts of KEYS and ARGV are checked with it.
+            }
             let name = match &*arg.pat {
                 Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => p.ident.clone(),
                 other => {
@@ -114,6 +124,19 @@ impl ScriptFn {
         }
         params
     }
+}
+
+/// The first `impl Trait` in `ty` (`impl AsRef<str>`, `&impl ToString`, `Vec<impl X>`).
+fn impl_trait(ty: &Type) -> Option<syn::TypeImplTrait> {
+    struct Find(Option<syn::TypeImplTrait>);
+    impl<'ast> syn::visit::Visit<'ast> for Find {
+        fn visit_type_impl_trait(&mut self, found: &'ast syn::TypeImplTrait) {
+            self.0.get_or_insert_with(|| found.clone());
+        }
+    }
+    let mut find = Find(None);
+    syn::visit::Visit::visit_type(&mut find, ty);
+    find.0
 }
 
 /// `&[T]`, `Vec<T>` and `[T; N]` spread over several slots, except of `u8`, which is one
@@ -147,10 +170,20 @@ fn is_variadic(ty: &Type) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::is_variadic;
+    use super::{impl_trait, is_variadic};
 
     fn variadic(ty: &str) -> bool {
         is_variadic(&syn::parse_str(ty).unwrap())
+    }
+
+    #[test]
+    fn impl_trait_is_found_anywhere_in_a_type() {
+        let found = |ty: &str| impl_trait(&syn::parse_str(ty).unwrap()).is_some();
+        assert!(found("impl AsRef<str>"));
+        assert!(found("&impl ToString"));
+        assert!(found("Vec<impl Into<String>>"));
+        assert!(!found("&[&str]"));
+        assert!(!found("K"));
     }
 
     #[test]

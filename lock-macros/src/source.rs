@@ -33,10 +33,14 @@ impl Source {
         format!("{}:{}", self.relative(&place.path), place.at)
     }
 
-    /// `path` relative to the manifest directory, when it is below it.
+    /// `path` relative to the manifest directory, when it is below it, without the `.`
+    /// components a path may be written with (`./scripts/x.lua` shows as
+    /// `scripts/x.lua`). Nothing is resolved on disk: `..` stays, as symlinks may make it
+    /// mean something else than the textual parent.
     pub(crate) fn relative(&self, path: &Path) -> String {
+        let path = tidy(path);
         path.strip_prefix(&self.manifest_dir)
-            .unwrap_or(path)
+            .unwrap_or(&path)
             .display()
             .to_string()
     }
@@ -67,11 +71,7 @@ pub(crate) fn load(lit: &LitStr) -> syn::Result<Source> {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let manifest_dir = absolute
-        .ancestors()
-        .nth(relative.components().count())
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
+    let manifest_dir = tidy(&manifest_dir(lit)?);
     Ok(Source {
         absolute,
         text,
@@ -97,9 +97,27 @@ pub(crate) fn resolve(lit: &LitStr, what: &str) -> syn::Result<PathBuf> {
              (CARGO_MANIFEST_DIR) so the build is the same on every machine"
         )));
     }
-    let dir = std::env::var_os("CARGO_MANIFEST_DIR")
-        .ok_or_else(|| fail("CARGO_MANIFEST_DIR is not set: build with cargo".to_owned()))?;
-    Ok(Path::new(&dir).join(relative))
+    Ok(manifest_dir(lit)?.join(relative))
+}
+
+/// The calling crate's `CARGO_MANIFEST_DIR`.
+fn manifest_dir(lit: &LitStr) -> syn::Result<PathBuf> {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .ok_or_else(|| {
+            syn::Error::new(
+                lit.span(),
+                "CARGO_MANIFEST_DIR is not set: build with cargo",
+            )
+        })
+}
+
+/// `path` without its `.` components (`a/./b` is `a/b`, `./a` is `a`), as written
+/// otherwise: `..` is kept, and no symlink is resolved.
+pub(crate) fn tidy(path: &Path) -> PathBuf {
+    path.components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect()
 }
 
 /// The OS message without the platform's error code, so messages are the same everywhere.

@@ -218,6 +218,8 @@ fn fixture_loads(options: &Options) -> syn::Result<Vec<TokenStream>> {
     let mut problems: Option<syn::Error> = None;
     for file in &options.fixtures {
         let path = crate::source::resolve(file, "fixture")?;
+        // As written, without `./`.
+        let shown = crate::source::tidy(std::path::Path::new(&file.value()));
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) => {
@@ -258,7 +260,7 @@ fn fixture_loads(options: &Options) -> syn::Result<Vec<TokenStream>> {
             // At the attribute: the file and line say where, the attribute says which test.
             let error = syn::Error::new(
                 Span::call_site(),
-                format!("{}:{}: {}", file.value(), problem.line, problem.message),
+                format!("{}:{}: {}", shown.display(), problem.line, problem.message),
             );
             match &mut problems {
                 Some(all) => all.combine(error),

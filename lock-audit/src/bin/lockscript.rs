@@ -11,8 +11,10 @@
 //! `audit` runs the checks `#[lock_script]` runs at compile time on every script of each
 //! directory and its subdirectories (default `scripts`; a single `.lua` file works too),
 //! with its `--- @include`s expanded (a file only included is checked inside what includes
-//! it), and checks the directory's `SHA1SUMS` (expanded digests). Finding no script is a
-//! problem. Each script's includes and the oldest servers it needs are shown; a call whose
+//! it; one `SHA1SUMS` lists is a script too), and checks the directory's `SHA1SUMS`
+//! (expanded digests; names as `sha1sum` writes them, `./x.lua` too). Finding no script is
+//! a problem, and so is a file that cannot be read (the others are still audited;
+//! `functions` and `verify`, which send the files, stop on it). Each script's includes and the oldest servers it needs are shown; a call whose
 //! command is computed is noted as unchecked (`unchecked` in `--json`).
 //! `verify` asks a server (`SCRIPT EXISTS`) which of those digests it holds, and with
 //! `--load` loads the missing ones, refusing any digest the server reports differently.
@@ -290,6 +292,25 @@ fn reports(dirs: &[PathBuf]) -> Result<Vec<DirReport>, Fatal> {
         .collect()
 }
 
+/// The reports of `dirs` for a command that sends the files (`functions`, `verify`): a
+/// file that cannot be read stops it, as its bytes are unknown (`audit` reports it as a
+/// problem of that file instead).
+fn readable_reports(dirs: &[PathBuf]) -> Result<Vec<DirReport>, Fatal> {
+    let reports = reports(dirs)?;
+    if let Some(script) = reports
+        .iter()
+        .flat_map(|r| &r.scripts)
+        .find(|s| s.unreadable.is_some())
+    {
+        return Err(Fatal(format!(
+            "cannot read {}: {}",
+            script.path.display(),
+            script.unreadable.as_deref().unwrap_or_default()
+        )));
+    }
+    Ok(reports)
+}
+
 /// `KEYS`/`ARGV` as the table shows them: the highest literal index, `+` when the
 /// script also reads the table by count.
 fn count(usage: &lockscript_audit::lua::Usage) -> String {
@@ -309,7 +330,7 @@ fn script_json(script: &ScriptReport) -> Value {
     json!({
         "name": script.name,
         "path": script.path.display().to_string(),
-        "sha1": script.sha1,
+        "sha1": script.unreadable.is_none().then_some(&script.sha1),
         "keys": { "highest": a.keys.highest, "dynamic": a.keys.dynamic },
         "argv": { "highest": a.argv.highest, "dynamic": a.argv.dynamic },
         "flags": a.flags,
@@ -333,7 +354,7 @@ trait GuardedDigest {
 impl GuardedDigest for ScriptReport {
     fn guarded_sha1(&self) -> Option<String> {
         // The wrapper is text around text: a body that is not UTF-8 has no guarded form.
-        if self.source.as_bytes() != self.bytes.as_slice() {
+        if self.unreadable.is_some() || self.source.as_bytes() != self.bytes.as_slice() {
             return None;
         }
         Some(lockscript_audit::sha1_hex(
@@ -523,7 +544,7 @@ fn audit_table(report: &DirReport, widths: Widths, guarded: bool, out: &mut Stri
             audit_row(
                 [
                     &s.name,
-                    &s.sha1,
+                    if s.unreadable.is_some() { "-" } else { &s.sha1 },
                     &count(&s.analysis.keys),
                     &count(&s.analysis.argv),
                     &flags(s),
@@ -624,7 +645,7 @@ fn files_library(
 /// `lockscript functions`: the library's bytes, as `FUNCTION LOAD` takes them, written
 /// to stdout here rather than through the (text) output.
 fn functions(dirs: &[PathBuf], guarded: bool) -> Result<usize, Fatal> {
-    let reports = reports(dirs)?;
+    let reports = readable_reports(dirs)?;
     let code = files_library(&reports, guarded)?.code;
     let mut stdout = std::io::stdout().lock();
     match stdout.write_all(&code).and_then(|()| stdout.flush()) {
@@ -676,7 +697,7 @@ fn verify_functions(
     out: &mut String,
 ) -> Result<usize, Fatal> {
     use lockscript_audit::functions::{PREFIX, split};
-    let reports = reports(dirs)?;
+    let reports = readable_reports(dirs)?;
     let mut conn = connect(url)?;
     let read = |conn: &mut redis::Connection| -> Result<Vec<(String, Vec<u8>)>, Fatal> {
         let listed: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("FUNCTION")
@@ -832,7 +853,7 @@ fn verify(
     as_json: bool,
     out: &mut String,
 ) -> Result<usize, Fatal> {
-    let reports = reports(dirs)?;
+    let reports = readable_reports(dirs)?;
     let mut conn = connect(url)?;
     let scripts: Vec<&ScriptReport> = reports.iter().flat_map(|r| &r.scripts).collect();
     let mut exists = redis::cmd("SCRIPT");

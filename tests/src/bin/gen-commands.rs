@@ -1,19 +1,22 @@
-//! `gen-commands`: writes `lock-audit/src/commands/table.rs`, the command table the lint
-//! of `#[lock_script]` and `lockscript audit` checks scripts against, from what running
+//! `gen-commands`: writes `lock-audit/src/commands/table.rs` and
+//! `lock-audit/src/globals/table.rs`, the command and globals tables the lint of
+//! `#[lock_script]` and `lockscript audit` checks scripts against, from what running
 //! servers report. `tests/commands.sh` (`./run commands [--check]`) starts the servers of
 //! the matrix and runs it.
 //!
 //! ```text
-//! gen-commands --out FILE NAME=HOST:PORT...
+//! gen-commands --out FILE --globals FILE NAME=HOST:PORT...
 //! ```
 //!
 //! From each server it reads `INFO server` (product and version), `COMMAND` (names,
 //! subcommands, flags, arity) and, from 7.0 on, `COMMAND DOCS` (`since`); then it calls
 //! every command that is flagged neither `write` nor `noscript` in a
 //! `#!lua flags=no-writes` script, since Redis 7.0 and later hide the `may_replicate` flag
-//! that makes `PUBLISH`, `SPUBLISH` and `PFCOUNT` count as writes there. The rules that
-//! merge the servers are in `lock-audit/src/commands.rs`. Exit status 1 when a server
-//! could not be read, 2 on bad arguments.
+//! that makes `PUBLISH`, `SPUBLISH` and `PFCOUNT` count as writes there. Last, a script
+//! lists what its `_G` holds, and the members of each table in it (`string.format`,
+//! `redis.acl_check_cmd`): the globals a script finds defined there. The rules that merge
+//! the servers are in `lock-audit/src/commands.rs` and `lock-audit/src/globals.rs`. Exit
+//! status 1 when a server could not be read, 2 on bad arguments.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -29,6 +32,20 @@ const NOT_COMMANDS: &[&str] = &["HOST:", "POST"];
 const WRITE_REFUSED: &str = "Write commands are not allowed from read-only scripts";
 /// The probe: the command and its arguments come as ARGV.
 const PROBE: &str = "#!lua flags=no-writes\nreturn redis.call(unpack(ARGV))";
+/// Lists every global of the sandbox a script runs in, and the members of each table
+/// among them (`KEYS` and `ARGV` hold the call's keys and arguments, not members).
+const GLOBALS_PROBE: &str = "local names = {}\n\
+    for name, value in pairs(_G) do\n\
+      if type(name) == 'string' then\n\
+        names[#names + 1] = name\n\
+        if type(value) == 'table' and value ~= _G and name ~= 'KEYS' and name ~= 'ARGV' then\n\
+          for member in pairs(value) do\n\
+            if type(member) == 'string' then names[#names + 1] = name .. '.' .. member end\n\
+          end\n\
+        end\n\
+      end\n\
+    end\n\
+    return names";
 /// How long a server that was just started may refuse connections.
 const CONNECT_RETRY: Duration = Duration::from_secs(10);
 /// Width of the name column of the table, so one new long name does not move every row.
@@ -66,6 +83,9 @@ struct Server {
     /// Answers `COMMAND DOCS` (7.0 and later) and so reports subcommands.
     docs: bool,
     commands: BTreeMap<String, Reported>,
+    /// The globals a script finds defined, and the members of the tables among them as
+    /// `table.member`.
+    globals: BTreeSet<String>,
 }
 
 /// A failure that stops the run, with what was being done.
@@ -74,11 +94,11 @@ struct Failed(String);
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some((out, servers)) = parse_args(&args) else {
-        eprintln!("usage: gen-commands --out FILE NAME=HOST:PORT...");
+    let Some((out, globals, servers)) = parse_args(&args) else {
+        eprintln!("usage: gen-commands --out FILE --globals FILE NAME=HOST:PORT...");
         return ExitCode::from(2);
     };
-    match run(&out, &servers) {
+    match run(&out, &globals, &servers) {
         Ok(summary) => {
             eprint!("{summary}");
             ExitCode::SUCCESS
@@ -90,20 +110,24 @@ fn main() -> ExitCode {
     }
 }
 
-fn parse_args(args: &[String]) -> Option<(String, Vec<(String, String)>)> {
-    let (flag, rest) = args.split_first()?;
-    let (out, servers) = rest.split_first()?;
-    if flag != "--out" || servers.is_empty() {
+/// The command table's file, the globals table's file, and the servers.
+type Args = (String, String, Vec<(String, String)>);
+
+fn parse_args(args: &[String]) -> Option<Args> {
+    let [flag, out, globals_flag, globals, servers @ ..] = args else {
+        return None;
+    };
+    if flag != "--out" || globals_flag != "--globals" || servers.is_empty() {
         return None;
     }
     let servers = servers
         .iter()
         .map(|s| s.split_once('=').map(|(n, a)| (n.to_owned(), a.to_owned())))
         .collect::<Option<Vec<_>>>()?;
-    Some((out.clone(), servers))
+    Some((out.clone(), globals.clone(), servers))
 }
 
-fn run(out: &str, addresses: &[(String, String)]) -> Result<String, Failed> {
+fn run(out: &str, globals: &str, addresses: &[(String, String)]) -> Result<String, Failed> {
     let mut servers = addresses
         .iter()
         .map(|(name, address)| read_server(name, address))
@@ -112,6 +136,8 @@ fn run(out: &str, addresses: &[(String, String)]) -> Result<String, Failed> {
     infer_subcommands(&mut servers);
     let table = render(&servers);
     std::fs::write(out, table).map_err(|e| Failed(format!("cannot write {out}: {e}")))?;
+    std::fs::write(globals, render_globals(&servers))
+        .map_err(|e| Failed(format!("cannot write {globals}: {e}")))?;
     Ok(summary(&servers))
 }
 
@@ -170,6 +196,11 @@ fn read_server(name: &str, address: &str) -> Result<Server, Failed> {
     if docs {
         probe(&mut conn, &mut commands).map_err(|e| failed("probe", &e))?;
     }
+    let globals: Vec<String> = redis::cmd("EVAL")
+        .arg(GLOBALS_PROBE)
+        .arg(0)
+        .query(&mut conn)
+        .map_err(|e| failed("listing _G", &e))?;
     Ok(Server {
         name: name.to_owned(),
         product,
@@ -177,6 +208,7 @@ fn read_server(name: &str, address: &str) -> Result<Server, Failed> {
         version_text,
         docs,
         commands,
+        globals: globals.into_iter().collect(),
     })
 }
 
@@ -490,6 +522,40 @@ fn render(servers: &[Server]) -> String {
     out
 }
 
+/// The globals table: every name some server's `_G` holds (and every member of its
+/// tables), with the servers that have it.
+fn render_globals(servers: &[Server]) -> String {
+    let matrix: Vec<String> = servers
+        .iter()
+        .map(|s| format!("{} {}", product_name(s.product), s.version_text))
+        .collect();
+    let names: BTreeSet<&String> = servers.iter().flat_map(|s| &s.globals).collect();
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "//! The globals table, GENERATED by `./run commands` (tests/commands.sh and\n\
+         //! tests/src/bin/gen-commands.rs) from what these servers report:\n\
+         //! {}.\n\
+         //! Do not edit: `./run commands --check` fails when a fresh run differs. The rules\n\
+         //! are in the parent module.\n\n\
+         use super::{{Global, global}};\n\n\
+         /// Every name a script finds defined on some server, sorted for binary search: the\n\
+         /// globals of its `_G`, and the members of the tables among them as `table.member`.\n\
+         /// Each row is `global(name, on)`: `on` marks each server of\n\
+         /// [`SERVERS`](crate::commands::SERVERS) with `x` (defines it) or `.`.\n\
+         #[rustfmt::skip]\n\
+         pub const GLOBALS: &[Global] = &[\n",
+        matrix.join(", ")
+    );
+    for name in names {
+        let on: Vec<bool> = servers.iter().map(|s| s.globals.contains(name)).collect();
+        let name = format!("\"{name}\",");
+        let _ = writeln!(out, "    global({name:<NAME_COLUMN$} \"{}\"),", marks(&on));
+    }
+    out.push_str("];\n");
+    out
+}
+
 /// What the run found, for the person who ran it.
 fn summary(servers: &[Server]) -> String {
     let rows = rows(servers);
@@ -524,6 +590,16 @@ fn summary(servers: &[Server]) -> String {
         .filter(|(_, r)| r.may_replicate)
         .map(|(n, _)| n)
         .collect();
+    let globals: BTreeSet<&String> = servers.iter().flat_map(|s| &s.globals).collect();
+    let _ = writeln!(
+        out,
+        "{} globals and members; {} not on every server",
+        globals.len(),
+        globals
+            .iter()
+            .filter(|g| !servers.iter().all(|s| s.globals.contains(**g)))
+            .count()
+    );
     let _ = writeln!(
         out,
         "{} names; {partial} not on every server; {noscript_differs} refused in scripts by some servers only; \
