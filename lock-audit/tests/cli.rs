@@ -781,3 +781,60 @@ fn an_unreadable_script_is_a_problem_of_its_own_and_the_rest_is_audited() {
     assert_eq!(broken["name"], "broken");
     assert_eq!(broken["sha1"], serde_json::Value::Null);
 }
+
+/// Every subcommand that talks to a server takes its address first; `--url` says the same
+/// (the form `verify` used to need), so both forms work in both.
+#[test]
+fn verify_and_inspect_take_the_address_the_same_two_ways() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let positional = lockscript(&["verify", &url, "--load", "--json", "scripts"]);
+    assert_eq!(positional.status.code(), Some(0), "{}", stdout(&positional));
+    let flagged = lockscript(&["verify", "--url", &url, "--json", "scripts"]);
+    assert_eq!(flagged.status.code(), Some(0), "{}", stdout(&flagged));
+    assert_eq!(
+        json(&flagged)["scripts"].as_array().unwrap().len(),
+        shipped()
+    );
+    // The directory defaults to `scripts` after the address, as without it.
+    let default_dir = lockscript(&["verify", &url, "--json"]);
+    assert_eq!(
+        default_dir.status.code(),
+        Some(0),
+        "{}",
+        stdout(&default_dir)
+    );
+    assert_eq!(json(&default_dir)["scripts"], json(&flagged)["scripts"]);
+
+    for args in [
+        vec!["inspect", url.as_str(), "orders:*", "--json"],
+        vec!["inspect", "--url", url.as_str(), "orders:*", "--json"],
+    ] {
+        let out = lockscript(&args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stdout(&out));
+        assert_eq!(json(&out)["locks"], serde_json::json!([]), "{args:?}");
+    }
+}
+
+#[test]
+fn a_missing_or_misplaced_address_says_where_it_goes() {
+    let out = lockscript(&["verify"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        err.contains("no server address: lockscript verify URL"),
+        "{err}"
+    );
+
+    let out = lockscript(&["verify", "scripts", "redis://127.0.0.1:1/"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        err.contains("`scripts` is not a server address") && err.contains("comes first"),
+        "{err}"
+    );
+
+    let out = lockscript(&["inspect", "redis://127.0.0.1:1/", "a", "b"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("one name or pattern"));
+}

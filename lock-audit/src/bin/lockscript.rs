@@ -2,11 +2,15 @@
 //!
 //! ```text
 //! lockscript audit [--json] [--guarded] [DIR...]
-//! lockscript verify --url redis://host:port/ [--functions] [--load] [--json] [DIR...]
+//! lockscript verify URL [--functions] [--load] [--json] [DIR...]
 //! lockscript wrap FILE
 //! lockscript functions [--guarded] [DIR...]
 //! lockscript inspect URL [NAME | PATTERN] [--prefix P] [--json] [--watch SECS]
 //! ```
+//!
+//! The server's address comes first in every subcommand that talks to one; `--url URL`
+//! anywhere on the line says the same (the older form of `verify`), and then every word
+//! left is a directory or the pattern.
 //!
 //! `audit` runs the checks `#[lock_script]` runs at compile time on every script of each
 //! directory and its subdirectories (default `scripts`; a single `.lua` file works too),
@@ -95,10 +99,13 @@ enum Command {
     /// (a digest of the owner token, lease left, fencing token), the fence counter,
     /// waiters (age, alive).
     Inspect {
-        /// The server, e.g. redis://127.0.0.1:6379/ (any node of a Cluster).
-        url: String,
-        /// One lock name, or a glob over names (`orders:*`); every lock when absent.
-        pattern: Option<String>,
+        /// The server, e.g. redis://127.0.0.1:6379/ (any node of a Cluster), then one lock
+        /// name or a glob over names (`orders:*`; every lock when absent).
+        #[arg(value_name = "URL [NAME | PATTERN]")]
+        words: Vec<String>,
+        /// The server, as the first word says it (the form `verify` used to need).
+        #[arg(long)]
+        url: Option<String>,
         /// The key prefix of the lock handles.
         #[arg(long, default_value = "lock:")]
         prefix: String,
@@ -118,9 +125,9 @@ enum Command {
     /// Report which scripts a server has cached (SCRIPT EXISTS), or with --functions which
     /// are in its function libraries; --load adds the missing.
     Verify {
-        /// The server, e.g. redis://127.0.0.1:6379/
+        /// The server, as the first word says it (the older form: `--url URL DIR...`).
         #[arg(long)]
-        url: String,
+        url: Option<String>,
         /// Check the server's lockscript function libraries instead of its script cache.
         #[arg(long)]
         functions: bool,
@@ -131,10 +138,36 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
-        /// Directories of scripts.
-        #[arg(default_value = "scripts")]
-        dirs: Vec<PathBuf>,
+        /// The server, e.g. redis://127.0.0.1:6379/, then the directories of scripts
+        /// (default `scripts`).
+        #[arg(value_name = "URL [DIR]")]
+        words: Vec<String>,
     },
+}
+
+/// The server's address and the words after it: the first word, as every subcommand that
+/// talks to a server takes it, or `--url` (then every word is what follows the address).
+fn address(
+    url: Option<String>,
+    mut words: Vec<String>,
+    usage: &str,
+) -> Result<(String, Vec<String>), Fatal> {
+    if let Some(url) = url {
+        return Ok((url, words));
+    }
+    if words.is_empty() {
+        return Err(Fatal(format!(
+            "no server address: {usage} (e.g. redis://127.0.0.1:6379/)"
+        )));
+    }
+    let url = words.remove(0);
+    if !url.contains("://") {
+        return Err(Fatal(format!(
+            "`{url}` is not a server address (redis://host:port/, rediss://... or \
+             unix://...), which comes first: {usage}"
+        )));
+    }
+    Ok((url, words))
 }
 
 /// `writeln!` into the output, which is a `String` (writing to it cannot fail).
@@ -167,39 +200,53 @@ fn main() -> ExitCode {
         Command::Wrap { file } => wrap(&file, out),
         Command::Functions { guarded, dirs } => functions(&dirs, guarded),
         Command::Inspect {
+            words,
             url,
-            pattern,
             prefix,
             json,
             watch,
             count,
             max,
-        } => {
-            let options = lockscript_audit::inspect::Options {
-                prefix,
-                pattern,
-                scan_count: count.max(1),
-                max_locks: max.max(1),
-            };
-            match watch {
-                Some(secs) => return watch_locks(&url, &options, json, secs),
-                None => inspect(&url, &options, json, out),
+        } => match address(url, words, "lockscript inspect URL [NAME | PATTERN]") {
+            Ok((_, rest)) if rest.len() > 1 => Err(Fatal(format!(
+                "inspect takes one name or pattern after the address, not {}: quote a \
+                 pattern (`'orders:*'`) so the shell does not expand it",
+                rest.len()
+            ))),
+            Ok((url, mut rest)) => {
+                let options = lockscript_audit::inspect::Options {
+                    prefix,
+                    pattern: rest.pop(),
+                    scan_count: count.max(1),
+                    max_locks: max.max(1),
+                };
+                match watch {
+                    Some(secs) => return watch_locks(&url, &options, json, secs),
+                    None => inspect(&url, &options, json, out),
+                }
             }
-        }
+            Err(e) => Err(e),
+        },
         Command::Verify {
             url,
-            functions: false,
+            functions,
             load,
             json,
-            dirs,
-        } => verify(&url, load, &dirs, json, out),
-        Command::Verify {
-            url,
-            functions: true,
-            load,
-            json,
-            dirs,
-        } => verify_functions(&url, load, &dirs, json, out),
+            words,
+        } => match address(url, words, "lockscript verify URL [DIR...]") {
+            Ok((url, dirs)) => {
+                let mut dirs: Vec<PathBuf> = dirs.into_iter().map(PathBuf::from).collect();
+                if dirs.is_empty() {
+                    dirs.push(PathBuf::from("scripts"));
+                }
+                if functions {
+                    verify_functions(&url, load, &dirs, json, out)
+                } else {
+                    verify(&url, load, &dirs, json, out)
+                }
+            }
+            Err(e) => Err(e),
+        },
     };
     // Everything is written at once, and a reader that stopped reading (`| head`) is
     // not an error: the output was not wanted any further.
@@ -660,7 +707,8 @@ fn functions(dirs: &[PathBuf], guarded: bool) -> Result<usize, Fatal> {
 /// engines (a Valkey 9 without its `lua` module lists none); a server without `FUNCTION`
 /// (before 7.0) has Lua built in.
 fn connect(url: &str) -> Result<redis::Connection, Fatal> {
-    let client = redis::Client::open(url).map_err(|e| Fatal(format!("bad --url {url}: {e}")))?;
+    let client =
+        redis::Client::open(url).map_err(|e| Fatal(format!("bad server address {url}: {e}")))?;
     let mut conn = client
         .get_connection_with_timeout(std::time::Duration::from_secs(5))
         .map_err(|e| Fatal(format!("cannot connect to {url}: {e}")))?;
