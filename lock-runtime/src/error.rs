@@ -325,6 +325,7 @@ pub enum LockError {
     Redis(#[from] RedisError),
 }
 
+#[cfg(any(feature = "tokio", feature = "blocking"))]
 impl LockError {
     /// A handle's connect to `client`'s address failed with `source`.
     pub(crate) fn connect(client: &redis::Client, source: RedisError) -> Self {

@@ -743,7 +743,7 @@ pub(crate) enum Awaited {
 
 /// A held lease: its name, fencing token, validity and loss signal. Every guard derefs
 /// to its lease, so these are the guard's methods too (`guard.fencing_token()`); a
-/// clone ([`LockGuard::lease`](crate::LockGuard::lease)) is a cheap view to hand to
+/// clone ([`LeaseGuard::lease`](crate::LeaseGuard::lease)) is a cheap view to hand to
 /// another task. It cannot release or extend; the guard does that.
 ///
 /// ```no_run

@@ -65,7 +65,7 @@ where
     }
 
     /// Asks the server whether the lock still holds this guard's token; see
-    /// [`crate::LockGuard::is_held`].
+    /// [`crate::LeaseGuard::is_held`].
     ///
     /// ```no_run
     /// # fn f(guard: lockscript::blocking::LockGuard) -> Result<(), lockscript::LockError> {
@@ -80,7 +80,7 @@ where
     }
 
     /// Sets the lease to `ttl` from now if the lock is still ours; see
-    /// [`crate::LockGuard::extend`].
+    /// [`crate::LeaseGuard::extend`].
     ///
     /// ```no_run
     /// # fn f(guard: lockscript::blocking::LockGuard) -> Result<(), lockscript::LockError> {
