@@ -67,22 +67,35 @@ impl<C> Node<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// Runs `call`, bounded by the response timeout.
+    /// Runs `call`, bounded by the response timeout. A failure that a reconnect or a
+    /// failover explains makes the next lease call ask the server what it offers.
     async fn run<R: FromRedisValue>(
         &self,
         settings: &Settings,
         call: Invocation<R>,
     ) -> Result<R, LockError> {
         let mut conn = self.conn.clone();
-        bounded(settings.response_timeout, async move {
+        let reply = bounded(settings.response_timeout, async move {
             loop {
                 match call.invoke_async(&mut conn).await {
-                    Err(e) if e.is_retry_later() => tokio::time::sleep(RETRY_LATER).await,
+                    Err(e) if e.is_retry_later() => {
+                        self.offered.met(&e);
+                        tokio::time::sleep(RETRY_LATER).await;
+                    }
                     reply => return reply,
                 }
             }
         })
-        .await
+        .await;
+        self.met(reply)
+    }
+
+    /// `reply`, noted: see [`Offered::met`].
+    fn met<T>(&self, reply: Result<T, LockError>) -> Result<T, LockError> {
+        if let Err(e) = &reply {
+            self.offered.met(e);
+        }
+        reply
     }
 
     /// Asks the server what it offers besides scripts, if `native` commands are allowed
@@ -150,7 +163,8 @@ where
             self.ask(&mut conn, settings.native).await;
             let usable = self.offered.usable(true);
             let (pipe, placed) = batch((0..n).map(|i| make(i, usable)))?;
-            let replies = read_batch(&placed, pipe.query_async(&mut conn).await?);
+            let replies = pipe.query_async(&mut conn).await?;
+            let replies = read_batch(&placed, replies, &self.offered);
             Ok((placed, replies))
         })
         .await;
@@ -188,7 +202,7 @@ async fn send<C: redis::aio::ConnectionLike>(
         let reply = match call {
             LeaseCall::Script(script) => script.invoke_async(conn).await,
             LeaseCall::Native(cmds) => match LeaseCall::native_pipe(cmds).query_async(conn).await {
-                Ok(replies) => LeaseCall::read(replies),
+                Ok(replies) => LeaseCall::read(replies, offered),
                 Err(e) => Err(e.into()),
             },
         };
@@ -234,8 +248,8 @@ where
         let reply = bounded(left + timeout, async {
             Ok(pipe.query_async(&mut conn).await?)
         })
-        .await?;
-        settings.replicated(keys, reply)
+        .await;
+        settings.replicated(keys, self.met(reply)?)
     }
 
     async fn renew(&self, of: Owner<'_>, ttl: Duration) -> Result<Option<Instant>, LockError> {
@@ -323,13 +337,15 @@ where
             return Ok(self.run(settings, call).await?.0);
         }
         let mut conn = self.conn.clone();
-        let value: Option<String> = bounded(settings.response_timeout, async {
-            Ok(redis::cmd("GET")
-                .arg(&keys.lock)
-                .query_async(&mut conn)
-                .await?)
-        })
-        .await?;
+        let value: Option<String> = self.met(
+            bounded(settings.response_timeout, async {
+                Ok(redis::cmd("GET")
+                    .arg(&keys.lock)
+                    .query_async(&mut conn)
+                    .await?)
+            })
+            .await,
+        )?;
         Ok(value.as_deref() == Some(token.as_str()))
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::machine::key::{Keys, Kind};
 use crate::machine::limit::millis;
-use crate::machine::native::NativeCommands;
+use crate::machine::native::{NativeCommands, Offered};
 use crate::machine::reply::{Acquired, Confirmed, Handed};
 use crate::machine::settings::{ReplicaWait, Settings};
 use crate::machine::token::Token;
@@ -44,9 +44,13 @@ impl LeaseCall {
         }
     }
 
-    /// A native call's commands as one pipeline, to send alone.
+    /// A native call's commands as one pipeline, to send alone, each command's reply
+    /// kept as its own (a pipeline's error names no command: an `ERR unknown command`
+    /// would not be told from any other, nor a refused notification from a refused
+    /// release).
     pub(crate) fn native_pipe(cmds: &[redis::Cmd]) -> redis::Pipeline {
         let mut pipe = redis::Pipeline::with_capacity(cmds.len());
+        pipe.ignore_errors();
         for cmd in cmds {
             pipe.add_command(cmd.clone());
         }
@@ -54,15 +58,22 @@ impl LeaseCall {
     }
 
     /// What a call's replies say: its first reply (a script's, `OK` or nil from `SET …
-    /// IFEQ`, 1 or 0 from `DELIFEQ`/`DELEX`). A refused notification after a native
-    /// release changes nothing: the release is done, and waiters poll.
+    /// IFEQ`, 1 or 0 from `DELIFEQ`/`DELEX`). The notification after a native release
+    /// changes nothing: the release is done or not by its own reply, and a refused
+    /// notification is told to `offered` (which says so once) while waiters poll.
     pub(crate) fn read(
         replies: Vec<redis::RedisResult<redis::Value>>,
+        offered: &Offered,
     ) -> Result<Confirmed, LockError> {
+        let mut replies = replies.into_iter();
         let first = replies
-            .into_iter()
             .next()
             .ok_or_else(|| redis::RedisError::from((redis::ErrorKind::Parse, "no reply")))?;
+        for notification in replies {
+            if let Err(e) = notification {
+                offered.notification_failed(&e);
+            }
+        }
         Ok(redis::from_redis_value(first?).map_err(redis::RedisError::from)?)
     }
 }
@@ -93,13 +104,15 @@ pub(crate) fn batch(
     Ok((pipe, placed))
 }
 
-/// Each call's answer from the replies to a [`batch`], in order.
+/// Each call's answer from the replies to a [`batch`], in order (see
+/// [`LeaseCall::read`]).
 pub(crate) fn read_batch(
     placed: &[Batched],
     replies: Vec<redis::RedisResult<redis::Value>>,
+    offered: &Offered,
 ) -> Vec<Result<Confirmed, LockError>> {
     let mut replies = replies.into_iter();
-    let each = |b: &Batched| LeaseCall::read(replies.by_ref().take(b.replies).collect());
+    let each = |b: &Batched| LeaseCall::read(replies.by_ref().take(b.replies).collect(), offered);
     placed.iter().map(each).collect()
 }
 
@@ -377,5 +390,50 @@ impl Settings {
     pub(crate) fn raise_fence_call(&self, keys: &Keys, floor: u64) -> crate::Invocation<i64> {
         crate::script::builtin::raise_fence(&keys.fence, floor, self.fence_lifetime(self.ttl))
             .delivery(self.delivery)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
+
+    const NATIVE: NativeCommands = NativeCommands {
+        set_ifeq: true,
+        delifeq: true,
+        delex_ifeq: false,
+    };
+
+    fn server_error(kind: ServerErrorKind, detail: &str) -> RedisError {
+        RedisError::from((ErrorKind::Server(kind), "server error", detail.to_owned()))
+    }
+
+    /// The release of lock `x` for `token`, built for `native`.
+    fn release(native: NativeCommands) -> LeaseCall {
+        let settings = Settings::default();
+        let keys = settings.keys("x").unwrap();
+        settings.release_call(&keys, "token", native)
+    }
+
+    #[test]
+    fn a_release_is_its_deletes_reply_whatever_its_notification_answered() {
+        let offered = Offered::default();
+        let refused = server_error(
+            ServerErrorKind::NoPerm,
+            "this user has no permissions to access the 'lock:{x}:released' channel",
+        );
+        let done = LeaseCall::read(vec![Ok(Value::Int(1)), Err(refused.clone())], &offered);
+        assert_eq!(done.unwrap(), Confirmed(true));
+        let gone = LeaseCall::read(vec![Ok(Value::Int(0)), Err(refused)], &offered);
+        assert_eq!(gone.unwrap(), Confirmed(false));
+        // A refused delete is refused, whatever the notification answered.
+        let unknown = server_error(ServerErrorKind::ResponseError, "unknown command 'DELIFEQ'");
+        let reply = LeaseCall::read(vec![Err(unknown), Ok(Value::Int(0))], &offered);
+        let error = reply.unwrap_err();
+        assert!(NativeCommands::refused(&error), "{error}");
+        let LeaseCall::Native(cmds) = release(NATIVE) else {
+            panic!("a native release");
+        };
+        assert_eq!(cmds.len(), 2, "DELIFEQ, then PUBLISH");
     }
 }

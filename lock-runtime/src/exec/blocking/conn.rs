@@ -183,14 +183,18 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
             held.stale = 0;
             self.offered.forget();
         }
-        f(&mut Bounded {
+        let reply = f(&mut Bounded {
             held,
             tune: self.tune.as_ref(),
             started,
             timeout,
             deadline,
             batch,
-        })
+        });
+        if let Err(e) = &reply {
+            self.offered.met(e);
+        }
+        reply
     }
 
     /// A plain lock's renewal or release (`make` builds it for what the server offers),
@@ -205,9 +209,9 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
         self.with(Some(settings.response_timeout), |c| {
             c.ask(&self.offered, settings.native);
             let call = make(self.offered.usable(settings.native));
-            match c.send(&call) {
+            match c.send(&call, &self.offered) {
                 Err(e) if self.offered.failed(&e, call.is_native()) => {
-                    c.send(&make(NativeCommands::default()))
+                    c.send(&make(NativeCommands::default()), &self.offered)
                 }
                 reply => reply,
             }
@@ -286,10 +290,12 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
             let calls = due.iter().map(|r| renew(r, native));
             let (mut replies, natives): (Vec<Result<Confirmed, LockError>>, Vec<bool>) =
                 if due.len() == 1 || !redis::ConnectionLike::supports_pipelining(c) {
-                    calls.map(|call| (c.send(&call), call.is_native())).unzip()
+                    calls
+                        .map(|call| (c.send(&call, offered), call.is_native()))
+                        .unzip()
                 } else {
                     let (pipe, placed) = batch(calls)?;
-                    let replies = read_batch(&placed, pipe.query(c)?);
+                    let replies = read_batch(&placed, pipe.query(c)?, offered);
                     (replies, placed.iter().map(|b| b.native).collect())
                 };
             // A server that refused a native renewal gets the script at once.
@@ -297,7 +303,7 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
                 if let Err(e) = reply
                     && offered.failed(e, native)
                 {
-                    *reply = c.send(&renew(due, NativeCommands::default()));
+                    *reply = c.send(&renew(due, NativeCommands::default()), offered);
                 }
             }
             Ok(replies)
@@ -459,16 +465,24 @@ impl<C: redis::ConnectionLike + 'static> Bounded<'_, C> {
 }
 
 impl<C: redis::ConnectionLike> Bounded<'_, C> {
-    /// Sends one lease call. Its native commands go one by one on a connection that
-    /// takes no pipeline (a sync Redis Cluster connection), each routed by its key (the
-    /// notification, keyless, to any node: a Cluster forwards it to every node).
-    pub(crate) fn send(&mut self, call: &LeaseCall) -> Result<Confirmed, LockError> {
+    /// Sends one lease call. Its native commands go in one round trip, each command's
+    /// reply its own, or one by one on a connection that takes no pipeline (a sync
+    /// Redis Cluster connection), each routed by its key (the notification, keyless, to
+    /// any node: a Cluster forwards it to every node).
+    pub(crate) fn send(
+        &mut self,
+        call: &LeaseCall,
+        offered: &Offered,
+    ) -> Result<Confirmed, LockError> {
         match call {
             LeaseCall::Script(script) => script.invoke(self),
             LeaseCall::Native(cmds) if !redis::ConnectionLike::supports_pipelining(self) => {
-                LeaseCall::read(cmds.iter().map(|cmd| cmd.query(self)).collect())
+                let replies = cmds.iter().map(|cmd| cmd.query(self)).collect();
+                LeaseCall::read(replies, offered)
             }
-            LeaseCall::Native(cmds) => LeaseCall::read(LeaseCall::native_pipe(cmds).query(self)?),
+            LeaseCall::Native(cmds) => {
+                LeaseCall::read(LeaseCall::native_pipe(cmds).query(self)?, offered)
+            }
         }
     }
 }
