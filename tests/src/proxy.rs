@@ -10,11 +10,13 @@
 //!   wait behind it, as TCP would deliver them), delay
 //!   the reply to it ([`Proxy::delay_reply_to`]) or forward it and then cut the
 //!   connection before the reply comes back ([`Proxy::reset_after`]), so the command
-//!   ran but its reply is lost.
+//!   ran but its reply is lost;
+//! - put another server behind its address ([`Proxy::replace_upstream`]), as a failover
+//!   to another node or a rolling upgrade or downgrade does.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -43,6 +45,8 @@ enum Action {
 }
 
 struct Shared {
+    /// The server's port: where new connections go.
+    upstream: AtomicU16,
     delay_us: AtomicU64,
     /// Every connection's link, to fault one of them alone.
     links: Mutex<Vec<std::sync::Weak<Link>>>,
@@ -84,6 +88,7 @@ impl Proxy {
             .expect("bind the proxy");
         let port = listener.local_addr().expect("proxy address").port();
         let shared = Arc::new(Shared {
+            upstream: AtomicU16::new(upstream),
             delay_us: AtomicU64::new(0),
             links: Mutex::new(Vec::new()),
             blackhole: AtomicBool::new(false),
@@ -103,6 +108,7 @@ impl Proxy {
                     let _ = client.shutdown(Shutdown::Both);
                     continue;
                 }
+                let upstream = accepting.upstream.load(Ordering::SeqCst);
                 let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
                     // As a dead server would: the connection closes at once.
                     let _ = client.shutdown(Shutdown::Both);
@@ -175,6 +181,20 @@ impl Proxy {
 
     /// Resets every connection open through the proxy (new ones still work).
     pub fn reset(&self) {
+        self.shared.reset();
+    }
+
+    /// Puts the server on `upstream` behind the proxy's address: every open connection
+    /// is reset, and new ones go to it, as after a failover to another node or a server
+    /// replaced by another version on the same port.
+    ///
+    /// ```no_run
+    /// let (old, new) = (lockscript_test::server::RedisServer::start(), lockscript_test::server::RedisServer::start());
+    /// let proxy = lockscript_test::proxy::Proxy::start(old.port());
+    /// proxy.replace_upstream(new.port());
+    /// ```
+    pub fn replace_upstream(&self, upstream: u16) {
+        self.shared.upstream.store(upstream, Ordering::SeqCst);
         self.shared.reset();
     }
 

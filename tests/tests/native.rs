@@ -20,6 +20,9 @@ on_both_faces!(
     with_native_commands_off_every_renewal_and_release_is_a_script,
     a_native_command_the_server_refuses_is_sent_again_as_the_script,
     a_native_release_on_a_silent_server_ends_within_the_response_timeout,
+    a_release_whose_notification_is_refused_is_still_done_natively,
+    a_server_replaced_by_one_without_the_native_commands_is_asked_again,
+    a_native_command_the_replaced_server_lacks_is_refused_by_its_own_reply,
 );
 
 /// What this server has, from its version: (`SET … IFEQ`, `DELIFEQ`, `DELEX … IFEQ`).
@@ -238,6 +241,223 @@ fn a_native_release_on_a_silent_server_ends_within_the_response_timeout<F: Face>
     assert!(
         took <= bound,
         "{}: the release took {took:?} (bound {bound:?})",
+        F::NAME
+    );
+}
+
+/// A lock user without channel rights (`resetchannels`, what `ACL SETUSER` gives a new
+/// user since Redis 7) on a server with native releases: `PUBLISH` is refused, `DELIFEQ`
+/// beside it is not, and the release is `DELIFEQ`'s answer: done, once, and the handle
+/// stays native (a refused notification is not a refused release: it is neither undone
+/// nor sent again as compare-del.lua, which would find the key gone and report the lease
+/// lost). On a server without native releases compare-del.lua publishes first, so the
+/// release is refused as a whole and the lock stays held (all or nothing): checked too.
+fn a_release_whose_notification_is_refused_is_still_done_natively<F: Face>() {
+    let server = RedisServer::start();
+    let (_, delifeq, delex) = has(&server);
+    redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "quiet",
+            "on",
+            ">pw",
+            "~*",
+            "resetchannels",
+            "+@all",
+        ])
+        .exec(&mut server.connection())
+        .expect("ACL SETUSER");
+    let mut conn = prepared(&server);
+    let url = format!("redis://quiet:pw@127.0.0.1:{}/", server.port());
+    let locks: F = F::connect_client(
+        &redis::Client::open(url).unwrap(),
+        lockscript_test::faces::Settings {
+            ttl: Duration::from_millis(300),
+            ..F::settings()
+        },
+    );
+    let exists = |conn: &mut redis::Connection| -> u32 {
+        redis::cmd("EXISTS")
+            .arg("lock:{quiet}")
+            .query(conn)
+            .unwrap()
+    };
+    if !(delifeq || delex) {
+        let guard = locks.lock("quiet").unwrap();
+        let refused = guard.release();
+        assert!(
+            matches!(refused, Err(lockscript::LockError::Permission { .. })),
+            "{}: compare-del.lua's PUBLISH is refused: {refused:?}",
+            F::NAME
+        );
+        assert_eq!(exists(&mut conn), 1, "{}: all or nothing", F::NAME);
+        return;
+    }
+    for round in 1..=2 {
+        let guard = locks.lock("quiet").unwrap();
+        guard
+            .release()
+            .unwrap_or_else(|e| panic!("{}: release {round} is done: {e:?}", F::NAME));
+        assert_eq!(exists(&mut conn), 0, "{}: release {round}", F::NAME);
+        assert!(
+            locks.offered_commands().is_some_and(|o| o.releases()),
+            "{}: still native after release {round}: {:?}",
+            F::NAME,
+            locks.offered_commands()
+        );
+    }
+    let native = command_calls(&mut conn, "delifeq") + command_calls(&mut conn, "delex");
+    assert_eq!(native, 2, "{}: each release sent once", F::NAME);
+    assert_eq!(
+        scripts_run(&mut conn),
+        2,
+        "{}: the acquires only, no compare-del.lua",
+        F::NAME
+    );
+}
+
+/// An older server for `newer`'s place, without the native releases `newer` has, and
+/// what it offers (`SET … IFEQ`, `DELIFEQ`, `DELEX … IFEQ`): `redis-server` from `PATH`
+/// when it has none of them (Redis 7.0 to 8.2), else `newer`'s own binary with its
+/// release commands renamed away.
+fn older_than(newer: &RedisServer) -> (RedisServer, (bool, bool, bool)) {
+    let path = RedisServer::builder().binary("redis-server").start();
+    let offers = has(&path);
+    if !(offers.0 || offers.1 || offers.2) {
+        return (path, offers);
+    }
+    let (set_ifeq, delifeq, delex) = has(newer);
+    let mut older = RedisServer::builder().binary(newer.binary());
+    // A server refuses to rename a command it does not have.
+    for (command, has) in [("DELIFEQ", delifeq), ("DELEX", delex)] {
+        if has {
+            older = older.arg("--rename-command").arg(command).arg("");
+        }
+    }
+    (older.start(), (set_ifeq, false, false))
+}
+
+/// One try_lock after the server behind the proxy changed (the first call to meet the
+/// reset connection may fail with it), then a lease held across renewals, never
+/// suspect, and released: the key is gone from `server`.
+fn lock_cycle_after_the_change<F: Face>(locks: &F, server: &RedisServer, phase: &str) {
+    let started = Instant::now();
+    let guard = loop {
+        match locks.try_lock("replaced") {
+            Ok(Some(guard)) => break guard,
+            other => {
+                assert!(
+                    started.elapsed() < Duration::from_secs(2),
+                    "{}, {phase}: no lock within 2 s: {:?}",
+                    F::NAME,
+                    other.map(|g| g.is_some())
+                );
+                thread::sleep(Duration::from_millis(20));
+            }
+        }
+    };
+    // At ttl 300 ms, renewals every 100 ms: four or five due meanwhile.
+    assert!(
+        !guard.suspect_within(Duration::from_millis(450)),
+        "{}, {phase}: every renewal confirmed (lost: {})",
+        F::NAME,
+        guard.is_lost()
+    );
+    guard
+        .release()
+        .unwrap_or_else(|e| panic!("{}, {phase}: released: {e:?}", F::NAME));
+    let left: u32 = redis::cmd("EXISTS")
+        .arg("lock:{replaced}")
+        .query(&mut server.connection())
+        .unwrap();
+    assert_eq!(left, 0, "{}, {phase}: the release removed the key", F::NAME);
+}
+
+fn offers(found: Option<lockscript::NativeCommands>) -> Option<(bool, bool, bool)> {
+    found.map(|o| (o.set_ifeq, o.delifeq, o.delex_ifeq))
+}
+
+/// A handle that asked a server with native commands, that server then replaced behind
+/// the same address by one without them (a failover to an older replica, a rolling
+/// downgrade), the first call after it an acquire: the handle asks the new server what
+/// it offers before its next renewal, so its renewals and release are what that server
+/// takes; replaced again by a newer one, it asks again and goes native again. On a
+/// server without native commands the same cycle runs on scripts throughout.
+fn a_server_replaced_by_one_without_the_native_commands_is_asked_again<F: Face>() {
+    let newer = RedisServer::start();
+    let (older, older_offers) = older_than(&newer);
+    let newest = RedisServer::builder().binary(newer.binary()).start();
+    let proxy = Proxy::start(newer.port());
+    let locks: F = F::connect_client(
+        &redis::Client::open(proxy.url()).unwrap(),
+        lockscript_test::faces::Settings {
+            ttl: Duration::from_millis(300),
+            ..F::settings()
+        },
+    );
+    lock_cycle_after_the_change(&locks, &newer, "the first server");
+    assert_eq!(
+        offers(locks.offered_commands()),
+        Some(has(&newer)),
+        "{}",
+        F::NAME
+    );
+
+    proxy.replace_upstream(older.port());
+    lock_cycle_after_the_change(&locks, &older, "replaced by an older server");
+    assert_eq!(
+        offers(locks.offered_commands()),
+        Some(older_offers),
+        "{}: asked the older server",
+        F::NAME
+    );
+
+    let mut conn = prepared(&newest);
+    proxy.replace_upstream(newest.port());
+    lock_cycle_after_the_change(&locks, &newest, "replaced by a newer server");
+    assert_eq!(
+        offers(locks.offered_commands()),
+        Some(has(&newest)),
+        "{}: asked the newer server",
+        F::NAME
+    );
+    // The release, and that of the grant an acquire that met the broken connection
+    // may have made.
+    let (_, delifeq, delex) = has(&newest);
+    let native = command_calls(&mut conn, "delifeq") + command_calls(&mut conn, "delex");
+    assert_eq!(native > 0, delifeq || delex, "{}: native again", F::NAME);
+}
+
+/// The same change behind a handle whose connection re-connects by itself before any
+/// call meets the broken one (RESP3: the async face's managed connection re-connects on
+/// the disconnection push): nothing tells the handle the server changed but the native
+/// commands' own replies (`ERR unknown command`, `ERR syntax error`), each recognised as
+/// a refusal by its own reply, and the call is sent again as the script at once.
+fn a_native_command_the_replaced_server_lacks_is_refused_by_its_own_reply<F: Face>() {
+    let newer = RedisServer::start();
+    if has(&newer) == (false, false, false) {
+        eprintln!("{}: this server has no native command to refuse", F::NAME);
+        return;
+    }
+    let (older, older_offers) = older_than(&newer);
+    let proxy = Proxy::start(newer.port());
+    let url = format!("{}?protocol=resp3", proxy.url());
+    let locks: F = F::connect_client(
+        &redis::Client::open(url).unwrap(),
+        lockscript_test::faces::Settings {
+            ttl: Duration::from_millis(300),
+            ..F::settings()
+        },
+    );
+    lock_cycle_after_the_change(&locks, &newer, "the first server");
+    proxy.replace_upstream(older.port());
+    // The managed connection re-connects meanwhile.
+    thread::sleep(Duration::from_millis(200));
+    lock_cycle_after_the_change(&locks, &older, "replaced by an older server");
+    let found = offers(locks.offered_commands());
+    assert!(
+        found == Some(older_offers) || found == Some((false, false, false)),
+        "{}: no native command the older server lacks: {found:?}",
         F::NAME
     );
 }

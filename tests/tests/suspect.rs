@@ -22,6 +22,7 @@ const RESPONSE_TIMEOUT: Duration = lockscript::DEFAULT_RESPONSE_TIMEOUT;
 on_both_faces!(
     a_failed_renewal_makes_the_lease_suspect_in_time_and_a_confirmed_one_clears_it,
     every_lease_of_a_failed_batch_of_renewals_is_suspect_in_time,
+    every_lease_of_a_batch_the_server_refuses_for_now_is_suspect_in_time,
     a_lease_whose_renewals_succeed_is_never_suspect,
 );
 
@@ -134,6 +135,47 @@ fn every_lease_of_a_failed_batch_of_renewals_is_suspect_in_time<F: Face>() {
             guard.is_lost()
         );
         guard.release().unwrap();
+    }
+}
+
+/// Leases renewed together on a server demoted to a replica (`REPLICAOF` another
+/// server, as in a failover): every renewal is refused for now (`READONLY`, which proves
+/// it did not run). The refused renewals are sent again together, within the batch's one
+/// response timeout, so each lease is suspect within the same bound as one lease alone
+/// (sent again one after another, each with a response timeout of its own, the first
+/// was suspect 1.3 s after its renewal was due, the eighth seconds later).
+fn every_lease_of_a_batch_the_server_refuses_for_now_is_suspect_in_time<F: Face>() {
+    const LEASES: usize = 8;
+    let server = RedisServer::start();
+    let primary = RedisServer::start();
+    let settings = lockscript_test::faces::Settings {
+        ttl: TTL,
+        ..F::settings()
+    };
+    let locks = F::connect(&server, settings);
+    let guards: Vec<_> = (0..LEASES)
+        .map(|i| locks.lock(&format!("demoted-{i}")).unwrap())
+        .collect();
+    let ends: Vec<Instant> = guards.iter().map(Held::valid_until).collect();
+    redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(primary.port())
+        .exec(&mut server.connection())
+        .expect("REPLICAOF");
+    for (i, guard) in guards.iter().enumerate() {
+        let due = sent_at(ends[i]) + TTL / 3;
+        assert!(
+            guard.suspect_within(TTL * 2),
+            "{}: lease {i} suspect",
+            F::NAME
+        );
+        let became = Instant::now();
+        assert_suspect_in_time(F::NAME, &format!("lease {i} of {LEASES}"), became, due);
+        assert!(
+            !guard.is_lost() && became < ends[i],
+            "{}: lease {i} valid",
+            F::NAME
+        );
     }
 }
 

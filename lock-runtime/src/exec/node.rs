@@ -2,9 +2,11 @@
 //! scripts over one connection, each call bounded by the response timeout.
 //!
 //! A reply that proves the script did not run and says "try again shortly" (`MOVED`,
-//! `TRYAGAIN`, `CLUSTERDOWN`... while a Cluster fails over or migrates a slot) is retried
-//! within that same bound. Nothing else is ever re-sent: after an I/O error or a
-//! timeout the script may have run, and the grant protocol deals with that.
+//! `TRYAGAIN`, `CLUSTERDOWN`, `READONLY`, `LOADING`... while a server or a Cluster fails
+//! over or migrates a slot) is retried within that same bound (a batch's refused calls
+//! together, in one round trip). Nothing else is ever re-sent but a native command the
+//! server refused, as its script: after an I/O error or a timeout the script may have
+//! run, and the grant protocol deals with that.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,7 +18,7 @@ use redis::FromRedisValue;
 
 use crate::exec::backend::Backend;
 use crate::exec::queue::Offer;
-use crate::machine::call::{LeaseCall, Owner, batch, read_batch, renewal};
+use crate::machine::call::{LeaseCall, LeaseCalls, Owner, RETRY_LATER, renewal};
 use crate::machine::fair::Ticket;
 use crate::machine::grant::{Abandoned, Outcome};
 use crate::machine::key::Keys;
@@ -25,10 +27,6 @@ use crate::machine::native::{NativeCommands, Offered};
 use crate::machine::reply::Confirmed;
 use crate::machine::settings::Settings;
 use crate::{Invocation, LockError};
-
-/// How long to wait before re-sending a script the server refused with a "try again"
-/// reply (a Cluster in the middle of a failover or a slot migration).
-const RETRY_LATER: Duration = Duration::from_millis(10);
 
 /// One server, or a Cluster through one cluster connection.
 #[derive(Clone)]
@@ -67,22 +65,35 @@ impl<C> Node<C>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// Runs `call`, bounded by the response timeout.
+    /// Runs `call`, bounded by the response timeout. A failure that a reconnect or a
+    /// failover explains makes the next lease call ask the server what it offers.
     async fn run<R: FromRedisValue>(
         &self,
         settings: &Settings,
         call: Invocation<R>,
     ) -> Result<R, LockError> {
         let mut conn = self.conn.clone();
-        bounded(settings.response_timeout, async move {
+        let reply = bounded(settings.response_timeout, async move {
             loop {
                 match call.invoke_async(&mut conn).await {
-                    Err(e) if e.is_retry_later() => tokio::time::sleep(RETRY_LATER).await,
+                    Err(e) if e.is_retry_later() => {
+                        self.offered.met(&e);
+                        tokio::time::sleep(RETRY_LATER).await;
+                    }
                     reply => return reply,
                 }
             }
         })
-        .await
+        .await;
+        self.met(reply)
+    }
+
+    /// `reply`, noted: see [`Offered::met`].
+    fn met<T>(&self, reply: Result<T, LockError>) -> Result<T, LockError> {
+        if let Err(e) = &reply {
+            self.offered.met(e);
+        }
+        reply
     }
 
     /// Asks the server what it offers besides scripts, if `native` commands are allowed
@@ -107,98 +118,108 @@ where
     }
 
     /// A plain lock's renewal or release (`make` builds it for what the server offers),
-    /// bounded by the response timeout: asks the server what it offers first if nobody
-    /// has on this connection yet, and sends the script again at once if the server
-    /// refuses a native command.
+    /// bounded by the response timeout: see [`lease_calls`](Self::lease_calls).
     pub(crate) async fn lease_call(
         &self,
         settings: &Settings,
         make: impl Fn(NativeCommands) -> LeaseCall,
     ) -> Result<Confirmed, LockError> {
-        let mut conn = self.conn.clone();
-        bounded(settings.response_timeout, async move {
-            self.ask(&mut conn, settings.native).await;
-            let call = make(self.offered.usable(settings.native));
-            match send(&mut conn, &call, &self.offered).await {
-                Err(e) if self.offered.failed(&e, call.is_native()) => {
-                    send(&mut conn, &make(NativeCommands::default()), &self.offered).await
-                }
-                reply => reply,
-            }
-        })
-        .await
+        let mut replies = self
+            .lease_calls(settings, 1, |_, native| make(native))
+            .await;
+        replies
+            .pop()
+            .unwrap_or_else(|| Err(LockError::no_reply(settings.response_timeout)))
     }
 
-    /// `n` lease calls (`make(i, offered)` builds the `i`th) in one round trip, bounded
-    /// by `settings`' response timeout; each answered on its own, in order. A call the
-    /// server refused as a native command, or redirected, is sent again alone. A
-    /// connection that refuses a pipeline across slots (a Cluster) sends each call
-    /// alone from then on, concurrently.
+    /// `n` lease calls (`make(i, offered)` builds the `i`th, native where `settings`
+    /// allow), each answered on its own, in order, all within `settings`' response
+    /// timeout: asks the server what it offers first if nobody has on this connection
+    /// yet, then sends them in one round trip; the calls refused as native commands or
+    /// refused for now go again together ([`LeaseCalls`]) until each has its answer or
+    /// the timeout passes. A connection that refuses a pipeline across slots (a
+    /// Cluster) gets each call of a round alone, concurrently, from then on.
     pub(crate) async fn lease_calls(
         &self,
         settings: &Settings,
         n: usize,
         make: impl Fn(usize, NativeCommands) -> LeaseCall,
     ) -> Vec<Result<Confirmed, LockError>> {
-        let make = &make;
-        let alone = |i: usize| self.lease_call(settings, move |native| make(i, native));
-        if n <= 1 || self.one_by_one.load(Ordering::Relaxed) {
-            return join_all((0..n).map(alone)).await;
-        }
+        let native = settings.native;
+        let mut calls = LeaseCalls::new(n, true);
         let mut conn = self.conn.clone();
-        let batch = bounded(settings.response_timeout, async {
-            self.ask(&mut conn, settings.native).await;
-            let usable = self.offered.usable(true);
-            let (pipe, placed) = batch((0..n).map(|i| make(i, usable)))?;
-            let replies = read_batch(&placed, pipe.query_async(&mut conn).await?);
-            Ok((placed, replies))
-        })
-        .await;
-        match batch {
-            Ok((placed, mut replies)) => {
-                for (i, call) in placed.iter().enumerate() {
-                    if let Err(e) = &replies[i]
-                        && (self.offered.failed(e, call.native) || e.is_retry_later())
-                    {
-                        replies[i] = alone(i).await;
-                    }
+        let rounds = async {
+            self.ask(&mut conn, native).await;
+            loop {
+                let round = calls.round(self.offered.usable(native), &make);
+                if round.is_empty() {
+                    return;
                 }
-                replies
+                self.send_round(&mut conn, &mut calls, round).await;
+                if calls.retrying() {
+                    tokio::time::sleep(RETRY_LATER).await;
+                }
             }
-            Err(e) if e.is_cross_slot() => {
-                self.one_by_one.store(true, Ordering::Relaxed);
-                join_all((0..n).map(alone)).await
+        };
+        // Cut at the bound, the calls on their way are answered by the timeout.
+        let _ = tokio::time::timeout(settings.response_timeout, rounds).await;
+        calls.answers(settings.response_timeout)
+    }
+
+    /// Sends one round of `calls` and reads it: one call alone; several in one
+    /// pipeline, or each alone concurrently on a connection that takes no pipeline
+    /// across slots.
+    async fn send_round(
+        &self,
+        conn: &mut C,
+        calls: &mut LeaseCalls,
+        mut round: Vec<(usize, LeaseCall)>,
+    ) {
+        let offered = &*self.offered;
+        if round.len() == 1
+            && let Some((i, call)) = round.pop()
+        {
+            let reply = send(conn, &call, offered).await;
+            return calls.answered(i, reply, offered);
+        }
+        if !self.one_by_one.load(Ordering::Relaxed) {
+            let sent = match LeaseCalls::pipeline(round) {
+                Ok((pipe, placed)) => match pipe.query_async(conn).await {
+                    Ok(replies) => return calls.read(&placed, replies, offered),
+                    Err(e) => LockError::from(e),
+                },
+                Err(e) => e,
+            };
+            if !sent.is_cross_slot() {
+                return calls.failed(&sent, offered);
             }
-            Err(e) => {
-                self.offered.failed(&e, false);
-                (0..n).map(|_| Err(e.for_each())).collect()
-            }
+            self.one_by_one.store(true, Ordering::Relaxed);
+            calls.unsent();
+            return;
+        }
+        let alone = round.iter().map(|(i, call)| {
+            let mut conn = conn.clone();
+            async move { (*i, send(&mut conn, call, offered).await) }
+        });
+        for (i, reply) in join_all(alone).await {
+            calls.answered(i, reply, offered);
         }
     }
 }
 
-/// Sends a lease call, again after a "try again shortly" reply (the Cluster changed:
-/// the nodes are asked again what they offer).
+/// Sends one lease call: its script, or its native commands in one round trip, each
+/// command's reply its own.
 async fn send<C: redis::aio::ConnectionLike>(
     conn: &mut C,
     call: &LeaseCall,
     offered: &Offered,
 ) -> Result<Confirmed, LockError> {
-    loop {
-        let reply = match call {
-            LeaseCall::Script(script) => script.invoke_async(conn).await,
-            LeaseCall::Native(cmds) => match LeaseCall::native_pipe(cmds).query_async(conn).await {
-                Ok(replies) => LeaseCall::read(replies),
-                Err(e) => Err(e.into()),
-            },
-        };
-        match reply {
-            Err(e) if e.is_retry_later() => {
-                offered.forget();
-                tokio::time::sleep(RETRY_LATER).await;
-            }
-            reply => return reply,
-        }
+    match call {
+        LeaseCall::Script(script) => script.invoke_async(conn).await,
+        LeaseCall::Native(cmds) => match LeaseCall::native_pipe(cmds).query_async(conn).await {
+            Ok(replies) => LeaseCall::read(replies, offered),
+            Err(e) => Err(e.into()),
+        },
     }
 }
 
@@ -234,8 +255,8 @@ where
         let reply = bounded(left + timeout, async {
             Ok(pipe.query_async(&mut conn).await?)
         })
-        .await?;
-        settings.replicated(keys, reply)
+        .await;
+        settings.replicated(keys, self.met(reply)?)
     }
 
     async fn renew(&self, of: Owner<'_>, ttl: Duration) -> Result<Option<Instant>, LockError> {
@@ -323,13 +344,15 @@ where
             return Ok(self.run(settings, call).await?.0);
         }
         let mut conn = self.conn.clone();
-        let value: Option<String> = bounded(settings.response_timeout, async {
-            Ok(redis::cmd("GET")
-                .arg(&keys.lock)
-                .query_async(&mut conn)
-                .await?)
-        })
-        .await?;
+        let value: Option<String> = self.met(
+            bounded(settings.response_timeout, async {
+                Ok(redis::cmd("GET")
+                    .arg(&keys.lock)
+                    .query_async(&mut conn)
+                    .await?)
+            })
+            .await,
+        )?;
         Ok(value.as_deref() == Some(token.as_str()))
     }
 

@@ -1,12 +1,13 @@
 //! The lock protocol's script calls: which script each step of a lock runs, with what
 //! keys and arguments. The switch between the plain protocol and the queued one
-//! (fair-queue.lua) is here, and only here.
+//! (fair-queue.lua) is here, and only here; so is how a renewal's or release's replies
+//! are read, and which of them go again ([`LeaseCalls`]).
 
 use std::time::Duration;
 
 use crate::machine::key::{Keys, Kind};
 use crate::machine::limit::millis;
-use crate::machine::native::NativeCommands;
+use crate::machine::native::{NativeCommands, Offered};
 use crate::machine::reply::{Acquired, Confirmed, Handed};
 use crate::machine::settings::{ReplicaWait, Settings};
 use crate::machine::token::Token;
@@ -44,9 +45,13 @@ impl LeaseCall {
         }
     }
 
-    /// A native call's commands as one pipeline, to send alone.
+    /// A native call's commands as one pipeline, to send alone, each command's reply
+    /// kept as its own (a pipeline's error names no command: an `ERR unknown command`
+    /// would not be told from any other, nor a refused notification from a refused
+    /// release).
     pub(crate) fn native_pipe(cmds: &[redis::Cmd]) -> redis::Pipeline {
         let mut pipe = redis::Pipeline::with_capacity(cmds.len());
+        pipe.ignore_errors();
         for cmd in cmds {
             pipe.add_command(cmd.clone());
         }
@@ -54,53 +59,218 @@ impl LeaseCall {
     }
 
     /// What a call's replies say: its first reply (a script's, `OK` or nil from `SET …
-    /// IFEQ`, 1 or 0 from `DELIFEQ`/`DELEX`). A refused notification after a native
-    /// release changes nothing: the release is done, and waiters poll.
+    /// IFEQ`, 1 or 0 from `DELIFEQ`/`DELEX`). The notification after a native release
+    /// changes nothing: the release is done or not by its own reply, and a refused
+    /// notification is told to `offered` (which says so once) while waiters poll.
     pub(crate) fn read(
         replies: Vec<redis::RedisResult<redis::Value>>,
+        offered: &Offered,
     ) -> Result<Confirmed, LockError> {
+        let mut replies = replies.into_iter();
         let first = replies
-            .into_iter()
             .next()
             .ok_or_else(|| redis::RedisError::from((redis::ErrorKind::Parse, "no reply")))?;
+        for notification in replies {
+            if let Err(e) = notification {
+                offered.notification_failed(&e);
+            }
+        }
         Ok(redis::from_redis_value(first?).map_err(redis::RedisError::from)?)
     }
 }
 
-/// One call of a [`batch`]: how many replies it adds to the pipeline (the first
-/// answers), and whether it is native (a refusal then means the server does not offer
-/// the command).
+/// Lease calls sent together (the watchdog's due renewals, or one call alone) until
+/// each has its own answer, read from its own replies whatever the others in its round
+/// trip say. A native command the server refused (it lacks it, or an ACL denies it)
+/// proves the call did not run: it goes again as its script. A call the server refused
+/// for now (`MOVED`, `READONLY`, `LOADING`...: a failover, a slot migration) goes again
+/// too where the executor retries those (see [`new`](Self::new)), [`RETRY_LATER`]
+/// after. Each round sends every call still due together, and the executor bounds all
+/// rounds by one response timeout: a batch is answered within one bound however many
+/// of its calls went again.
+pub(crate) struct LeaseCalls {
+    calls: Vec<Due>,
+    /// A call refused for now is sent again (the async executor), rather than answered
+    /// with the refusal (the blocking one, whose connection is the whole handle's).
+    retry_later: bool,
+}
+
+/// How long to wait before sending again a call the server refused for now.
+#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+pub(crate) const RETRY_LATER: Duration = Duration::from_millis(10);
+
+/// Where one of [`LeaseCalls`] stands.
+enum Due {
+    /// To send in the next round; as its script once a native command was refused;
+    /// with the refusal that sends it again, if any.
+    Next {
+        script: bool,
+        refused: Option<LockError>,
+    },
+    /// In the round on its way (native or not).
+    Sent {
+        native: bool,
+    },
+    Answered(Result<Confirmed, LockError>),
+}
+
+/// A call of a round as a pipeline carries it: its place among the calls, and how many
+/// replies it adds (the first answers).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Batched {
+pub(crate) struct Placed {
+    call: usize,
     replies: usize,
-    pub(crate) native: bool,
 }
 
-/// Several lease calls in one pipeline (errors kept per command), each call's place
-/// in it; [`read_batch`] reads the answers.
-pub(crate) fn batch(
-    calls: impl ExactSizeIterator<Item = LeaseCall>,
-) -> Result<(redis::Pipeline, Vec<Batched>), LockError> {
-    let mut pipe = redis::Pipeline::with_capacity(calls.len());
-    pipe.ignore_errors();
-    let placed = calls
-        .map(|call| {
-            let native = call.is_native();
-            let replies = call.add_to(&mut pipe)?;
-            Ok(Batched { replies, native })
-        })
-        .collect::<Result<Vec<Batched>, LockError>>()?;
-    Ok((pipe, placed))
-}
+impl LeaseCalls {
+    /// `n` calls, none sent yet; calls the server refuses for now are sent again when
+    /// `retry_later` (until the executor's bound cuts the rounds).
+    pub(crate) fn new(n: usize, retry_later: bool) -> Self {
+        let next = || Due::Next {
+            script: false,
+            refused: None,
+        };
+        Self {
+            calls: std::iter::repeat_with(next).take(n).collect(),
+            retry_later,
+        }
+    }
 
-/// Each call's answer from the replies to a [`batch`], in order.
-pub(crate) fn read_batch(
-    placed: &[Batched],
-    replies: Vec<redis::RedisResult<redis::Value>>,
-) -> Vec<Result<Confirmed, LockError>> {
-    let mut replies = replies.into_iter();
-    let each = |b: &Batched| LeaseCall::read(replies.by_ref().take(b.replies).collect());
-    placed.iter().map(each).collect()
+    /// The next round: every call still due, built by `make(i, native)` with `usable`
+    /// (nothing for a call whose native command was refused), each with its place.
+    /// Empty once every call has its answer.
+    pub(crate) fn round(
+        &mut self,
+        usable: NativeCommands,
+        make: impl Fn(usize, NativeCommands) -> LeaseCall,
+    ) -> Vec<(usize, LeaseCall)> {
+        let mut round = Vec::new();
+        for (i, due) in self.calls.iter_mut().enumerate() {
+            if let Due::Next { script, .. } = due {
+                let call = make(
+                    i,
+                    if *script {
+                        NativeCommands::default()
+                    } else {
+                        usable
+                    },
+                );
+                *due = Due::Sent {
+                    native: call.is_native(),
+                };
+                round.push((i, call));
+            }
+        }
+        round
+    }
+
+    /// Whether the next round waits [`RETRY_LATER`] first: a call in it was refused
+    /// for now.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn retrying(&self) -> bool {
+        self.calls
+            .iter()
+            .any(|d| matches!(d, Due::Next { refused: Some(e), .. } if e.is_retry_later()))
+    }
+
+    /// Call `i` of the round answered `reply`: an answer, or a refusal that sends it
+    /// again (see [`LeaseCalls`]). What the server offers is noted in `offered`: a
+    /// refused native command keeps the connection on scripts, and a failover or a
+    /// reconnect makes the next call ask again.
+    pub(crate) fn answered(
+        &mut self,
+        i: usize,
+        reply: Result<Confirmed, LockError>,
+        offered: &Offered,
+    ) {
+        let Some(due) = self.calls.get_mut(i) else {
+            return;
+        };
+        let Due::Sent { native } = *due else {
+            return;
+        };
+        *due = match reply {
+            Err(e) if offered.failed(&e, native) => Due::Next {
+                script: true,
+                refused: Some(e),
+            },
+            // Kept a script if it went as one.
+            Err(e) if self.retry_later && e.is_retry_later() => Due::Next {
+                script: !native,
+                refused: Some(e),
+            },
+            reply => Due::Answered(reply),
+        };
+    }
+
+    /// Several calls in one pipeline (each command's reply kept as its own), and each
+    /// call's place in it, for [`read`](Self::read).
+    pub(crate) fn pipeline(
+        round: Vec<(usize, LeaseCall)>,
+    ) -> Result<(redis::Pipeline, Vec<Placed>), LockError> {
+        let mut pipe = redis::Pipeline::with_capacity(round.len());
+        pipe.ignore_errors();
+        let placed = round
+            .into_iter()
+            .map(|(call, lease_call)| {
+                let replies = lease_call.add_to(&mut pipe)?;
+                Ok(Placed { call, replies })
+            })
+            .collect::<Result<Vec<Placed>, LockError>>()?;
+        Ok((pipe, placed))
+    }
+
+    /// The replies to a [`pipeline`](Self::pipeline): each call answered by its own.
+    pub(crate) fn read(
+        &mut self,
+        placed: &[Placed],
+        replies: Vec<redis::RedisResult<redis::Value>>,
+        offered: &Offered,
+    ) {
+        let mut replies = replies.into_iter();
+        for p in placed {
+            let own = replies.by_ref().take(p.replies).collect();
+            self.answered(p.call, LeaseCall::read(own, offered), offered);
+        }
+    }
+
+    /// The round failed as a whole with `error` (no reply, a broken connection): each
+    /// of its calls is answered with it.
+    pub(crate) fn failed(&mut self, error: &LockError, offered: &Offered) {
+        for i in 0..self.calls.len() {
+            if matches!(self.calls[i], Due::Sent { .. }) {
+                self.answered(i, Err(error.for_each()), offered);
+            }
+        }
+    }
+
+    /// The round went unsent as a whole (a Cluster connection refused a pipeline across
+    /// slots): its calls are due again as they were.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn unsent(&mut self) {
+        for due in &mut self.calls {
+            if let Due::Sent { native } = *due {
+                *due = Due::Next {
+                    script: !native,
+                    refused: None,
+                };
+            }
+        }
+    }
+
+    /// Each call's answer, in order, once the rounds end (every call answered, or the
+    /// executor's bound `timeout` passed): a call on its way then got no reply in time
+    /// (it may have run); one refused and not sent again has its refusal.
+    pub(crate) fn answers(self, timeout: Duration) -> Vec<Result<Confirmed, LockError>> {
+        let each = |due| match due {
+            Due::Answered(reply) => reply,
+            Due::Next {
+                refused: Some(e), ..
+            } => Err(e),
+            Due::Next { refused: None, .. } | Due::Sent { .. } => Err(LockError::no_reply(timeout)),
+        };
+        self.calls.into_iter().map(each).collect()
+    }
 }
 
 /// The watchdog's renewal of `lease` (with the ttl `sending` carries), native where the
@@ -377,5 +547,113 @@ impl Settings {
     pub(crate) fn raise_fence_call(&self, keys: &Keys, floor: u64) -> crate::Invocation<i64> {
         crate::script::builtin::raise_fence(&keys.fence, floor, self.fence_lifetime(self.ttl))
             .delivery(self.delivery)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
+
+    const NATIVE: NativeCommands = NativeCommands {
+        set_ifeq: true,
+        delifeq: true,
+        delex_ifeq: false,
+    };
+
+    fn server_error(kind: ServerErrorKind, detail: &str) -> RedisError {
+        RedisError::from((ErrorKind::Server(kind), "server error", detail.to_owned()))
+    }
+
+    /// The release of lock `x` for `token`, built for `native`.
+    fn release(native: NativeCommands) -> LeaseCall {
+        let settings = Settings::default();
+        let keys = settings.keys("x").unwrap();
+        settings.release_call(&keys, "token", native)
+    }
+
+    #[test]
+    fn a_release_is_its_deletes_reply_whatever_its_notification_answered() {
+        let offered = Offered::default();
+        let refused = server_error(
+            ServerErrorKind::NoPerm,
+            "this user has no permissions to access the 'lock:{x}:released' channel",
+        );
+        let done = LeaseCall::read(vec![Ok(Value::Int(1)), Err(refused.clone())], &offered);
+        assert_eq!(done.unwrap(), Confirmed(true));
+        let gone = LeaseCall::read(vec![Ok(Value::Int(0)), Err(refused)], &offered);
+        assert_eq!(gone.unwrap(), Confirmed(false));
+        // A refused delete is refused, whatever the notification answered.
+        let unknown = server_error(ServerErrorKind::ResponseError, "unknown command 'DELIFEQ'");
+        let reply = LeaseCall::read(vec![Err(unknown), Ok(Value::Int(0))], &offered);
+        let error = reply.unwrap_err();
+        assert!(NativeCommands::refused(&error), "{error}");
+        let LeaseCall::Native(cmds) = release(NATIVE) else {
+            panic!("a native release");
+        };
+        assert_eq!(cmds.len(), 2, "DELIFEQ, then PUBLISH");
+    }
+
+    #[test]
+    fn refused_calls_of_a_round_go_again_together_and_the_others_keep_their_answers() {
+        let offered = Offered::default();
+        offered.set(NATIVE);
+        let mut calls = LeaseCalls::new(3, true);
+        let first = calls.round(offered.usable(true), |_, n| release(n));
+        assert_eq!(first.len(), 3);
+        assert!(first.iter().all(|(_, c)| c.is_native()));
+        let syntax = server_error(ServerErrorKind::ResponseError, "syntax error");
+        calls.answered(0, Ok(Confirmed(true)), &offered);
+        calls.answered(1, Err(syntax.into()), &offered);
+        let readonly = server_error(
+            ServerErrorKind::ReadOnly,
+            "You can't write against a replica",
+        );
+        calls.answered(2, Err(readonly.into()), &offered);
+        assert!(calls.retrying(), "a call refused for now waits a little");
+        assert_eq!(offered.get(), None, "a failover: ask again");
+        // Both go again in one round, as scripts (the first refused its native command,
+        // the server of the other is asked again before the next call).
+        let again = calls.round(offered.usable(true), |_, n| release(n));
+        let placed: Vec<usize> = again.iter().map(|(i, _)| *i).collect();
+        assert_eq!(placed, [1, 2]);
+        assert!(again.iter().all(|(_, c)| !c.is_native()));
+        calls.answered(1, Ok(Confirmed(true)), &offered);
+        calls.answered(2, Ok(Confirmed(false)), &offered);
+        assert!(calls.round(NATIVE, |_, n| release(n)).is_empty());
+        let answers = calls.answers(Duration::from_millis(500));
+        let answers: Vec<bool> = answers.into_iter().map(|a| a.unwrap().0).collect();
+        assert_eq!(answers, [true, true, false]);
+    }
+
+    #[test]
+    fn rounds_cut_by_the_bound_answer_what_may_have_run_as_unanswered() {
+        let offered = Offered::default();
+        let mut calls = LeaseCalls::new(2, true);
+        let _ = calls.round(NativeCommands::default(), |_, n| release(n));
+        let loading = server_error(ServerErrorKind::BusyLoading, "loading the dataset");
+        calls.answered(0, Err(loading.into()), &offered);
+        // The bound passes with call 1 on its way and call 0 waiting to go again.
+        let answers = calls.answers(Duration::from_millis(500));
+        assert!(answers[0].as_ref().is_err_and(LockError::is_retry_later));
+        assert!(answers[1].as_ref().is_err_and(LockError::may_have_run));
+        // Where refusals for now are not sent again, they are the answer.
+        let mut calls = LeaseCalls::new(1, false);
+        let _ = calls.round(NativeCommands::default(), |_, n| release(n));
+        let readonly = server_error(ServerErrorKind::ReadOnly, "replica");
+        calls.answered(0, Err(readonly.into()), &offered);
+        assert!(!calls.retrying());
+        assert!(calls.round(NATIVE, |_, n| release(n)).is_empty());
+        // A round that failed as a whole answers each of its calls.
+        let mut calls = LeaseCalls::new(2, true);
+        let _ = calls.round(NativeCommands::default(), |_, n| release(n));
+        let reset = LockError::Redis(RedisError::from((ErrorKind::Io, "reset")));
+        calls.failed(&reset, &offered);
+        let answers = calls.answers(Duration::from_millis(500));
+        assert!(
+            answers
+                .iter()
+                .all(|a| a.as_ref().is_err_and(LockError::may_have_run))
+        );
     }
 }

@@ -5,18 +5,23 @@
 //!
 //! What a server offers is asked of it ([`NativeCommands::ask`]: `COMMAND DOCS`),
 //! never guessed from a version string, once per connection (of every primary of a
-//! Redis Cluster, which then uses what all of them offer), and
-//! asked again after a call on it failed the way a reconnect or a failover does. A
-//! server that refuses a native command (it lacks it after all, or an ACL denies it)
-//! proves the command did not run: the call is sent again as the script at once, and
-//! the connection stays on scripts until it is asked again.
+//! Redis Cluster, which then uses what all of them offer), and asked again after any
+//! call on it (an acquire as much as a renewal) failed the way a reconnect or a
+//! failover does: the server behind the address may be another one now. A server that
+//! refuses a native command (it lacks it after all, or an ACL denies it), told by that
+//! command's own reply whatever the others in its round trip answered, proves the
+//! command did not run: the call is sent again as the script at once, and the
+//! connection stays on scripts until it is asked again.
 //!
 //! The meaning is the scripts' exactly: a renewal or release of a key that is not ours
-//! changes nothing and answers "not held"; an error reply means not done. Only a plain
-//! lock's renewal and release are native; acquiring, handover, the fair queue, fencing
-//! counters and guarded scripts stay scripts.
+//! changes nothing and answers "not held"; an error reply means not done. A release's
+//! outcome is its delete's reply: the notification sent beside it never undoes or
+//! repeats it, and one refused (a user without the channel or `PUBLISH`) is logged once
+//! per handle while waiters poll. Only a plain lock's renewal and release are native;
+//! acquiring, handover, the fair queue, fencing counters and guarded scripts stay
+//! scripts.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use redis::Value;
 
@@ -151,7 +156,11 @@ fn mentions(value: &Value, word: &str) -> bool {
 
 /// What one connection's server offers, once asked; shared by the clones of a handle.
 #[derive(Debug, Default)]
-pub(crate) struct Offered(AtomicU8);
+pub(crate) struct Offered {
+    bits: AtomicU8,
+    /// A release notification was refused, and said so (once per handle).
+    told: AtomicBool,
+}
 
 const ASKED: u8 = 1;
 const SET_IFEQ: u8 = 2;
@@ -163,7 +172,7 @@ impl Offered {
     ///
     /// [`forget`]: Self::forget
     pub(crate) fn get(&self) -> Option<NativeCommands> {
-        let bits = self.0.load(Ordering::Relaxed);
+        let bits = self.bits.load(Ordering::Relaxed);
         (bits & ASKED != 0).then_some(NativeCommands {
             set_ifeq: bits & SET_IFEQ != 0,
             delifeq: bits & DELIFEQ != 0,
@@ -174,7 +183,7 @@ impl Offered {
     /// Whether a lease call on this connection should ask first: native commands are
     /// allowed (`native`) and nobody asked since the connection was (re)made.
     pub(crate) fn to_ask(&self, native: bool) -> bool {
-        native && self.0.load(Ordering::Relaxed) & ASKED == 0
+        native && self.bits.load(Ordering::Relaxed) & ASKED == 0
     }
 
     /// The commands a lease call may use: none when the handle forces scripts or the
@@ -215,27 +224,49 @@ impl Offered {
             | bit(found.set_ifeq, SET_IFEQ)
             | bit(found.delifeq, DELIFEQ)
             | bit(found.delex_ifeq, DELEX_IFEQ);
-        self.0.store(bits, Ordering::Relaxed);
+        self.bits.store(bits, Ordering::Relaxed);
     }
 
     /// After a lease call failed with `error`: a refused native command keeps the
-    /// connection on scripts (whether to send the script now: `true`); a failure that a
-    /// reconnect or a failover explains makes the next call ask again.
+    /// connection on scripts (whether to send the script now: `true`); otherwise see
+    /// [`met`](Self::met).
     pub(crate) fn failed(&self, error: &LockError, was_native: bool) -> bool {
         if was_native && NativeCommands::refused(error) {
             tracing::debug!(%error, "the server refused a native command; using scripts");
             self.set(NativeCommands::default());
             return true;
         }
+        self.met(error);
+        false
+    }
+
+    /// After any call on the connection failed with `error` (an acquire's too): a
+    /// failure that a reconnect or a failover explains (no reply, a broken connection,
+    /// `READONLY`, `MOVED`, `LOADING`...) makes the next call ask again, since the server
+    /// behind the address may be another one now.
+    pub(crate) fn met(&self, error: &LockError) {
         if error.is_transient() {
             self.forget();
         }
-        false
+    }
+
+    /// A release notification, sent beside a native release, failed with `error`: the
+    /// release stands (its outcome is the delete's reply) and waiters poll. Said once per
+    /// handle: every release of a user without the channel would say it again.
+    pub(crate) fn notification_failed(&self, error: &redis::RedisError) {
+        if !self.told.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                %error,
+                "a release notification was refused (PUBLISH on lock:{{name}}:released); \
+                 releases are done all the same and waiters poll; grant the lock user \
+                 +publish and the channels (&lock:*) to wake them at once"
+            );
+        }
     }
 
     /// The server may have changed (a reconnect, a failover): ask again.
     pub(crate) fn forget(&self) {
-        self.0.store(0, Ordering::Relaxed);
+        self.bits.store(0, Ordering::Relaxed);
     }
 }
 
@@ -324,5 +355,19 @@ mod tests {
         let io = LockError::Redis(redis::RedisError::from((redis::ErrorKind::Io, "reset")));
         assert!(!offered.failed(&io, true));
         assert!(offered.to_ask(true), "a reconnect asks again");
+        // Any call's failure counts (an acquire's too): a failover asks again, a refused
+        // permission does not.
+        offered.set(NativeCommands::default());
+        let perm = LockError::Redis(redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm),
+            "no permission",
+        )));
+        offered.met(&perm);
+        assert!(!offered.to_ask(true));
+        offered.met(&LockError::Redis(redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly),
+            "a replica now",
+        ))));
+        assert!(offered.to_ask(true), "a failover asks again");
     }
 }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::exec::queue::Offer;
-use crate::machine::call::{LeaseCall, Owner, batch, read_batch, renewal};
+use crate::machine::call::{LeaseCall, LeaseCalls, Owner, renewal};
 use crate::machine::fair::Ticket;
 use crate::machine::grant::{Abandoned, Outcome};
 use crate::machine::key::Keys;
@@ -183,34 +183,32 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
             held.stale = 0;
             self.offered.forget();
         }
-        f(&mut Bounded {
+        let reply = f(&mut Bounded {
             held,
             tune: self.tune.as_ref(),
             started,
             timeout,
             deadline,
             batch,
-        })
+        });
+        if let Err(e) = &reply {
+            self.offered.met(e);
+        }
+        reply
     }
 
     /// A plain lock's renewal or release (`make` builds it for what the server offers),
-    /// within the response timeout: asks the server what it offers first if nobody has
-    /// on this connection yet, and sends the script again at once if the server refuses
-    /// a native command.
+    /// within the response timeout: see [`Bounded::lease_calls`].
     fn lease_call(
         &self,
         settings: &Settings,
         make: impl Fn(NativeCommands) -> LeaseCall,
     ) -> Result<Confirmed, LockError> {
         self.with(Some(settings.response_timeout), |c| {
-            c.ask(&self.offered, settings.native);
-            let call = make(self.offered.usable(settings.native));
-            match c.send(&call) {
-                Err(e) if self.offered.failed(&e, call.is_native()) => {
-                    c.send(&make(NativeCommands::default()))
-                }
-                reply => reply,
-            }
+            let mut replies = c.lease_calls(&self.offered, settings.native, 1, |_, n| make(n));
+            replies
+                .pop()
+                .unwrap_or_else(|| Err(LockError::no_reply(settings.response_timeout)))
         })
     }
 }
@@ -275,32 +273,15 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
         let Some((first, _)) = due.first() else {
             return Vec::new();
         };
-        let offered = &self.offered;
-        let renew =
-            |(lease, sending): &(Arc<LeaseState>, Sending), native| renewal(lease, sending, native);
+        let native = due.iter().any(|(l, _)| l.settings.native);
         let mut sent = Instant::now();
         let replies = self.with_batch(Some(first.settings.response_timeout), |c| {
             sent = Instant::now();
-            c.ask(offered, due.iter().any(|(l, _)| l.settings.native));
-            let native = offered.usable(true);
-            let calls = due.iter().map(|r| renew(r, native));
-            let (mut replies, natives): (Vec<Result<Confirmed, LockError>>, Vec<bool>) =
-                if due.len() == 1 || !redis::ConnectionLike::supports_pipelining(c) {
-                    calls.map(|call| (c.send(&call), call.is_native())).unzip()
-                } else {
-                    let (pipe, placed) = batch(calls)?;
-                    let replies = read_batch(&placed, pipe.query(c)?);
-                    (replies, placed.iter().map(|b| b.native).collect())
-                };
-            // A server that refused a native renewal gets the script at once.
-            for ((reply, native), due) in replies.iter_mut().zip(natives).zip(due) {
-                if let Err(e) = reply
-                    && offered.failed(e, native)
-                {
-                    *reply = c.send(&renew(due, NativeCommands::default()));
-                }
-            }
-            Ok(replies)
+            Ok(
+                c.lease_calls(&self.offered, native, due.len(), |i, native| {
+                    renewal(&due[i].0, &due[i].1, native)
+                }),
+            )
         });
         match replies {
             Ok(replies) => (replies.into_iter())
@@ -458,17 +439,75 @@ impl<C: redis::ConnectionLike + 'static> Bounded<'_, C> {
     }
 }
 
+impl<C: redis::ConnectionLike + 'static> Bounded<'_, C> {
+    /// `n` lease calls (`make(i, offered)` builds the `i`th, native where `native`
+    /// allows), each answered on its own, in order, within this call's time: asks the
+    /// server what it offers first if nobody has on this connection yet, then sends
+    /// them in one round trip where the connection takes a pipeline; a call refused as a
+    /// native command goes again as its script, all of them together
+    /// ([`LeaseCalls`]). A call refused for now (`READONLY`, `MOVED`...) has that
+    /// answer: the connection is the whole handle's, and the watchdog tries again soon.
+    pub(crate) fn lease_calls(
+        &mut self,
+        offered: &Offered,
+        native: bool,
+        n: usize,
+        make: impl Fn(usize, NativeCommands) -> LeaseCall,
+    ) -> Vec<Result<Confirmed, LockError>> {
+        let mut calls = LeaseCalls::new(n, false);
+        self.ask(offered, native);
+        loop {
+            let round = calls.round(offered.usable(native), &make);
+            if round.is_empty() {
+                return calls.answers(self.timeout);
+            }
+            self.send_round(&mut calls, round, offered);
+        }
+    }
+}
+
 impl<C: redis::ConnectionLike> Bounded<'_, C> {
-    /// Sends one lease call. Its native commands go one by one on a connection that
-    /// takes no pipeline (a sync Redis Cluster connection), each routed by its key (the
-    /// notification, keyless, to any node: a Cluster forwards it to every node).
-    pub(crate) fn send(&mut self, call: &LeaseCall) -> Result<Confirmed, LockError> {
+    /// Sends one round of `calls` and reads it: several in one pipeline where the
+    /// connection takes one, else one by one.
+    fn send_round(
+        &mut self,
+        calls: &mut LeaseCalls,
+        round: Vec<(usize, LeaseCall)>,
+        offered: &Offered,
+    ) {
+        if round.len() == 1 || !redis::ConnectionLike::supports_pipelining(self) {
+            for (i, call) in round {
+                let reply = self.send(&call, offered);
+                calls.answered(i, reply, offered);
+            }
+            return;
+        }
+        let sent =
+            LeaseCalls::pipeline(round).and_then(|(pipe, placed)| Ok((pipe.query(self)?, placed)));
+        match sent {
+            Ok((replies, placed)) => calls.read(&placed, replies, offered),
+            Err(e) => calls.failed(&e, offered),
+        }
+    }
+
+    /// Sends one lease call. Its native commands go in one round trip, each command's
+    /// reply its own, or one by one on a connection that takes no pipeline (a sync
+    /// Redis Cluster connection), each routed by its key (the notification, keyless, to
+    /// any node: a Cluster forwards it to every node).
+    pub(crate) fn send(
+        &mut self,
+        call: &LeaseCall,
+        offered: &Offered,
+    ) -> Result<Confirmed, LockError> {
         match call {
             LeaseCall::Script(script) => script.invoke(self),
             LeaseCall::Native(cmds) if !redis::ConnectionLike::supports_pipelining(self) => {
-                LeaseCall::read(cmds.iter().map(|cmd| cmd.query(self)).collect())
+                let replies = cmds.iter().map(|cmd| cmd.query(self)).collect();
+                LeaseCall::read(replies, offered)
             }
-            LeaseCall::Native(cmds) => LeaseCall::read(LeaseCall::native_pipe(cmds).query(self)?),
+            LeaseCall::Native(cmds) => {
+                LeaseCall::read(LeaseCall::native_pipe(cmds).query(self)?, offered)
+            }
         }
     }
 }
