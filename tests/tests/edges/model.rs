@@ -377,6 +377,13 @@ impl Case {
 
     /// Names of the input classes the case belongs to, for the failure summary.
     pub fn tags(&self) -> BTreeSet<String> {
+        let mut tags = self.script_tags();
+        self.signature_tags(&mut tags);
+        tags
+    }
+
+    /// The classes of the script's bytes.
+    fn script_tags(&self) -> BTreeSet<String> {
         let mut tags = BTreeSet::new();
         let (bytes, _) = self.script.expanded();
         if std::str::from_utf8(&bytes).is_err() {
@@ -405,6 +412,12 @@ impl Case {
         if self.cr_after_comment() {
             tags.insert("cr-after-comment".to_owned());
         }
+        if self.cr_hides_code() {
+            tags.insert("cr-hides-code".to_owned());
+        }
+        if self.cr_include_dropped() {
+            tags.insert("cr-include-dropped".to_owned());
+        }
         if let Some(why) = self.script.refused {
             tags.insert(format!("refused:{why}"));
         }
@@ -430,6 +443,11 @@ impl Case {
         {
             tags.insert("no-final-newline".to_owned());
         }
+        tags
+    }
+
+    /// The classes of the declaration and its call.
+    fn signature_tags(&self, tags: &mut BTreeSet<String>) {
         let o = &self.options;
         for (set, tag) in [
             (o.pin.is_some(), "sha1-pin"),
@@ -456,11 +474,19 @@ impl Case {
                 Ty::Impl => {
                     tags.insert("impl-trait-param".to_owned());
                 }
+                // redis-rs counts a slice of two or more elements as one argument each
+                // (`num_of_args`), which a `None` (none) or a pair (two) is not.
                 Ty::Plain(Elem::OptStr, shape) if shape != Shape::One => {
                     tags.insert(format!("option-{side}-slice"));
+                    if p.values.len() > 1 && p.values.contains(&Val::Opt(None)) {
+                        tags.insert(format!("option-{side}-slice-miscounted"));
+                    }
                 }
                 Ty::Plain(Elem::Pair, shape) if shape != Shape::One => {
                     tags.insert(format!("tuple-{side}-slice"));
+                    if p.values.len() > 1 {
+                        tags.insert(format!("tuple-{side}-slice-miscounted"));
+                    }
                 }
                 Ty::Plain(_, shape) if shape != Shape::One && p.values.is_empty() => {
                     tags.insert("empty-slice".to_owned());
@@ -474,7 +500,6 @@ impl Case {
         if matches!(self.outcome(), Outcome::Argument(..)) {
             tags.insert("argument-error".to_owned());
         }
-        tags
     }
 
     /// An `@include` line, or the line before one, ends in a lone `\r`: Lua ends a line
@@ -487,9 +512,7 @@ impl Case {
             })
         })
     }
-}
 
-impl Case {
     /// A `--` comment line ends in a lone `\r`, where Lua ends it.
     pub fn cr_after_comment(&self) -> bool {
         self.script
@@ -497,6 +520,40 @@ impl Case {
             .iter()
             .flat_map(|f| &f.lines)
             .any(|line| line.eol == b"\r" && is_comment(&line.text))
+    }
+
+    /// A `--` comment line ends in a lone `\r` and a line follows that the macro's checks
+    /// read (a definition, KEYS or ARGV, a command): a parser that does not end the
+    /// comment there misses it.
+    pub fn cr_hides_code(&self) -> bool {
+        self.script.files.iter().any(|f| {
+            f.lines.windows(2).any(|pair| {
+                let next = String::from_utf8_lossy(&pair[1].text);
+                let next = next.trim_start();
+                pair[0].eol == b"\r"
+                    && is_comment(&pair[0].text)
+                    && ["local ", "out[", "for ", "redis."]
+                        .iter()
+                        .any(|start| next.starts_with(start))
+            })
+        })
+    }
+
+    /// Reading the files' lines as ended by `\n` only (so that an `@include` line after
+    /// a lone `\r`, or ending in one, is not a line of its own) expands them to other
+    /// bytes.
+    pub fn cr_include_dropped(&self) -> bool {
+        let mut lf_only = self.script.clone();
+        for file in &mut lf_only.files {
+            for i in 0..file.lines.len() {
+                let after_cr = i > 0 && file.lines[i - 1].eol == b"\r";
+                let line = &mut file.lines[i];
+                if matches!(line.kind, LineKind::Include(_)) && (after_cr || line.eol == b"\r") {
+                    line.kind = LineKind::Code;
+                }
+            }
+        }
+        lf_only.expanded().0 != self.script.expanded().0
     }
 }
 

@@ -28,7 +28,8 @@ pub const CLASSES: &[(&str, &str)] = &[
     ),
     (
         "cr-after-comments",
-        "a lone CR ending a `--` comment line, where Lua ends the comment (made LF)",
+        "a lone CR ending a `--` comment line (not an `@include` one), where Lua ends the \
+         comment (made LF)",
     ),
     (
         "cr-includes",
@@ -60,6 +61,18 @@ pub const CLASSES: &[(&str, &str)] = &[
     (
         "floor-pipelines",
         "the pipeline checks of scripts calling a command the server lacks (not judged)",
+    ),
+    (
+        "pre7-unknown-commands",
+        "on a server before Redis 7.0, the calls of commands it does not have \
+         (`EVALSHA_RO`/`EVAL_RO` of `no-writes` scripts, FCALL): their refusal echoes the \
+         arguments, which redis-rs cannot read when they are not UTF-8, and MULTI aborts \
+         (not judged)",
+    ),
+    (
+        "pre7-pipeline-shebang",
+        "on a server before Redis 7.0, the second call of a script with a shebang in a \
+         pipeline, after the server refused the first (not judged)",
     ),
 ];
 
@@ -159,8 +172,12 @@ impl Switches {
             }
         }
         if !self.on("cr-after-comments") {
+            // `@include` lines are comments too, but `cr-includes`'.
             for line in case.script.files.iter_mut().flat_map(|f| &mut f.lines) {
-                if line.eol == b"\r" && is_comment(&line.text) {
+                if line.eol == b"\r"
+                    && is_comment(&line.text)
+                    && !matches!(line.kind, LineKind::Include(_))
+                {
                     line.eol = b"\n";
                 }
             }

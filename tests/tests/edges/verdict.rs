@@ -45,33 +45,41 @@ impl Server {
         let since = if self.valkey { valkey } else { redis };
         since.is_some_and(|(major, minor)| (self.version.0, self.version.1) >= (major, minor))
     }
+
+    /// Redis 7.0 brought `#!lua` shebangs, `EVALSHA_RO` and Functions; every Valkey has them.
+    pub fn modern(&self) -> bool {
+        self.valkey || self.version >= (7, 0, 0)
+    }
 }
 
 /// What a check must show.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Expect {
     Is(String),
-    /// `LockError::ServerTooOld` naming this command.
+    /// `LockError::ServerTooOld` naming this (a command, or `SHEBANG`).
     TooOld(&'static str),
-    /// The reply (the script guards the command with `redis.pcall`), or `TooOld`.
-    ReplyOrTooOld(String, &'static str),
+    /// `LockError::Unsupported` naming this (`SHEBANG`, `FUNCTIONS`).
+    Unsupported(&'static str),
     /// `LockError::ServerTooOld`, whatever it names.
     TooOldAny,
+    /// One of these.
+    AnyOf(Vec<Expect>),
     /// Not judged: a check with no meaning for this case, or switched off.
     Any,
 }
 
 impl Expect {
     fn holds(&self, seen: &str) -> bool {
-        let too_old = |command: &str| {
-            seen.strip_prefix("err:ServerTooOld:")
-                .is_some_and(|needs| needs.to_ascii_uppercase().contains(command))
+        let error = |kind: &str, what: &str| {
+            seen.strip_prefix(kind)
+                .is_some_and(|message| message.to_ascii_uppercase().contains(what))
         };
         match self {
             Expect::Is(expected) => expected == seen,
-            Expect::TooOld(command) => too_old(command),
-            Expect::ReplyOrTooOld(reply, command) => reply == seen || too_old(command),
+            Expect::TooOld(what) => error("err:ServerTooOld:", what),
+            Expect::Unsupported(what) => error("err:Unsupported:", what),
             Expect::TooOldAny => seen.starts_with("err:ServerTooOld:"),
+            Expect::AnyOf(choices) => choices.iter().any(|e| e.holds(seen)),
             Expect::Any => true,
         }
     }
@@ -81,14 +89,50 @@ impl std::fmt::Display for Expect {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Expect::Is(s) => f.write_str(s),
-            Expect::TooOld(command) => write!(f, "err:ServerTooOld naming {command}"),
-            Expect::ReplyOrTooOld(reply, command) => {
-                write!(f, "{reply} or err:ServerTooOld naming {command}")
-            }
+            Expect::TooOld(what) => write!(f, "err:ServerTooOld naming {what}"),
+            Expect::Unsupported(what) => write!(f, "err:Unsupported naming {what}"),
             Expect::TooOldAny => f.write_str("err:ServerTooOld"),
+            Expect::AnyOf(choices) => {
+                let choices: Vec<String> = choices.iter().map(ToString::to_string).collect();
+                f.write_str(&choices.join(" or "))
+            }
             Expect::Any => f.write_str("(anything)"),
         }
     }
+}
+
+/// What a call of `case` must give on `server`: a refused parameter first (nothing is
+/// sent), then, when the server lacks what the script needs, the typed error naming it;
+/// a shebang a server before 7.0 cannot read is `Unsupported` when the runtime learns it
+/// from the server's refusal (`EVALSHA_RO`, or EVAL of the text), `ServerTooOld` when
+/// from `INFO` before loading.
+fn reply(case: &Case, server: &Server) -> Expect {
+    let lacking = case
+        .script
+        .floor
+        .filter(|f| !server.has(f.command.redis, f.command.valkey));
+    let (reply, name) = match case.outcome() {
+        Outcome::Argument(name, count) => {
+            return Expect::Is(format!("err:Argument:{name}:{count}"));
+        }
+        Outcome::Reply(reply) => (reply, lacking.map(|f| f.command.name)),
+    };
+    let mut choices = Vec::new();
+    if case.script.flags.is_some() && !server.modern() {
+        choices.push(Expect::TooOld("SHEBANG"));
+        choices.push(Expect::Unsupported("SHEBANG"));
+        // The floor names the command that needs the newest server.
+        choices.extend(name.map(Expect::TooOld));
+    } else if let Some(name) = name {
+        choices.push(Expect::TooOld(name));
+        if lacking.is_some_and(|f| f.pcall) {
+            // The script goes on without the command, where nothing stops it first.
+            choices.push(Expect::Is(reply));
+        }
+    } else {
+        return Expect::Is(reply);
+    }
+    Expect::AnyOf(choices)
 }
 
 /// Every check the driver prints for a case, in its order, with what it must show.
@@ -98,21 +142,31 @@ pub fn expectations(
     switches: &Switches,
 ) -> Vec<(&'static str, Expect)> {
     let outcome = case.outcome();
+    let refused = matches!(outcome, Outcome::Argument(..));
     let (bytes, _) = case.script.expanded();
+    let utf8 = std::str::from_utf8(&bytes).is_ok();
     let lacking = case
         .script
         .floor
-        .filter(|f| !server.has(f.command.redis, f.command.valkey));
-    let reply = match (&outcome, lacking) {
-        (Outcome::Argument(name, count), _) => Expect::Is(format!("err:Argument:{name}:{count}")),
-        (Outcome::Reply(reply), Some(floor)) if floor.pcall => {
-            Expect::ReplyOrTooOld(reply.clone(), floor.command.name)
+        .is_some_and(|f| !server.has(f.command.redis, f.command.valkey));
+    let old = !server.modern();
+    // A check of a class switched off is not judged.
+    let unless = |off: &[(&str, bool)], e: Expect| {
+        if off
+            .iter()
+            .any(|(class, applies)| *applies && !switches.on(class))
+        {
+            Expect::Any
+        } else {
+            e
         }
-        (Outcome::Reply(_), Some(floor)) => Expect::TooOld(floor.command.name),
-        (Outcome::Reply(reply), None) => Expect::Is(reply.clone()),
     };
+    // Commands a server before 7.0 does not know: `EVALSHA_RO`/`EVAL_RO` and FCALL.
+    let unknown = ("pre7-unknown-commands", old && !refused);
+    let read_only = (unknown.0, unknown.1 && case.script.read_only());
+    let reply = unless(&[read_only], reply(case, server));
     // What only a call that runs the script shows.
-    let runs = matches!(outcome, Outcome::Reply(_)) && lacking.is_none();
+    let runs = matches!(reply, Expect::Is(_)) && !refused;
     let when_run = |expected: &str| {
         if runs {
             Expect::Is(expected.to_owned())
@@ -120,34 +174,28 @@ pub fn expectations(
             Expect::Any
         }
     };
-    let utf8 = std::str::from_utf8(&bytes).is_ok();
+    let function_classes = [("non-utf8-functions", !utf8), ("floor-functions", lacking)];
+    // With no Functions (before 7.0) only what a call gives has a meaning.
     let functions = |e: Expect| {
-        if !utf8 && !switches.on("non-utf8-functions")
-            || lacking.is_some() && !switches.on("floor-functions")
-        {
+        if old {
             Expect::Any
         } else {
-            e
+            unless(&function_classes, e)
         }
     };
-    let pipelines = |e: Expect| {
-        if lacking.is_some() && !switches.on("floor-pipelines") {
-            Expect::Any
-        } else {
-            e
-        }
+    let calls = if old && !refused {
+        unless(&[unknown], Expect::Unsupported("FUNCTIONS"))
+    } else {
+        functions(reply.clone())
     };
-    let pipeline_commands = |e: Expect| {
-        if !utf8 && !switches.on("non-utf8-pipelines") {
-            Expect::Any
-        } else {
-            pipelines(e)
-        }
-    };
-    let second = match outcome {
+    let pipelines = |e: Expect| unless(&[("floor-pipelines", lacking)], e);
+    let pipeline_commands = |e: Expect| unless(&[("non-utf8-pipelines", !utf8)], pipelines(e));
+    let second = if refused {
         // Refused when added: the second call is never added.
-        Outcome::Argument(..) => Expect::Is("(not added)".to_owned()),
-        Outcome::Reply(_) => reply.clone(),
+        Expect::Is("(not added)".to_owned())
+    } else {
+        let shebang = case.script.flags.is_some();
+        unless(&[("pre7-pipeline-shebang", old && shebang)], reply.clone())
     };
     vec![
         ("digest", Expect::Is(case.sha1())),
@@ -160,8 +208,8 @@ pub fn expectations(
         ("eval-fallback-commands", when_run("eval=1")),
         ("cached-after-eval", when_run("1")),
         ("async-cold", reply.clone()),
-        ("functions-cold", functions(reply.clone())),
-        ("functions-cached", functions(reply.clone())),
+        ("functions-cold", calls.clone()),
+        ("functions-cached", calls.clone()),
         (
             "functions-commands",
             functions(when_run("fcall=1 scripts=0")),
@@ -170,14 +218,14 @@ pub fn expectations(
             "function-body",
             functions(Expect::Is("listed=1 verbatim=1".to_owned())),
         ),
-        ("functions-async", functions(reply.clone())),
+        ("functions-async", calls),
         ("pipeline-1", pipelines(reply.clone())),
         ("pipeline-2", pipelines(second.clone())),
         (
             "pipeline-commands",
             pipeline_commands(when_run("eval=1 evalsha=1")),
         ),
-        ("transaction-1", pipelines(reply.clone())),
+        ("transaction-1", pipelines(reply)),
         ("transaction-2", pipelines(second)),
         (
             "transaction-commands",
@@ -187,12 +235,13 @@ pub fn expectations(
 }
 
 /// The checks of every script at once (`load_scripts`), for the cases that compiled:
-/// each digest cached, or `ServerTooOld` when the server lacks a command one calls.
+/// each digest cached, or `ServerTooOld` when the server lacks something one needs.
 pub fn whole(compiled: &[&Case], server: &Server) -> Vec<(&'static str, Expect)> {
     let lacking = compiled.iter().any(|case| {
         case.script
             .floor
             .is_some_and(|f| !server.has(f.command.redis, f.command.valkey))
+            || case.script.flags.is_some() && !server.modern()
     });
     if lacking {
         vec![("load-scripts", Expect::TooOldAny), ("loaded", Expect::Any)]
