@@ -95,11 +95,14 @@ impl Expanded {
     pub fn first_invalid(&self) -> Option<Place> {
         let at = std::str::from_utf8(&self.bytes).err()?.valid_up_to();
         let before = &self.bytes[..at];
-        let line = before.split(|b| *b == b'\n').count();
-        let start = before
-            .iter()
-            .rposition(|b| *b == b'\n')
-            .map_or(0, |i| i + 1);
+        // Lines as Lua counts them (and as `lines` maps them), a lone `\r` ending one.
+        let ended = |l: &&[u8]| l.ends_with(b"\n") || l.ends_with(b"\r");
+        let line = lua_lines(before).filter(ended).count() + 1;
+        let open = lua_lines(before)
+            .last()
+            .filter(|l| !ended(l))
+            .map_or(0, <[u8]>::len);
+        let start = before.len() - open;
         let column = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
         Some(self.place(Position { line, column }))
     }
@@ -179,6 +182,31 @@ fn include_path(line: &str) -> Option<&str> {
     (end > 0 && after.is_empty()).then(|| &inner[..end])
 }
 
+/// The lines of `text` as Lua 5.1 reads them, each with its end: `\n`, `\r\n`, or a `\r`
+/// alone (which ends a line, and so a comment, for Lua: `local x = 1\r--- @include "a"`
+/// is two lines, the second an include).
+fn lua_lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = rest
+            .iter()
+            .enumerate()
+            .find_map(|(i, &b)| match b {
+                b'\n' => Some(i + 1),
+                b'\r' if rest.get(i + 1) == Some(&b'\n') => Some(i + 2),
+                b'\r' => Some(i + 1),
+                _ => None,
+            })
+            .unwrap_or(rest.len());
+        let (line, after) = rest.split_at(end);
+        rest = after;
+        Some(line)
+    })
+}
+
 /// Appends `text` (the body of part `part`) to the expansion, following its includes.
 fn splice(
     text: &[u8],
@@ -187,7 +215,7 @@ fn splice(
     seen: &mut Vec<PathBuf>,
     stack: &mut Vec<PathBuf>,
 ) {
-    for (n, line) in text.split_inclusive(|b| *b == b'\n').enumerate() {
+    for (n, line) in lua_lines(text).enumerate() {
         let number = n + 1;
         let shown = String::from_utf8_lossy(line);
         let Some(written) = include_path(&shown) else {
@@ -288,6 +316,22 @@ fn file_name(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lone_carriage_return_ends_a_line_as_lua_reads_it() {
+        let lines: Vec<&[u8]> = lua_lines(b"a\rb\r\nc\nd").collect();
+        assert_eq!(lines, [&b"a\r"[..], b"b\r\n", b"c\n", b"d"]);
+        let dir = Dir::with(&[
+            (
+                "x.lua",
+                "local parts = {}\r--- @include \"inc\"\nreturn parts\n",
+            ),
+            ("inc.lua", "parts = 1\n"),
+        ]);
+        let e = expand(&dir.0.join("x.lua")).unwrap();
+        assert!(e.problems.is_empty(), "{:?}", e.problems);
+        assert_eq!(e.text, "local parts = {}\rparts = 1\nreturn parts\n");
+    }
 
     struct Dir(PathBuf);
 

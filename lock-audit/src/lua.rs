@@ -125,6 +125,24 @@ pub fn analyze_on(source: &str, servers: Servers) -> Analysis {
     analyze_for(source, Some(servers))
 }
 
+/// `text` with each carriage return that no line feed follows made a line feed, as Lua
+/// 5.1 reads it (`llex.c`: `\r` alone ends a line, a comment included, and becomes `\n`
+/// in a long string); the parser ends lines at `\n` only, so without this a `-- c\r` comment
+/// would hide the code after it from every check. One byte for one: every position
+/// stays where it was.
+pub(crate) fn lone_cr_as_lf(text: &str) -> std::borrow::Cow<'_, str> {
+    let bytes = text.as_bytes();
+    let lone = |i: usize| bytes[i] == b'\r' && bytes.get(i + 1) != Some(&b'\n');
+    if !(0..bytes.len()).any(lone) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let out: Vec<u8> = (0..bytes.len())
+        .map(|i| if lone(i) { b'\n' } else { bytes[i] })
+        .collect();
+    // Only an ASCII byte was replaced by another: still UTF-8.
+    std::borrow::Cow::Owned(String::from_utf8(out).unwrap_or_else(|_| text.to_owned()))
+}
+
 fn analyze_for(source: &str, servers: Option<Servers>) -> Analysis {
     let mut analysis = Analysis::default();
     let shebang = Shebang::read(source);
@@ -133,6 +151,7 @@ fn analyze_for(source: &str, servers: Option<Servers>) -> Analysis {
         analysis.flags.clone_from(&shebang.flags);
     }
     let body = shebang::as_comment(source);
+    let body = lone_cr_as_lf(&body);
     let shebang_problems = |analysis: &Analysis| {
         shebang
             .as_ref()
@@ -140,6 +159,17 @@ fn analyze_for(source: &str, servers: Option<Servers>) -> Analysis {
             .unwrap_or_default()
     };
 
+    if source.starts_with('\u{feff}') {
+        // Lua reads the three bytes as an unexpected character, which shows as nothing.
+        analysis.servers = servers.unwrap_or_else(|| runs_on(&analysis));
+        analysis.problems.push(Problem {
+            at: Position { line: 1, column: 1 },
+            message: "the file starts with a UTF-8 byte order mark (bytes EF BB BF), which \
+                      Lua refuses as an unexpected character: save the file without it"
+                .to_owned(),
+        });
+        return analysis;
+    }
     let parsed = full_moon::parse_fallible(&body, LuaVersion::lua51());
     if !parsed.errors().is_empty() {
         analysis.servers = servers.unwrap_or_else(|| runs_on(&analysis));
@@ -727,6 +757,32 @@ mod tests {
                 || panic!("no {product} {line} in the matrix"),
                 |s| s.version,
             )
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_named() {
+        let a = analyze("\u{feff}return 1\n");
+        assert_eq!(a.problems.len(), 1, "{:?}", a.problems);
+        assert!(
+            a.problems[0].message.contains("byte order mark"),
+            "{:?}",
+            a.problems
+        );
+    }
+
+    #[test]
+    fn a_comment_ends_at_a_lone_carriage_return_as_lua_reads_it() {
+        // The code after `\r` runs: it is checked, not hidden in the comment.
+        let a = analyze("-- c\rreturn redis.call('NOSUCH')\n");
+        assert!(
+            a.problems.iter().any(|p| p.message.contains("NOSUCH")),
+            "{:?}",
+            a.problems
+        );
+        // ...and a local it declares is defined for what follows.
+        let a = analyze("-- c\rlocal parts = {}\nreturn #parts\n");
+        assert!(a.problems.is_empty(), "{:?}", a.problems);
+        assert_eq!(lone_cr_as_lf("a\r\nb\rc"), "a\r\nb\nc");
     }
 
     #[test]

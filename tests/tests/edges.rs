@@ -89,7 +89,6 @@ const CLASSES: &[&str] = &[
     "tuple-key-slice-miscounted",
     "option-arg-slice",
     "tuple-arg-slice",
-    "impl-trait-param",
     "generic-param",
     "raw-ident",
     "lifetime",

@@ -567,6 +567,9 @@ impl<R: FromRedisValue> Invocation<R> {
                     return Err(unsupported);
                 }
                 let message = server_message(&err);
+                if let Some(too_old) = self.script.lacking(&message) {
+                    return Err(too_old);
+                }
                 if is_permission_error(&err, &message) {
                     return Err(LockError::Permission {
                         script: self.script.name,

@@ -145,6 +145,38 @@ impl Script {
         self.floor
     }
 
+    /// The script's error when the server answered that a command it calls does not
+    /// exist, and the script calls one that only newer servers have: where the server's
+    /// version was not asked first (a pipeline, a transaction), the reply still says
+    /// [`LockError::ServerTooOld`], naming what the script needs. `None` for any other
+    /// error, or a script every server runs (then the command is unknown everywhere).
+    pub(crate) fn lacking(&self, message: &str) -> Option<LockError> {
+        // Redis: "Unknown Redis command called from script"; Valkey: "Unknown command...".
+        let unknown = message.contains("Unknown Redis command called from script")
+            || message.contains("Unknown command called from script");
+        if !unknown || self.floor.is_empty() {
+            return None;
+        }
+        let needs = self
+            .floor
+            .iter()
+            .map(|(product, version, because)| {
+                if version.is_empty() {
+                    format!("a server other than {product} (none has {because})")
+                } else {
+                    format!("{product} {version} or later (for {because})")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", or ");
+        Some(LockError::ServerTooOld {
+            script: self.name,
+            needs,
+            server: "one without a command the script calls (it answered: unknown command)"
+                .to_owned(),
+        })
+    }
+
     /// Refuses a server older than the script needs, from its `INFO server` text.
     pub(crate) fn check_server(&self, info: &str) -> Result<(), LockError> {
         let Some((product, version)) = server_of(info) else {
@@ -495,6 +527,31 @@ mod tests {
             Value::BulkString(format!("127.0.0.1:{port}").into_bytes()),
             reply,
         )
+    }
+
+    #[test]
+    fn an_unknown_command_reply_is_server_too_old_for_a_script_with_a_floor() {
+        for message in [
+            "ERR Unknown Redis command called from script script: 6be3f3d3, on @user_script:1.",
+            "ERR Unknown command called from script script: on @user_script:1.",
+        ] {
+            let err = HGETDEL.lacking(message).unwrap();
+            assert!(
+                matches!(&err, LockError::ServerTooOld { needs, .. }
+                    if needs == "Redis 8.0.0 or later (for `HGETDEL`)"),
+                "{err:?}"
+            );
+        }
+        assert!(HGETDEL.lacking("ERR wrong number of arguments").is_none());
+        let anywhere = Script {
+            floor: &[],
+            ..HGETDEL
+        };
+        assert!(
+            anywhere
+                .lacking("ERR Unknown command called from script")
+                .is_none()
+        );
     }
 
     #[test]
