@@ -195,9 +195,8 @@ fn lua_lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
             .iter()
             .enumerate()
             .find_map(|(i, &b)| match b {
-                b'\n' => Some(i + 1),
                 b'\r' if rest.get(i + 1) == Some(&b'\n') => Some(i + 2),
-                b'\r' => Some(i + 1),
+                b'\n' | b'\r' => Some(i + 1),
                 _ => None,
             })
             .unwrap_or(rest.len());
