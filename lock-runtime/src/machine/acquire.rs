@@ -552,6 +552,7 @@ impl Acquire {
             grant,
             started: self.started,
             watchdog: self.watchdog,
+            downgrade: false,
         })))
     }
 

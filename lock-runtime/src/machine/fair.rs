@@ -188,6 +188,7 @@ pub(crate) fn downgraded(
         grant,
         started: sent,
         watchdog: lease.renews(),
+        downgrade: true,
     })
 }
 

@@ -87,6 +87,9 @@ pub(crate) struct Granted {
     pub(crate) started: Instant,
     /// Whether the watchdog renews the lease.
     pub(crate) watchdog: bool,
+    /// The read grant a downgrade made of a write lease: it continues that lease's
+    /// acquisition and is not counted as one of its own.
+    pub(crate) downgrade: bool,
 }
 
 /// A grant that nobody owns, to be released in the background with its own token.
