@@ -119,6 +119,7 @@ impl Owned {
             token: lease.token.clone(),
             until: lease.expires(),
             ticket: None,
+            unanswered: false,
         })
     }
 }

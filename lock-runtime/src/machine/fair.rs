@@ -173,6 +173,7 @@ pub(crate) fn downgraded(
             token: lease.token.clone(),
             until: sent + ttl,
             ticket: None,
+            unanswered: false,
         }));
     }
     let grant = Grant {
