@@ -4,8 +4,9 @@
 //! what only our suites need: clusters ([`cluster`]), a fault proxy ([`proxy`]),
 //! PostgreSQL for the fencing tests ([`postgres`]), contenders in other processes
 //! ([`contenders`]), histories checked for overlaps ([`history`]), every face of the lock
-//! behind one interface ([`faces`]), the scripts of the tests ([`fixtures`]) and, with the
-//! `chaos` feature, the chaos checker.
+//! behind one interface ([`faces`]), a pool of connections as a handle's connection
+//! ([`pool`]), the scripts of the tests ([`fixtures`]) and, with the `chaos` feature, the
+//! chaos checker.
 
 // Test support fails loudly by design: every helper panics with the reason.
 #![allow(clippy::missing_panics_doc)]
@@ -17,6 +18,7 @@ pub mod contenders;
 pub mod faces;
 pub mod fixtures;
 pub mod history;
+pub mod pool;
 pub mod postgres;
 pub mod proxy;
 

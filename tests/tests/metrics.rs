@@ -376,3 +376,117 @@ async fn a_dropped_guard_is_released_in_the_background_and_counted_on_both_faces
     )
     .await;
 }
+
+/// Issue 37, defect 5, on a pool: the watchdog's renewal is held up 350 ms on its
+/// connection (less than the response timeout: its answer is read); meanwhile the guard
+/// is released on the pool's other connection, and the release answers `Ok`. The
+/// renewal then reaches the server, finds the key gone and is refused. A lease whose
+/// release returned `Ok` was never lost: its loss signal does not fire, and it is
+/// counted once, as released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_released_while_its_renewal_is_held_up_is_counted_once_and_never_lost() {
+    let (server, proxy, client) = behind_proxy();
+    lockscript_test::load_scripts(&mut server.connection());
+    let ttl = Duration::from_secs(3);
+    // Scripts only: the renewal is renew.lua, which the proxy holds up by its digest.
+    let locks = Locks::new(lockscript_test::pool::Pooled::open(&client, 2).await)
+        .ttl(ttl)
+        .native_commands(false);
+    let renew = lockscript::builtin::renew("k", "t", 1).script().sha1();
+    proxy.delay_request_to(renew.as_bytes(), Duration::from_millis(350));
+    let name = "m-late-renewal";
+    let guard = locks.lock(name).await.unwrap();
+    let lease = guard.lease();
+    // The renewal goes out a third of the way through the lease (up to 30 ms early, to
+    // join others) and lands 350 ms later; the release goes out 120 ms after it was due.
+    // The lease counts from the grant's send time for the ttl less 1% + 2 ms.
+    let validity = Duration::from_millis(3_000 - 30 - 2);
+    let sent = guard
+        .valid_until()
+        .checked_sub(validity)
+        .expect("after boot");
+    let due = sent + ttl / 3;
+    tokio::time::sleep_until((due + Duration::from_millis(120)).into()).await;
+    guard.release().await.unwrap();
+    // The refused renewal's answer comes back within the response timeout.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(1), lease.lost())
+            .await
+            .is_err(),
+        "a lease released with Ok(()) was reported lost"
+    );
+    assert!(!lease.is_lost());
+    assert_eq!(
+        samples(m::HELD_SECONDS, name, Some(("end", "released"))).len(),
+        1,
+        "counted once, as released"
+    );
+    assert_eq!(
+        samples(m::HELD_SECONDS, name, Some(("end", "lost"))),
+        Vec::<f64>::new(),
+        "and not as lost"
+    );
+    for reason in ["refused", "expired"] {
+        assert_eq!(counter(m::LOST_TOTAL, name, Some(("reason", reason))), 0);
+    }
+}
+
+/// Issue 37, defect 8. A downgrade ends the write lease (its time held is recorded, as
+/// `end=downgraded`) and does not make a new acquisition of the read lease that
+/// continues it: one grant, one wait, on both faces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_downgrade_ends_the_write_lease_and_is_not_a_new_acquisition() {
+    let server = RedisServer::start();
+    let rw = locks(&server).await.rw();
+    let held = Duration::from_millis(50);
+    let attempt = Some(("how", "attempt"));
+    let check = |name: &str, waited: Duration| {
+        assert_eq!(
+            counter(m::ACQUIRED_TOTAL, name, attempt),
+            1,
+            "{name}: one grant"
+        );
+        assert_eq!(
+            samples(m::ACQUIRE_WAIT_SECONDS, name, attempt),
+            vec![waited.as_secs_f64()],
+            "{name}: one wait, the write grant's"
+        );
+        let downgraded = samples(m::HELD_SECONDS, name, Some(("end", "downgraded")));
+        assert!(
+            downgraded.len() == 1
+                && downgraded[0] >= held.as_secs_f64()
+                && downgraded[0] < (held + SLACK).as_secs_f64(),
+            "{name}: the write lease's time held, {downgraded:?}"
+        );
+        assert_eq!(
+            samples(m::HELD_SECONDS, name, Some(("end", "released"))).len(),
+            1,
+            "{name}: then the read lease's"
+        );
+        assert_eq!(
+            samples(m::HELD_SECONDS, name, Some(("end", "lost"))),
+            Vec::<f64>::new()
+        );
+    };
+
+    let writer = rw.write("m-down").await.unwrap();
+    let waited = writer.waited();
+    tokio::time::sleep(held).await;
+    let reader = writer.downgrade().await.unwrap();
+    reader.release().await.unwrap();
+    check("m-down", waited);
+
+    let client = server.client();
+    let (waited, _handle) = tokio::task::spawn_blocking(move || {
+        let rw = lockscript::blocking::Locks::connect(&client).unwrap().rw();
+        let writer = rw.write("m-down-blocking").unwrap();
+        let waited = writer.waited();
+        std::thread::sleep(held);
+        let reader = writer.downgrade().unwrap();
+        reader.release().unwrap();
+        (waited, rw)
+    })
+    .await
+    .unwrap();
+    check("m-down-blocking", waited);
+}

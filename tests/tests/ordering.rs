@@ -276,3 +276,51 @@ fn many_leases_on_a_slow_server_are_all_kept() {
         guard.release().unwrap();
     }
 }
+
+/// Issue 37, defect 5. A lease is due to renew while a call of the same thread holds the
+/// handle's connection (its reply is held up 200 ms): the background thread marks the
+/// renewal in flight and waits for the connection, and the thread, its call done,
+/// releases the guard at once, taking the connection again before the background
+/// thread wakes. The release finds its key and returns `Ok`; the renewal that goes after
+/// it is refused. A lease whose release returned `Ok` was never lost: none of ten may
+/// be reported lost.
+#[test]
+fn a_lease_released_while_its_renewal_waits_for_the_connection_is_never_lost() {
+    let ttl = Duration::from_millis(900);
+    let (_server, proxy, locks) = behind_a_proxy(ttl);
+    // The lease counts from the grant's send time for the ttl less 1% + 2 ms.
+    let validity = Duration::from_millis(900 - 9 - 2);
+    let mut leases = Vec::new();
+    for i in 0..10 {
+        let guard = locks.lock(&format!("r{i}")).unwrap();
+        leases.push(guard.lease());
+        // The renewal is due a third of the way through the lease (and may go 30 ms
+        // early); the connection is busy from 100 ms before until 100 ms after.
+        let sent = guard
+            .valid_until()
+            .checked_sub(validity)
+            .expect("after boot");
+        let due = sent + ttl / 3;
+        sleep_until(sent + Duration::from_millis(200));
+        let other = format!("hold-{i}");
+        proxy.delay_reply_to(other.as_bytes(), Duration::from_millis(200));
+        let holder = locks.try_lock(&other).unwrap().expect("free");
+        let released = guard.release();
+        assert!(
+            released.is_ok(),
+            "lease r{i}: {released:?} ({:?} after its renewal was due)",
+            Instant::now().saturating_duration_since(due)
+        );
+        holder.release().unwrap();
+    }
+    // Every renewal has been answered (or given up) within its response timeout.
+    thread::sleep(lockscript::DEFAULT_RESPONSE_TIMEOUT);
+    let lost: Vec<_> = (leases.iter())
+        .filter(|lease| lease.is_lost())
+        .map(|lease| lease.name().to_owned())
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "leases released with Ok(()) reported lost: {lost:?}"
+    );
+}

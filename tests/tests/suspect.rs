@@ -24,6 +24,7 @@ on_both_faces!(
     every_lease_of_a_failed_batch_of_renewals_is_suspect_in_time,
     every_lease_of_a_batch_the_server_refuses_for_now_is_suspect_in_time,
     a_lease_whose_renewals_succeed_is_never_suspect,
+    background_releases_never_delay_a_renewal,
 );
 
 /// When the granting command was sent: the validity end minus the validity (ttl less
@@ -197,4 +198,57 @@ fn a_lease_whose_renewals_succeed_is_never_suspect<F: Face>() {
     );
     assert!(!guard.is_lost(), "{}", F::NAME);
     guard.release().unwrap();
+}
+
+/// Issue 37, defect 7. The server is paused (`CLIENT PAUSE`) for 3 s right after five
+/// grants, across the first renewal of the lease kept; four guards are dropped 200 ms
+/// before that renewal is due. Their background releases each wait for the response
+/// timeout and are retried: they must not delay the renewal, which fails like them and
+/// makes the lease suspect within the bound of any failed renewal: its due time plus
+/// the response timeout plus the scheduling slack.
+fn background_releases_never_delay_a_renewal<F: Face>() {
+    let server = RedisServer::start();
+    let ttl = Duration::from_secs(6);
+    let locks = F::connect(
+        &server,
+        lockscript_test::faces::Settings {
+            ttl,
+            ..F::settings()
+        },
+    );
+    let kept = locks.lock("kept").unwrap();
+    let dropped: Vec<_> = (0..4)
+        .map(|i| locks.lock(&format!("dropped-{i}")).unwrap())
+        .collect();
+    // The lease counts from the grant's send time for the ttl less 1% + 2 ms.
+    let validity = Duration::from_millis(6_000 - 60 - 2);
+    let sent = kept
+        .valid_until()
+        .checked_sub(validity)
+        .expect("after boot");
+    let due = sent + ttl / 3;
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(3_000)
+        .arg("ALL")
+        .query(&mut server.connection())
+        .unwrap();
+    let paused = Instant::now();
+    thread::sleep(due.saturating_duration_since(Instant::now() + Duration::from_millis(200)));
+    drop(dropped);
+    assert!(
+        kept.suspect_within(ttl),
+        "{}: the failed renewal makes it suspect",
+        F::NAME
+    );
+    let became = Instant::now();
+    assert_suspect_in_time(F::NAME, "the kept lease", became, due);
+    assert!(!kept.is_lost(), "{}: suspect, not lost", F::NAME);
+    // The pause ends at most 1 s after the renewal failed, 1.9 s before the lease would
+    // run out: a renewal after it keeps the lease.
+    thread::sleep(
+        (paused + Duration::from_millis(3_500)).saturating_duration_since(Instant::now()),
+    );
+    assert!(!kept.is_lost(), "{}: kept across the pause", F::NAME);
+    kept.release().unwrap();
 }

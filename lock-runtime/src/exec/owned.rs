@@ -11,6 +11,7 @@ use crate::LockError;
 use crate::exec::queue::{LocalQueue, Offer, handed_over};
 use crate::machine::grant::{Abandoned, Granted};
 use crate::machine::lease::{Lease, LeaseState};
+use crate::machine::metrics::End;
 
 /// The ownership of one grant, as a guard holds it.
 pub(crate) struct Owned {
@@ -78,9 +79,9 @@ impl Owned {
         Ok(())
     }
 
-    /// The downgrade sent at `sent` answered `done`: it stops the write lease, and gives
-    /// the read grant, or the caller's error; a read grant answered after its validity
-    /// goes to `release`.
+    /// The downgrade sent at `sent` answered `done`: it stops the write lease (which ends
+    /// there, downgraded, when it was done), and gives the read grant, or the caller's
+    /// error; a read grant answered after its validity goes to `release`.
     pub(crate) fn downgraded(
         &mut self,
         sent: Instant,
@@ -93,6 +94,7 @@ impl Owned {
         if !done {
             return Err(lease.lost_on_release());
         }
+        lease.settle(End::Downgraded);
         let downgraded =
             crate::machine::fair::downgraded(&lease, sent, lease.attempts, Instant::now());
         let granted = downgraded.map_err(|late| {
@@ -117,6 +119,7 @@ impl Owned {
             token: lease.token.clone(),
             until: lease.expires(),
             ticket: None,
+            unanswered: false,
         })
     }
 }

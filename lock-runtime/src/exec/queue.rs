@@ -239,6 +239,8 @@ pub(crate) fn handed_over(
         token: offer.token.clone(),
         until: sent + offer.ttl,
         ticket: None,
+        // Released here only when handover.lua got no answer (it may still run).
+        unanswered: reply.is_err(),
     };
     match reply {
         Err(e) => {

@@ -100,6 +100,9 @@ struct Flight {
 /// A fair waiter's place in the lock's queue on the server.
 struct Place {
     ticket: Ticket,
+    /// A queue call for this ticket got no answer: it may still reach the server after
+    /// the ticket's release.
+    unanswered: bool,
     /// The lease a handoff to this ticket gives.
     claim: Duration,
     /// The server's clock, as the last queue call found it.
@@ -259,6 +262,7 @@ impl Acquire {
         let ticket = Ticket::new(Token::new()?, claim, machine.keys.kind, &channel);
         machine.place = Some(Place {
             ticket,
+            unanswered: false,
             claim,
             reading: None,
             channel,
@@ -372,6 +376,7 @@ impl Acquire {
                 token: place.ticket.token.clone(),
                 until: now + self.ttl.max(fair::WAITER_LEASE),
                 ticket: Some(place.ticket.ticket),
+                unanswered: place.unanswered,
             });
         }
     }
@@ -386,6 +391,7 @@ impl Acquire {
         self.leave_queue(now);
         self.place = Some(Place {
             ticket,
+            unanswered: false,
             claim,
             reading: None,
             channel,
@@ -394,14 +400,16 @@ impl Acquire {
         Ok(())
     }
 
-    /// A grant of the command in flight may exist: it is released unless claimed.
-    fn orphan(&mut self, token: Token, sent: Instant, lease: Duration) {
+    /// A grant of the command sent at `sent` may exist: it is released unless claimed.
+    /// `unanswered`: the command got no answer, and may still make it after the release.
+    fn orphan(&mut self, token: Token, sent: Instant, lease: Duration, unanswered: bool) {
         tracing::debug!(lock = %self.keys.name, "a grant nobody owns is released in the background");
         self.orphans.push(Abandoned {
             keys: self.keys.clone(),
             token,
             until: sent + lease,
             ticket: None,
+            unanswered,
         });
     }
 
@@ -458,7 +466,7 @@ impl Acquire {
             Ok(outcome @ Outcome::Granted { fence, .. }) => {
                 if outcome.is_late(self.ttl, now) {
                     tracing::debug!(lock = %self.keys.name, "grant arrived after its validity; released");
-                    self.orphan(flight.token, flight.sent, self.ttl);
+                    self.orphan(flight.token, flight.sent, self.ttl, false);
                     Ok(Attempted::Held { remaining: None })
                 } else if self.confirm {
                     let left = flight
@@ -486,7 +494,7 @@ impl Acquire {
     /// not run.
     fn failed(&mut self, flight: &Flight, e: LockError) -> LockError {
         if e.may_have_run() {
-            self.orphan(flight.token.clone(), flight.sent, self.ttl);
+            self.orphan(flight.token.clone(), flight.sent, self.ttl, true);
         }
         kind_refused(e, &self.keys)
     }
@@ -512,12 +520,12 @@ impl Acquire {
         let result = match reply {
             Err(e) => {
                 // The grant exists; it is released whatever the error.
-                self.orphan(flight.token, flight.sent, self.ttl);
+                self.orphan(flight.token, flight.sent, self.ttl, false);
                 Err(e)
             }
             Ok(()) if now >= flight.sent + validity(self.ttl) => {
                 tracing::debug!(lock = %self.keys.name, "grant confirmed after its validity; released");
-                self.orphan(flight.token, flight.sent, self.ttl);
+                self.orphan(flight.token, flight.sent, self.ttl, false);
                 Ok(Attempted::Held { remaining: None })
             }
             Ok(()) => Ok(self.granted(flight.token, fence, flight.sent)),
@@ -552,6 +560,7 @@ impl Acquire {
             grant,
             started: self.started,
             watchdog: self.watchdog,
+            downgrade: false,
         })))
     }
 
@@ -561,7 +570,12 @@ impl Acquire {
             return;
         };
         let result = match reply {
-            Err(e) => Err(kind_refused(e, &self.keys)),
+            Err(e) => {
+                if let Some(place) = self.place.as_mut().filter(|_| e.may_have_run()) {
+                    place.unanswered = true;
+                }
+                Err(kind_refused(e, &self.keys))
+            }
             Ok(reply) => match Answer::from_reply(reply) {
                 Answer::Granted { fence, lease } if now < flight.sent + validity(lease) => {
                     let grant = Grant {
@@ -632,7 +646,7 @@ impl Acquire {
                     return;
                 }
                 tracing::debug!(lock = %self.keys.name, "handover arrived after its validity; released");
-                self.orphan(token, handed.sent, self.ttl);
+                self.orphan(token, handed.sent, self.ttl, false);
             }
             Wake::Letter(letter) => {
                 let Some(reading) = self.place.as_ref().and_then(|p| p.reading) else {
@@ -659,16 +673,20 @@ impl Acquire {
     /// The caller gave up (its future was dropped, or its thread unwound) at `now`:
     /// every grant that may exist without an owner, to release in the background.
     pub(crate) fn abandon(&mut self, now: Instant) -> Vec<Abandoned> {
-        if let Some(flight) = self.flight.take()
-            && self.place.is_none()
-        {
-            self.orphan(flight.token, flight.sent, self.ttl);
+        if let Some(flight) = self.flight.take() {
+            if let Some(place) = &mut self.place {
+                place.unanswered = true;
+            } else {
+                // Awaiting its confirmation, the grant is known to exist.
+                let unanswered = flight.fence.is_none();
+                self.orphan(flight.token, flight.sent, self.ttl, unanswered);
+            }
         }
         self.leave_queue(now);
         if let Todo::Done(Next::Done(Ok(Some(granted)))) =
             std::mem::replace(&mut self.todo, Todo::Await)
         {
-            self.orphan(granted.token, granted.grant.sent, self.ttl);
+            self.orphan(granted.token, granted.grant.sent, self.ttl, false);
         }
         std::mem::take(&mut self.orphans)
     }
@@ -747,6 +765,10 @@ mod tests {
         };
         assert_eq!(a.token, token);
         assert_eq!(a.until, now + s.ttl);
+        assert!(
+            a.unanswered,
+            "the attempt may land after its release: it looks again"
+        );
         assert!(matches!(m.next(now), Next::Done(Err(LockError::Redis(_)))));
 
         let mut m = Acquire::once(keys(&s), &s, now);
@@ -769,6 +791,7 @@ mod tests {
             panic!("late grant released")
         };
         assert_eq!(a.token, token);
+        assert!(!a.unanswered, "answered: the grant is there to find");
         assert!(matches!(m.next(late), Next::Sleep { offer: None, .. }));
         m.woke(Wake::Nap, late);
         let second = attempt(&mut m, late);
@@ -861,6 +884,10 @@ mod tests {
         let orphans = m.abandon(now);
         assert_eq!(orphans.len(), 1);
         assert_eq!(orphans[0].token, token);
+        assert!(
+            orphans[0].unanswered,
+            "the attempt in flight may land later"
+        );
     }
 
     #[test]

@@ -173,6 +173,7 @@ pub(crate) fn downgraded(
             token: lease.token.clone(),
             until: sent + ttl,
             ticket: None,
+            unanswered: false,
         }));
     }
     let grant = Grant {
@@ -188,6 +189,7 @@ pub(crate) fn downgraded(
         grant,
         started: sent,
         watchdog: lease.renews(),
+        downgrade: true,
     })
 }
 

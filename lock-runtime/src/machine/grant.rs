@@ -9,6 +9,12 @@
 //!   reply: the scripts change nothing when they fail) or the grant is claimed by a guard,
 //!   a [`Pending`] marker stands armed; dropped armed, it hands the grant to the face's
 //!   background releaser, which retries compare-and-delete until the grant's TTL ends.
+//! - **A background release comes after the command it undoes.** A command that got no
+//!   answer (a timeout, a reset, a dropped call) may still reach the server after any
+//!   later one: on a pool, or after a reconnect, the release goes on another connection
+//!   and may run first. So a release of such a grant that finds nothing does not
+//!   conclude there is nothing to release: it looks again, backing off, until the
+//!   grant's TTL has passed since the command was sent (see [`Abandoned::released`]).
 //! - **A late grant is no grant.** A grant whose reply arrives after its validity end
 //!   (counted from before the command was sent) is released and counts as refused.
 
@@ -87,6 +93,9 @@ pub(crate) struct Granted {
     pub(crate) started: Instant,
     /// Whether the watchdog renews the lease.
     pub(crate) watchdog: bool,
+    /// The read grant a downgrade made of a write lease: it continues that lease's
+    /// acquisition and is not counted as one of its own.
+    pub(crate) downgrade: bool,
 }
 
 /// A grant that nobody owns, to be released in the background with its own token.
@@ -98,22 +107,34 @@ pub struct Abandoned {
     pub(crate) until: Instant,
     /// A fair waiter's ticket, to take out of the lock's queue too.
     pub(crate) ticket: Option<String>,
+    /// The command that may have made the grant got no answer: it may still reach the
+    /// server after the release (on another connection of a pool, or after a reconnect),
+    /// so a release that finds nothing looks again until `until`.
+    pub(crate) unanswered: bool,
 }
 
 impl Abandoned {
     /// When to try again after `failures` failed releases, or `None` when the TTL frees
-    /// the lock before then anyway.
+    /// the lock before then anyway. The retries back off from 50 ms to a second; for an
+    /// unanswered command the last one is at `until` itself, so that a grant it made by
+    /// then is found.
     pub(crate) fn next_try(&self, failures: u32, now: Instant) -> Option<Instant> {
         let delay = Duration::from_millis(50)
             .saturating_mul(1 << failures.min(5))
             .min(Duration::from_secs(1));
         let at = now + delay;
-        (at < self.until).then_some(at)
+        if at < self.until {
+            Some(at)
+        } else {
+            (self.unanswered && now < self.until).then_some(self.until)
+        }
     }
 
     /// A background release of this grant answered `reply` after `failures` failed
-    /// tries: when to try again (a transient error, with time left before the TTL frees
-    /// it anyway), or `None` when it is over (logged and counted here).
+    /// tries: when to try again, or `None` when it is over (logged and counted here).
+    /// It tries again after a transient error, and after finding nothing to release
+    /// when the command that may have made the grant got no answer (it may land after
+    /// this release), while the TTL has not freed the lock anyway.
     pub(crate) fn released(
         &self,
         reply: Result<bool, &LockError>,
@@ -122,6 +143,7 @@ impl Abandoned {
     ) -> Option<Instant> {
         let retry = match reply {
             Err(e) if e.is_transient() => self.next_try(failures, now),
+            Ok(false) if self.unanswered => self.next_try(failures, now),
             _ => None,
         };
         if retry.is_none() {
@@ -160,8 +182,8 @@ pub(crate) fn kind_refused(e: LockError, keys: &Keys) -> LockError {
 }
 
 /// A grant that may exist on the server without an owner: armed until
-/// [`disarm`](Self::disarm) says otherwise; dropped armed, it gives the grant to
-/// `release`.
+/// [`disarm`](Self::disarm) says otherwise; dropped armed (its command got no answer), it
+/// gives the grant to `release`.
 pub(crate) struct Pending<'a, R: FnOnce(Abandoned)> {
     keys: &'a Keys,
     token: &'a Token,
@@ -201,6 +223,7 @@ impl<R: FnOnce(Abandoned)> Drop for Pending<'_, R> {
                 token: self.token.clone(),
                 until: self.until,
                 ticket: None,
+                unanswered: true,
             });
         }
     }
@@ -247,6 +270,7 @@ mod tests {
             token: Token::new().unwrap(),
             until: now + Duration::from_millis(120),
             ticket: None,
+            unanswered: false,
         };
         let timeout = LockError::no_reply(Duration::from_millis(5));
         let refused = LockError::InvalidSettings("refused".to_owned());
@@ -274,6 +298,45 @@ mod tests {
             abandoned.released(Ok(false), 0, now),
             None,
             "answered: done"
+        );
+    }
+
+    #[test]
+    fn a_release_of_an_unanswered_attempt_that_finds_nothing_looks_again_until_its_ttl() {
+        // Issue 37, defect 6: the attempt timed out on a slow connection of a pool; its
+        // release went on another one and ran first. Nothing found proves nothing while
+        // the attempt may still land.
+        let now = Instant::now();
+        let abandoned = Abandoned {
+            keys: Settings::default().keys("x").unwrap(),
+            token: Token::new().unwrap(),
+            until: now + Duration::from_millis(500),
+            ticket: None,
+            unanswered: true,
+        };
+        assert_eq!(
+            abandoned.released(Ok(false), 0, now),
+            Some(now + Duration::from_millis(50)),
+            "nothing yet: again"
+        );
+        assert_eq!(
+            abandoned.released(Ok(false), 3, now),
+            Some(now + Duration::from_millis(400))
+        );
+        assert_eq!(
+            abandoned.released(Ok(false), 4, now),
+            Some(abandoned.until),
+            "the last look is at the ttl's end"
+        );
+        assert_eq!(
+            abandoned.released(Ok(false), 4, abandoned.until),
+            None,
+            "past the ttl: nothing it made is left"
+        );
+        assert_eq!(
+            abandoned.released(Ok(true), 0, now),
+            None,
+            "found and released: done"
         );
     }
 
@@ -309,6 +372,7 @@ mod tests {
             token: Token::new().unwrap(),
             until: now + Duration::from_millis(300),
             ticket: None,
+            unanswered: false,
         };
         assert_eq!(a.next_try(0, now), Some(now + Duration::from_millis(50)));
         assert_eq!(a.next_try(2, now), Some(now + Duration::from_millis(200)));

@@ -27,6 +27,7 @@ use crate::LockError;
 use crate::machine::grant::Granted;
 use crate::machine::key::Keys;
 use crate::machine::limit::validity;
+use crate::machine::metrics::End;
 use crate::machine::settings::Settings;
 use crate::machine::token::Token;
 
@@ -83,8 +84,8 @@ struct Times {
     suspect: bool,
     /// Why the lease was lost, once it is.
     lost: Option<&'static str>,
-    /// The guard released or dropped the lease.
-    stopped: bool,
+    /// Whether the guard has given the lease up, and what the server said of it since.
+    ending: Ending,
     /// Threads blocked in [`LeaseState::lost_within`]. `changed_sync` is signalled only
     /// while there are some: a condvar signal is a futex syscall even with nobody waiting,
     /// and every release would pay it.
@@ -112,6 +113,22 @@ impl Times {
         let due = self.next_renewal.checked_sub(renew_early(self.ttl));
         !self.renewing && due.is_none_or(|d| d <= now)
     }
+}
+
+/// Where a lease is in being given up by its guard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    /// The guard holds it.
+    Held,
+    /// The guard released or dropped it, and no release has found the key ours yet.
+    /// `refusal`: a refusal that came meanwhile. A renewal marked in flight before the
+    /// stop may have reached the server after the release, so it counts only if the
+    /// release does not find the key ours (see [`LeaseState::released`]).
+    Stopped { refusal: Option<&'static str> },
+    /// The release (a delete, a handover, a downgrade) found the key ours when it ran:
+    /// the lease was held until then, and nothing the server says afterwards makes it
+    /// lost.
+    Settled,
 }
 
 /// A renewal or extension in flight: its id and the ttl it sets.
@@ -198,7 +215,7 @@ impl LeaseState {
                 renewing: false,
                 suspect: false,
                 lost: None,
-                stopped: false,
+                ending: Ending::Held,
                 sync_waiters: 0,
                 flying: Vec::new(),
                 overlap: None,
@@ -260,7 +277,7 @@ impl LeaseState {
     fn status_locked(&self, times: &mut Times, now: Instant) -> Status {
         if times.lost.is_some() {
             Status::Lost
-        } else if times.stopped {
+        } else if times.ending != Ending::Held {
             Status::Released
         } else if now >= times.valid_until && !crate::machine::mutants::no_deadline() {
             self.lose(times, RAN_OUT);
@@ -285,7 +302,10 @@ impl LeaseState {
                 Instant::now()
             };
             let held = end.saturating_duration_since(self.since);
-            crate::machine::metrics::ended(&self.keys.name, held, Some(why == RAN_OUT));
+            let lost = End::Lost {
+                expired: why == RAN_OUT,
+            };
+            crate::machine::metrics::ended(&self.keys.name, held, lost);
         }
         self.changed.notify_waiters();
         if times.sync_waiters > 0 {
@@ -299,19 +319,32 @@ impl LeaseState {
         self.status(Instant::now()) == Status::Lost
     }
 
-    /// The server answered that the key is gone or has another owner.
+    /// The server answered that the key is gone or has another owner: the lease is lost.
+    /// Once it is stopped, that waits for the release's answer: a renewal marked in flight
+    /// before the stop may have reached the server after the release (it waited for the
+    /// connection, or went on another one), so its refusal proves a loss only if the
+    /// release does not find the key ours either (see [`released`](Self::released)).
     pub(crate) fn refused(&self, why: &'static str) {
-        self.lose(&mut self.times(), why);
+        let mut times = self.times();
+        match times.ending {
+            Ending::Held => self.lose(&mut times, why),
+            Ending::Stopped { refusal: None } => {
+                times.ending = Ending::Stopped { refusal: Some(why) };
+            }
+            Ending::Stopped { refusal: Some(_) } | Ending::Settled => {}
+        }
     }
 
     /// Stops the lease for good (release or drop): no more renewals, and its validity end
-    /// no longer makes it lost; only the server's word can (a refusal of a renewal sent
-    /// before, or the release finding the key gone). Returns whether it was already lost,
-    /// which the release reports.
+    /// no longer makes it lost; only the server's word can (the release finding the key
+    /// gone, or failing after a renewal was refused; see [`refused`](Self::refused)).
+    /// Returns whether it was already lost, which the release reports.
     pub(crate) fn stop(&self) -> bool {
         let mut times = self.times();
         let lost = self.status_locked(&mut times, Instant::now()) == Status::Lost;
-        times.stopped = true;
+        if times.ending == Ending::Held {
+            times.ending = Ending::Stopped { refusal: None };
+        }
         let sync_waiters = times.sync_waiters > 0;
         drop(times);
         self.changed.notify_waiters();
@@ -328,7 +361,7 @@ impl LeaseState {
 
     /// Whether the guard has released or dropped the lease.
     pub(crate) fn is_stopped(&self) -> bool {
-        self.times().stopped
+        self.times().ending != Ending::Held
     }
 
     /// Until when the lease may be relied on (frozen once lost).
@@ -476,23 +509,54 @@ impl LeaseState {
         match deleted {
             Ok(true) if !lost_before => {
                 tracing::debug!(lock = %self.keys.name, fence = self.fence, "lock released");
-                let held = Instant::now().saturating_duration_since(self.since);
-                crate::machine::metrics::ended(&self.keys.name, held, None);
+                self.settle(End::Released);
                 (true, Ok(()))
             }
             Ok(_) => (true, Err(self.lost_on_release())),
-            // A lease lost before the release, or found lost while it was on its way (a
-            // renewal sent earlier was refused), is reported as such in any case: the
-            // delete's own failure tells the caller less.
-            Err(_) if lost_before || self.is_lost() => (false, Err(self.lost_on_release())),
+            // A lease lost before the release, or refused while it was on its way (a
+            // renewal's refusal that the release could not disprove), is reported as
+            // such in any case: the delete's own failure tells the caller less.
+            Err(_) if lost_before || self.refusal().is_some() => {
+                (false, Err(self.lost_on_release()))
+            }
             Err(e) => (false, Err(e)),
         }
     }
 
-    /// A release found the key gone or owned by another, or the lease was lost before:
-    /// the loss is signalled, and the caller hears [`LockError::NotHeld`].
+    /// The lease's release (a delete or a handover: [`End::Released`]; a downgrade:
+    /// [`End::Downgraded`]) found the key ours: the lease ends here, held until now, and
+    /// is never lost, whatever a renewal that reached the server after it was told.
+    pub(crate) fn settle(&self, end: End) {
+        let mut times = self.times();
+        if times.ending == Ending::Settled || times.lost.is_some() {
+            return;
+        }
+        times.ending = Ending::Settled;
+        drop(times);
+        let held = Instant::now().saturating_duration_since(self.since);
+        crate::machine::metrics::ended(&self.keys.name, held, end);
+    }
+
+    /// A refusal that came after the stop and that no release has answered yet.
+    fn refusal(&self) -> Option<&'static str> {
+        match self.times().ending {
+            Ending::Stopped { refusal } => refusal,
+            Ending::Held | Ending::Settled => None,
+        }
+    }
+
+    /// A release found the key gone or owned by another, or the lease was lost before
+    /// (or a renewal was refused and the release could not say otherwise): the loss is
+    /// signalled, and the caller hears [`LockError::NotHeld`].
     pub(crate) fn lost_on_release(&self) -> LockError {
-        self.refused("released after the key changed owner or vanished");
+        let mut times = self.times();
+        let refusal = match &mut times.ending {
+            Ending::Stopped { refusal } => refusal.take(),
+            Ending::Held | Ending::Settled => None,
+        };
+        let why = refusal.unwrap_or("released after the key changed owner or vanished");
+        self.lose(&mut times, why);
+        drop(times);
         self.not_held()
     }
 
@@ -772,10 +836,14 @@ impl Lease {
             grant,
             started,
             watchdog,
+            downgrade,
         } = granted;
         let one_node = one_node && !keys.kind.shared();
         let waited = grant.sent.saturating_duration_since(started);
-        crate::machine::metrics::acquired(&keys.name, waited, grant.attempts, grant.handovers > 0);
+        if !downgrade {
+            let handed_over = grant.handovers > 0;
+            crate::machine::metrics::acquired(&keys.name, waited, grant.attempts, handed_over);
+        }
         let lease = LeaseState::of_grant(keys, token, &grant, settings, watchdog, one_node, waited);
         (Lease { lease }, grant.handovers)
     }
@@ -824,9 +892,10 @@ impl Lease {
     /// the server or the network is doing, or earlier when a renewal finds the key gone
     /// or another owner's (for Redlock: on a majority of masters). For a released lease
     /// it resolves only when the server says the lease was already gone: the release
-    /// finds the key gone or another's, or a renewal sent before the release began is
+    /// finds the key gone or another's, or it gets no answer after a renewal was
     /// refused (then [`release`](crate::LeaseGuard::release) reports
-    /// [`NotHeld`](crate::LockError::NotHeld)). A lease released in time never fires.
+    /// [`NotHeld`](crate::LockError::NotHeld)). A lease whose release returned `Ok(())`
+    /// never fires, whatever a renewal that reached the server after the release hears.
     ///
     /// ```no_run
     /// # async fn f(lease: lockscript::Lease) { lease.lost().await; eprintln!("lost"); }
@@ -1184,6 +1253,64 @@ mod tests {
         let (lease, _) = new_lease(300, true);
         let (_, reported) = lease.released(lease.stop(), Err(timed_out()));
         assert!(matches!(reported, Err(LockError::Redis(_))), "{reported:?}");
+    }
+
+    #[test]
+    fn a_lease_whose_release_found_the_key_is_never_lost_whatever_a_late_renewal_hears() {
+        // Issue 37, defect 5: a renewal marked in flight before the release reaches the
+        // server after it (it waited for the connection, or went on another one) and is
+        // refused. Whichever answer comes first, the release's `Ok` stands.
+        let (lease, sent) = new_lease(900, true);
+        let renewal = lease
+            .begin_renewal(sent + Duration::from_millis(300))
+            .unwrap();
+        let lost_before = lease.stop();
+        let (done, reported) = lease.released(lost_before, Ok(true));
+        assert!(done && reported.is_ok(), "{reported:?}");
+        lease.renewal_done(renewal, Ok(None), sent + Duration::from_millis(320));
+        assert!(!lease.is_lost(), "the refusal came after the release");
+        assert!(!lease.within(Duration::ZERO, Awaited::Lost));
+
+        let (lease, sent) = new_lease(900, true);
+        let renewal = lease
+            .begin_renewal(sent + Duration::from_millis(300))
+            .unwrap();
+        let lost_before = lease.stop();
+        lease.renewal_done(renewal, Ok(None), sent + Duration::from_millis(310));
+        assert!(
+            !lease.is_lost(),
+            "refused before the release answered: not a loss yet"
+        );
+        let (done, reported) = lease.released(lost_before, Ok(true));
+        assert!(done && reported.is_ok(), "{reported:?}");
+        assert!(!lease.is_lost(), "the release found the key ours");
+
+        // A release that finds the key gone makes the refusal a loss.
+        let (lease, sent) = new_lease(900, true);
+        let renewal = lease
+            .begin_renewal(sent + Duration::from_millis(300))
+            .unwrap();
+        let lost_before = lease.stop();
+        lease.renewal_done(renewal, Ok(None), sent + Duration::from_millis(310));
+        let (_, reported) = lease.released(lost_before, Ok(false));
+        assert!(matches!(reported, Err(LockError::NotHeld { .. })));
+        assert!(lease.is_lost());
+    }
+
+    #[test]
+    fn a_downgraded_write_lease_is_never_lost_after_it() {
+        let (lease, sent) = new_lease(900, true);
+        let renewal = lease
+            .begin_renewal(sent + Duration::from_millis(300))
+            .unwrap();
+        lease.stop();
+        lease.settle(End::Downgraded);
+        lease.renewal_done(renewal, Ok(None), sent + Duration::from_millis(320));
+        assert!(!lease.is_lost());
+        assert_eq!(
+            lease.status(sent + Duration::from_secs(5)),
+            Status::Released
+        );
     }
 
     #[test]

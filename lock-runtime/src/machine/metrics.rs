@@ -9,7 +9,7 @@
 //! | `lockscript_acquire_attempts` | histogram | `how` | acquisition attempts a grant took (a handed-over grant counts those before it) |
 //! | `lockscript_acquired_total` | counter | `how` | grants: `how` is `attempt` (the caller's own call won) or `handover` (a release handed it over) |
 //! | `lockscript_acquire_failures_total` | counter | `reason` | `lock()`/`try_lock()` that ended without a grant: `timeout` or `error` |
-//! | `lockscript_held_seconds` | histogram | `end` | from the grant to its end: `released` or `lost` |
+//! | `lockscript_held_seconds` | histogram | `end` | from the grant to its end, once per lease: `released` (by a delete or a handover), `downgraded` (a write lease that became a read lease, itself a lease of its own) or `lost` |
 //! | `lockscript_lost_total` | counter | `reason` | leases lost: `expired` (no renewal confirmed in time) or `refused` (the server had another owner or no key) |
 //! | `lockscript_renewal_seconds` | histogram | | a confirmed renewal's round trip |
 //! | `lockscript_renewal_failures_total` | counter | `reason` | renewals that failed: `error` (retried while the lease lasts) or `refused` |
@@ -173,20 +173,42 @@ pub(crate) fn acquire_failed(name: &str, timeout: bool) {
     let _ = (name, timeout);
 }
 
-/// A lease ended after `held`: released, or lost (`expired`: no renewal confirmed in time).
+/// How a lease ended: each lease ends once, with one of these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum End {
+    /// Released by its guard (a delete or a handover) while it was held.
+    Released,
+    /// A write lease became a read lease (the read lease is a lease of its own).
+    Downgraded,
+    /// Lost: `expired` (no renewal confirmed in time) or refused by the server.
+    Lost { expired: bool },
+}
+
+impl End {
+    /// The `end` label of `lockscript_held_seconds`.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            End::Released => "released",
+            End::Downgraded => "downgraded",
+            End::Lost { .. } => "lost",
+        }
+    }
+}
+
+/// A lease ended after `held`, as `end` says.
 #[inline]
-pub(crate) fn ended(name: &str, held: Duration, lost: Option<bool>) {
+pub(crate) fn ended(name: &str, held: Duration, end: End) {
     #[cfg(feature = "metrics")]
     {
-        let end = Some(("end", if lost.is_some() { "lost" } else { "released" }));
-        metrics::histogram!(HELD_SECONDS, labels(name, end)).record(held.as_secs_f64());
-        if let Some(expired) = lost {
+        let label = Some(("end", end.label()));
+        metrics::histogram!(HELD_SECONDS, labels(name, label)).record(held.as_secs_f64());
+        if let End::Lost { expired } = end {
             let reason = Some(("reason", if expired { "expired" } else { "refused" }));
             metrics::counter!(LOST_TOTAL, labels(name, reason)).increment(1);
         }
     }
     #[cfg(not(feature = "metrics"))]
-    let _ = (name, held, lost);
+    let _ = (name, held, end);
 }
 
 /// A renewal ended: confirmed after `took`, refused, or failed.

@@ -5,9 +5,31 @@
 //! driver is woken only when an item is due before the time it already planned to look
 //! (`armed`), so back-to-back grants, each released long before its first renewal, cost
 //! no wake-up at all.
+//!
+//! **A background release never delays a renewal** on a driver that makes one round
+//! trip at a time (the blocking face's thread, see [`releases_at`]).
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// When background releases due at `now` go, on a driver that makes one round trip at a
+/// time and also renews leases (the blocking face's thread): `None`, now, with the
+/// renewals that go now (`renewing`: one round trip for all), or on their own if that
+/// round trip, bounded by `bound` (its response timeout), ends before the next lease is
+/// due to be looked at (`next_lease`); otherwise at that time, to go with its renewal.
+/// Each release taking a round trip of its own ahead of a renewal (on a paused server,
+/// a response timeout each) delayed the renewal, and the lease's suspicion, by seconds.
+pub(crate) fn releases_at(
+    now: Instant,
+    bound: Duration,
+    renewing: bool,
+    next_lease: Option<Instant>,
+) -> Option<Instant> {
+    if renewing {
+        return None;
+    }
+    next_lease.filter(|&at| at < now + bound)
+}
 
 /// Items of type `T`, each with an id, due at an instant.
 pub(crate) struct Schedule<T> {
@@ -90,6 +112,13 @@ impl<T> Schedule<T> {
             .collect()
     }
 
+    /// When the first item that `pick` chooses is due.
+    pub(crate) fn first_at(&self, pick: impl Fn(&T) -> bool) -> Option<Instant> {
+        (self.due.iter())
+            .find(|(_, item)| pick(item))
+            .map(|(&(at, _), _)| at)
+    }
+
     /// How many items are queued.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
@@ -140,6 +169,40 @@ mod tests {
         assert_eq!(s.take_soon(ms(30), |&n| n != 3), vec![2]);
         assert_eq!(s.len(), 2, "3 was not picked, 4 is not due soon");
         assert_eq!(s.take_due(ms(26)).0, vec![3]);
+    }
+
+    #[test]
+    fn background_releases_go_with_a_renewal_or_in_a_gap_before_the_next_one() {
+        // Issue 37, defect 7: four releases, each a response timeout on a paused server,
+        // went one by one before the renewal due meanwhile.
+        let now = Instant::now();
+        let bound = Duration::from_millis(500);
+        let ms = |n| now + Duration::from_millis(n);
+        assert_eq!(
+            releases_at(now, bound, true, Some(ms(10))),
+            None,
+            "with the renewals going now, in their round trip"
+        );
+        assert_eq!(
+            releases_at(now, bound, false, None),
+            None,
+            "no lease to renew: now"
+        );
+        assert_eq!(
+            releases_at(now, bound, false, Some(ms(500))),
+            None,
+            "the round trip ends before the next renewal: now"
+        );
+        assert_eq!(
+            releases_at(now, bound, false, Some(ms(200))),
+            Some(ms(200)),
+            "it could end after the next renewal is due: with that renewal"
+        );
+        let mut s = Schedule::default();
+        s.insert(1, ms(300), "release");
+        s.insert(2, ms(400), "lease");
+        assert_eq!(s.first_at(|&job| job == "lease"), Some(ms(400)));
+        assert_eq!(s.first_at(|&job| job == "other"), None);
     }
 
     #[test]

@@ -21,6 +21,14 @@ pub(crate) type Reopen<C> = Arc<dyn Fn(Duration) -> redis::RedisResult<C> + Send
 /// Applies a response timeout to a connection.
 pub(crate) type Tune<C> = Arc<dyn Fn(&C, Duration) -> redis::RedisResult<()> + Send + Sync>;
 
+/// The answers of the background thread's round trip ([`Conn::renew_all`]): each
+/// renewal's (renewed, counting from when; or refused), each release's (whether it
+/// deleted).
+pub(crate) type RoundReplies = (
+    Vec<Result<Option<Instant>, LockError>>,
+    Vec<Result<bool, LockError>>,
+);
+
 /// The handle's one sync connection, re-opened after it breaks when the handle made it.
 ///
 /// Every command of the handle goes through it, the background thread's renewals and
@@ -262,49 +270,60 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
         Ok(reply.0.then_some(sent))
     }
 
-    /// The renewals that are due, in one round trip (a pipeline) where the connection
-    /// takes one, so a slow server costs every lease one round trip, not one each in a
-    /// row. Each lease hears its own answer: one refused or failed renewal hides no
-    /// other's.
+    /// The renewals that are due, and the background releases that go with them (the
+    /// background thread's round: a release never takes a round trip of its own ahead of
+    /// a renewal), in one round trip (a pipeline) where the connection takes one, so a
+    /// slow server costs every lease one round trip, not one each in a row. Each call
+    /// hears its own answer: one refused or failed call hides no other's.
     pub(crate) fn renew_all(
         &self,
         due: &[(Arc<LeaseState>, Sending)],
-    ) -> Vec<Result<Option<Instant>, LockError>> {
-        let Some((first, _)) = due.first() else {
-            return Vec::new();
+        releases: &[(&Settings, &Abandoned)],
+    ) -> RoundReplies {
+        let timeout = (due
+            .first()
+            .map(|(lease, _)| lease.settings.response_timeout))
+        .or_else(|| releases.first().map(|(s, _)| s.response_timeout));
+        let Some(timeout) = timeout else {
+            return (Vec::new(), Vec::new());
         };
-        let native = due.iter().any(|(l, _)| l.settings.native);
+        let native = due.iter().any(|(l, _)| l.settings.native)
+            || releases.iter().any(|(s, _)| s.native);
+        let due_count = due.len();
+        let calls_count = due_count + releases.len();
+        let make = |i: usize, native| {
+            if let Some((lease, sending)) = due.get(i) {
+                return renewal(lease, sending, native);
+            }
+            let (settings, abandoned) = releases[i - due_count];
+            let native = if settings.native {
+                native
+            } else {
+                NativeCommands::default()
+            };
+            settings.abandoned_call(abandoned, native)
+        };
         let mut sent = Instant::now();
-        let replies = self.with_batch(Some(first.settings.response_timeout), |c| {
+        let replies = self.with_batch(Some(timeout), |c| {
             sent = Instant::now();
-            Ok(
-                c.lease_calls(&self.offered, native, due.len(), |i, native| {
-                    renewal(&due[i].0, &due[i].1, native)
-                }),
-            )
+            Ok(c.lease_calls(&self.offered, native, calls_count, make))
         });
-        match replies {
-            Ok(replies) => (replies.into_iter())
-                .map(|r| r.map(|r| r.0.then_some(sent)))
-                .collect(),
-            Err(e) => due.iter().map(|_| Err(e.for_each())).collect(),
-        }
+        let mut replies = match replies {
+            Ok(replies) => replies,
+            Err(e) => (0..calls_count).map(|_| Err(e.for_each())).collect(),
+        };
+        let release_replies = replies.split_off(due_count.min(replies.len()));
+        let renewed = (replies.into_iter())
+            .map(|r| r.map(|r| r.0.then_some(sent)))
+            .collect();
+        let deleted = release_replies.into_iter().map(|r| r.map(|r| r.0));
+        (renewed, deleted.collect())
     }
 
     /// Deletes the lock if `token` holds it (waking waiters); whether it did.
     pub(crate) fn release(&self, of: Owner<'_>) -> Result<bool, LockError> {
         let (settings, keys, token) = (of.settings, of.keys, of.token);
         let make = |native| settings.release_call(keys, token.as_str(), native);
-        Ok(self.lease_call(settings, make)?.0)
-    }
-
-    /// Releases a grant nobody owns; whether it did.
-    pub(crate) fn release_abandoned(
-        &self,
-        settings: &Settings,
-        abandoned: &Abandoned,
-    ) -> Result<bool, LockError> {
-        let make = |native| settings.abandoned_call(abandoned, native);
         Ok(self.lease_call(settings, make)?.0)
     }
 

@@ -3,8 +3,11 @@
 //! releases grants nobody owns. No thread is started per lock.
 //!
 //! It runs the same [`Schedule`] as the async watchdog. Its commands go through the
-//! handle's connection, each bounded by the response timeout; the loss of a lease does
-//! not depend on this thread at all ([`LeaseState`] evaluates it on the clock).
+//! handle's connection, one round trip at a time, each bounded by the response timeout:
+//! the renewals that are due together, with the background releases due by then; a
+//! release goes on its own only when its round trip ends before the next renewal is due
+//! ([`releases_at`]), so no release delays a renewal. The loss of a lease does not
+//! depend on this thread at all ([`LeaseState`] evaluates it on the clock).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -13,7 +16,7 @@ use std::time::Instant;
 use super::conn::Conn;
 use crate::machine::grant::Abandoned;
 use crate::machine::lease::{BATCH_HORIZON, LeaseState};
-use crate::machine::schedule::Schedule;
+use crate::machine::schedule::{Schedule, releases_at};
 use crate::machine::settings::Settings;
 
 /// Something the thread does at a given time.
@@ -143,43 +146,54 @@ impl Worker {
         }
     }
 
-    /// Does the jobs that are due: every renewal in one round trip, then the releases.
+    /// Does the jobs that are due in one round trip: every renewal, with the releases;
+    /// releases alone only if they cannot delay the next renewal (else they wait for it).
     fn act<C: redis::ConnectionLike + Send + 'static>(&self, conn: &Conn<C>, due: Vec<Job>) {
+        let now = Instant::now();
         let mut renewals = Vec::new();
+        let mut releases = Vec::new();
         for job in due {
             match job {
-                Job::Lease(lease) => match lease.begin_renewal(Instant::now()) {
+                Job::Lease(lease) => match lease.begin_renewal(now) {
                     Some(sending) => renewals.push((lease, sending)),
                     None => self.watch(&lease),
                 },
                 Job::Release(abandoned, settings, failures) => {
-                    self.release_now(conn, abandoned, settings, failures);
+                    releases.push((abandoned, settings, failures));
                 }
             }
         }
-        if !renewals.is_empty() {
-            let replies = conn.renew_all(&renewals);
-            let now = Instant::now();
-            for ((lease, sending), reply) in renewals.into_iter().zip(replies) {
-                lease.renewal_done(sending, reply, now);
-                self.watch(&lease);
+        let bound = releases.iter().map(|(_, s, _)| s.response_timeout).max();
+        if let Some(bound) = bound {
+            let next_lease = (self.state().schedule).first_at(|job| matches!(job, Job::Lease(_)));
+            if let Some(at) = releases_at(now, bound, !renewals.is_empty(), next_lease) {
+                for (abandoned, settings, failures) in releases.drain(..) {
+                    let id = RELEASE_IDS.fetch_add(1, Ordering::Relaxed);
+                    self.queue(id, at, Job::Release(abandoned, settings, failures));
+                }
             }
         }
-    }
-
-    fn release_now<C: redis::ConnectionLike + Send + 'static>(
-        &self,
-        conn: &Conn<C>,
-        abandoned: Abandoned,
-        settings: Arc<Settings>,
-        failures: u32,
-    ) {
-        let reply = conn.release_abandoned(&settings, &abandoned);
-        if let Some(at) = abandoned.released(reply.as_ref().copied(), failures, Instant::now()) {
-            let id = RELEASE_IDS.fetch_add(1, Ordering::Relaxed);
-            self.queue(id, at, Job::Release(abandoned, settings, failures + 1));
-        } else {
-            self.state().releases -= 1;
+        if renewals.is_empty() && releases.is_empty() {
+            return;
+        }
+        let calls: Vec<_> = (releases.iter())
+            .map(|(abandoned, settings, _)| (&**settings, abandoned))
+            .collect();
+        let (renewed, deleted) = conn.renew_all(&renewals, &calls);
+        drop(calls);
+        let now = Instant::now();
+        for ((lease, sending), reply) in renewals.into_iter().zip(renewed) {
+            lease.renewal_done(sending, reply, now);
+            self.watch(&lease);
+        }
+        for ((abandoned, settings, failures), reply) in releases.into_iter().zip(deleted) {
+            let again = abandoned.released(reply.as_ref().copied(), failures, now);
+            if let Some(at) = again {
+                let id = RELEASE_IDS.fetch_add(1, Ordering::Relaxed);
+                self.queue(id, at, Job::Release(abandoned, settings, failures + 1));
+            } else {
+                self.state().releases -= 1;
+            }
         }
     }
 }

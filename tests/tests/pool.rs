@@ -1,0 +1,80 @@
+//! A lock handle over a pool of connections (`lockscript_test::pool`, bb8): the commands
+//! of one lock go on different connections, and one held up on its way is overtaken by
+//! later ones. Every rule that depends on the order in which a lock's commands reach
+//! the server must hold there too (the guide names pools among the connections `Locks`
+//! takes).
+
+use std::time::{Duration, Instant};
+
+use lockscript::{LockError, Locks};
+use lockscript_test::pool::Pooled;
+use lockscript_test::proxy::Proxy;
+use lockscript_test::server::RedisServer;
+use redis::AsyncCommands;
+
+/// The README's scheduling slack on a call's bound.
+const CALL_SLACK: Duration = Duration::from_millis(250);
+
+/// How long apart a background release tries at most (its backoff's cap).
+const RETRY_CAP: Duration = Duration::from_secs(1);
+
+fn sha1_of_acquire() -> &'static str {
+    lockscript::builtin::acquire("k", "f", "h", "t", 1, 1)
+        .script()
+        .sha1()
+}
+
+/// Issue 37, defect 6. A `try_lock`'s attempt is held up 1.2 s on its connection, past
+/// the 500 ms response timeout: the call fails, and the grant the attempt makes when it
+/// lands belongs to nobody. Its background release goes out on the pool's other
+/// connection, runs first and finds nothing; it must not conclude there is nothing to
+/// release while the attempt may still land, or the lock stays held by nobody for its
+/// whole ttl. Bound: freed within one of the release's retries (at most a second apart)
+/// after the grant is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_made_by_an_attempt_delayed_on_one_connection_of_a_pool_is_released() {
+    let server = RedisServer::start();
+    lockscript_test::load_scripts(&mut server.connection());
+    let proxy = Proxy::start(server.port());
+    let client = redis::Client::open(proxy.url()).unwrap();
+    let ttl = Duration::from_secs(5);
+    let locks = Locks::new(Pooled::open(&client, 2).await).ttl(ttl);
+    let warm = locks.try_lock("warm").await.unwrap().expect("free");
+    warm.release().await.unwrap();
+
+    let delay = Duration::from_millis(1_200);
+    proxy.delay_request_to(sha1_of_acquire().as_bytes(), delay);
+    let started = Instant::now();
+    let err = locks.try_lock("o").await.unwrap_err();
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
+    assert!(
+        started.elapsed() < delay,
+        "the call gave up before the attempt landed"
+    );
+
+    let mut conn = server.multiplexed().await;
+    let landed = started + delay;
+    let bound = landed + RETRY_CAP + CALL_SLACK;
+    let mut made = false;
+    let mut freed = None;
+    while Instant::now() < started + delay + ttl {
+        let fence: Option<u64> = conn.get("lock:{o}:fence").await.unwrap();
+        made |= fence.is_some();
+        if made && !conn.exists::<_, bool>("lock:{o}").await.unwrap() {
+            freed = Some(Instant::now());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(made, "the delayed attempt ran and granted");
+    let freed = freed.expect("the grant nobody owns stayed held until its ttl");
+    assert!(
+        freed <= bound,
+        "released {:?} after the bound (the attempt landed {:?} after the call began)",
+        freed - bound,
+        delay
+    );
+    // And the lock is anyone's again.
+    let next = locks.try_lock("o").await.unwrap().expect("free again");
+    next.release().await.unwrap();
+}
