@@ -86,6 +86,10 @@ pub struct Analysis {
     pub commands: Vec<CommandUse>,
     /// Calls whose command is not a literal (`rcall(ARGV[10], ...)`): not checked.
     pub unchecked: Vec<Position>,
+    /// Where `redis.call` / `redis.pcall` (or `redis`) is used as a value the scan does
+    /// not follow (`run(redis.call)`, `t[1] = redis.call`, `rcall{...}`): calls through
+    /// it are not seen, so what the script calls can't be told in full.
+    pub untracked: Vec<Position>,
     /// Every problem found, in file order within each kind: what the server would
     /// refuse. The macro fails the build on these; `lockscript audit` exits with 1.
     pub problems: Vec<Problem>,
@@ -106,6 +110,38 @@ impl Analysis {
     /// The shebang declares `no-writes`: the script may run as EVAL_RO / EVALSHA_RO.
     pub fn read_only(&self) -> bool {
         self.flags.iter().any(|f| f == "no-writes")
+    }
+
+    /// Whether the script calls a command that writes (or counts as one in a `no-writes`
+    /// script: [`commands::MAY_REPLICATE`]): `Some(true)` when one of its literal
+    /// commands does, `Some(false)` when none does and every call it makes is seen with
+    /// a literal command the table knows (a subcommand computed only where none of the
+    /// container's subcommands writes), `None` when that can't be told: a computed
+    /// command, a module's or unknown one, a call through something the scan does not
+    /// follow, a script that does not parse.
+    ///
+    /// ```
+    /// use lockscript_audit::lua::analyze;
+    ///
+    /// assert_eq!(analyze("return redis.call('GET', KEYS[1])").writes(), Some(false));
+    /// assert_eq!(analyze("return redis.call('DEL', KEYS[1])").writes(), Some(true));
+    /// assert_eq!(analyze("return redis.call(ARGV[1], KEYS[1])").writes(), None);
+    /// ```
+    pub fn writes(&self) -> Option<bool> {
+        let mut known = self.parsed && self.unchecked.is_empty() && self.untracked.is_empty();
+        for used in &self.commands {
+            match commands::find(&used.name) {
+                Some(c) if c.write => return Some(true),
+                // A container whose subcommand is computed: known only when none of them
+                // writes.
+                Some(c) if !c.name.contains('|') && c.subcommands().next().is_some() => {
+                    known &= c.subcommands().all(|s| !s.write);
+                }
+                Some(_) => {}
+                None => known = false,
+            }
+        }
+        known.then_some(false)
     }
 }
 
@@ -268,12 +304,31 @@ fn scan(tokens: &[&Token], analysis: &mut Analysis) {
                 if let Some(args) = aliases.callee(tokens, i)
                     && !is_pcall_argument(tokens, i)
                 {
-                    command_use(tokens, args, analysis);
+                    if is_called(tokens, args) {
+                        command_use(tokens, args, analysis);
+                    } else if !aliases.assigns(tokens, i) {
+                        analysis.untracked.push(position(token));
+                    }
+                } else if aliases.modules.iter().any(|m| m == name)
+                    && !is_symbol(tokens.get(i + 1), Symbol::Dot)
+                    && !aliases.assigns(tokens, i)
+                {
+                    // `redis` itself passed on or indexed (`redis['call']`).
+                    analysis.untracked.push(position(token));
                 }
             }
         }
     }
     lint_commands(analysis);
+}
+
+/// The arguments at `args` are a call's the lint reads: `(`, a string
+/// (`redis.call 'PING'`), or, after a `pcall(callee`, the `,` before the command. Not a
+/// table (`rcall{...}`): its command can't be read.
+fn is_called(tokens: &[&Token], args: usize) -> bool {
+    is_symbol(tokens.get(args), Symbol::LeftParen)
+        || is_symbol(tokens.get(args), Symbol::Comma)
+        || string_literal(tokens.get(args)).is_some()
 }
 
 /// The names a script gives `redis.call` / `redis.pcall` or `redis` itself, as large
@@ -423,6 +478,27 @@ impl Aliases {
                 self.calls.push(name);
             }
         }
+    }
+
+    /// The expression at `i` (`redis.call`, `redis`) is the whole value given to one of
+    /// the aliases: `local rcall = redis.call`, `M.call = redis.pcall`, `local r = redis`.
+    fn assigns(&self, tokens: &[&Token], i: usize) -> bool {
+        let Some(eq) = i.checked_sub(1) else {
+            return false;
+        };
+        if !is_symbol(tokens.get(eq), Symbol::Equal) {
+            return false;
+        }
+        let Some(last) = eq.checked_sub(1).and_then(|j| identifier(tokens.get(j))) else {
+            return false;
+        };
+        let target = match eq.checked_sub(3) {
+            Some(j) if is_symbol(tokens.get(j + 1), Symbol::Dot) => {
+                identifier(tokens.get(j)).map(|table| format!("{table}.{last}"))
+            }
+            _ => Some(last.to_owned()),
+        };
+        target.is_some_and(|t| self.calls.contains(&t) || self.modules.contains(&t))
     }
 
     /// Where the arguments start when the identifier at `i` begins a call of
@@ -1293,6 +1369,39 @@ mod tests {
              return rcall('EXPIRE', KEYS[1], 10)",
         );
         assert!(a.problems.is_empty(), "{:?}", messages(&a));
+    }
+
+    #[test]
+    fn writes_is_known_only_when_every_call_is_seen_with_a_known_command() {
+        for (source, writes) in [
+            ("return redis.call('GET', KEYS[1])", Some(false)),
+            ("return 1", Some(false)),
+            (
+                "local rcall = redis.call\nreturn rcall('OBJECT', ARGV[1], KEYS[1])",
+                Some(false),
+            ),
+            (
+                "redis.call(ARGV[1], KEYS[1])\nreturn redis.call('DEL', KEYS[1])",
+                Some(true),
+            ),
+            ("return redis.call('PFCOUNT', KEYS[1])", Some(true)),
+            ("return redis.call(ARGV[1], KEYS[1])", None),
+            ("return redis.call('JSON.GET', KEYS[1])", None),
+            ("return redis.call('CLUSTER', ARGV[1])", None),
+            (
+                "local function run(f) return f('DEL', KEYS[1]) end\nreturn run(redis.call)",
+                None,
+            ),
+            ("return redis['call']('DEL', KEYS[1])", None),
+            ("local r = redis.call\nreturn r{'DEL', KEYS[1]}", None),
+            (
+                "local t = {}\nt[1] = redis.call\nreturn t[1]('DEL', KEYS[1])",
+                None,
+            ),
+            ("return redis.call('GET', KEYS[1]", None),
+        ] {
+            assert_eq!(analyze(source).writes(), writes, "{source}");
+        }
     }
 
     #[test]

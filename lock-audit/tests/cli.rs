@@ -348,6 +348,52 @@ fn audit_reports_a_literal_key_at_the_literal() {
     );
 }
 
+/// A script that calls no command that writes, without `#!lua flags=no-writes`, gets a
+/// hint that the flag would make it read-only (issue 41), in the table and in `--json`;
+/// not one that is declared so, one that writes, nor one whose command is computed (can't
+/// tell). Hints do not change the exit status.
+#[test]
+fn audit_hints_no_writes_for_a_script_that_only_reads() {
+    let out = lockscript(&["audit", "lock-audit/tests/fixtures/read-only"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let text = stdout(&out);
+    let hints: Vec<&str> = text.lines().filter(|l| l.contains("hint:")).collect();
+    assert_eq!(
+        hints,
+        [
+            "  hint: lock-audit/tests/fixtures/read-only/peek.lua:1:1: calls no command that \
+             writes: `#!lua flags=no-writes` as its first line would make it read-only (then \
+             sent as EVALSHA_RO, which replicas run, and a write added later is refused; Redis \
+             6.2 reads no shebang)"
+        ],
+        "{text}"
+    );
+    assert!(
+        text.ends_with("4 scripts, 0 problems, 1 hint, 1 unchecked call\n"),
+        "{text}"
+    );
+
+    let out = lockscript(&["audit", "--json", "lock-audit/tests/fixtures/read-only"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v = json(&out);
+    assert_eq!(v["hints"], 1);
+    for script in v["dirs"][0]["scripts"].as_array().unwrap() {
+        let hints = script["hints"].as_array().unwrap();
+        if script["name"] == "peek" {
+            assert_eq!(hints.len(), 1, "{script}");
+            assert!(
+                hints[0]
+                    .as_str()
+                    .unwrap()
+                    .contains("`#!lua flags=no-writes` as its first line"),
+                "{script}"
+            );
+        } else {
+            assert!(hints.is_empty(), "{script}");
+        }
+    }
+}
+
 /// A script that calls a command only some servers of the matrix have (Valkey's
 /// `DELIFEQ`, Redis 8.2's `XACKDEL`) gets a warning naming the servers that lack it and
 /// the first version that has it; warnings alone exit with 0.
