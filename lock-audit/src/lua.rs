@@ -333,19 +333,20 @@ fn is_called(tokens: &[&Token], args: usize) -> bool {
 
 /// The names a script gives `redis.call` / `redis.pcall` or `redis` itself, as large
 /// scripts do (`local rcall = redis.call`, `local r = redis`, `M.call = redis.pcall`), so
-/// calls through them are checked like direct ones. A name that is also assigned
-/// anything else is dropped: only what resolves for certain is followed.
+/// calls through them are checked like direct ones; and Valkey's own name for `redis`,
+/// `server` (`server.call`). A name that is also assigned anything else is dropped: only
+/// what resolves for certain is followed.
 struct Aliases {
     /// Stand for `redis.call` / `redis.pcall`: `rcall`, or `M.call` for a field.
     calls: Vec<String>,
-    /// Stand for `redis`, besides `redis` itself.
+    /// Stand for `redis`: `redis` itself, `server` (Valkey), and aliases of `redis`.
     modules: Vec<String>,
 }
 
 impl Aliases {
     fn find(tokens: &[&Token]) -> Self {
         let mut calls = Vec::new();
-        let mut modules = vec!["redis".to_owned()];
+        let mut modules = vec!["redis".to_owned(), "server".to_owned()];
         let mut other = Vec::new();
         for i in 0..tokens.len() {
             if !is_symbol(tokens.get(i), Symbol::Equal) {
@@ -1393,6 +1394,15 @@ mod tests {
                 None,
             ),
             ("return redis['call']('DEL', KEYS[1])", None),
+            ("return server.call('DEL', KEYS[1])", Some(true)),
+            (
+                "local server = {call = print}\nreturn server.call('DEL')",
+                Some(false),
+            ),
+            (
+                "local function f(server) return server end\nreturn f(1)",
+                None,
+            ),
             ("local r = redis.call\nreturn r{'DEL', KEYS[1]}", None),
             (
                 "local t = {}\nt[1] = redis.call\nreturn t[1]('DEL', KEYS[1])",
