@@ -39,6 +39,10 @@ pub struct ScriptReport {
     pub problems: Vec<String>,
     /// Every warning (what only some servers would refuse), in the same form.
     pub warnings: Vec<String>,
+    /// What could be better though nothing is wrong, in the same form: a script that
+    /// only reads but is not declared `no-writes` ([`read_only_hint`]). None for a script
+    /// with a problem: that comes first.
+    pub hints: Vec<String>,
     /// Every call whose command is not a literal, so was not checked, as `path:line:col`.
     pub unchecked: Vec<String>,
     /// Why the file could not be read, when it could not: then it has no digest (an empty
@@ -95,6 +99,17 @@ impl DirReport {
     /// ```
     pub fn warning_count(&self) -> usize {
         self.scripts.iter().map(|s| s.warnings.len()).sum()
+    }
+
+    /// How many hints: scripts that only read but are not declared `no-writes`.
+    ///
+    /// ```no_run
+    /// let report = lockscript_audit::audit::audit_dir("scripts".as_ref())?;
+    /// println!("{} hints", report.hint_count());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn hint_count(&self) -> usize {
+        self.scripts.iter().map(|s| s.hints.len()).sum()
     }
 
     /// How many calls were not checked because their command is not a literal.
@@ -224,6 +239,7 @@ fn audit_or_report(path: &Path) -> ScriptReport {
             analysis: Analysis::default(),
             problems: vec![format!("{}: cannot read the file: {why}", path.display())],
             warnings: Vec::new(),
+            hints: Vec::new(),
             unchecked: Vec::new(),
             unreadable: Some(why),
         }
@@ -274,6 +290,13 @@ pub fn audit_file(path: &Path) -> io::Result<ScriptReport> {
         .iter()
         .map(|at| expanded.place(*at).to_string())
         .collect();
+    let first_line = expanded.place(lua::Position { line: 1, column: 1 });
+    // A script with a problem is fixed first; the hint comes after.
+    let hints = read_only_hint(&analysis)
+        .filter(|_| problems.is_empty())
+        .map(|hint| format!("{first_line}: {hint}"))
+        .into_iter()
+        .collect();
     Ok(ScriptReport {
         path: path.to_path_buf(),
         name,
@@ -284,8 +307,41 @@ pub fn audit_file(path: &Path) -> io::Result<ScriptReport> {
         analysis,
         problems,
         warnings,
+        hints,
         unchecked,
         unreadable: None,
+    })
+}
+
+/// For a script that is not declared `no-writes`, has no problem, and only reads: calls
+/// commands, and certainly none that writes ([`Analysis::writes`]): that the flag would
+/// make it read-only.
+/// Nothing when a call can't be told (a computed command), so the hint is never wrong
+/// about the script.
+///
+/// ```
+/// use lockscript_audit::{audit::read_only_hint, lua::analyze};
+///
+/// let hint = read_only_hint(&analyze("return redis.call('GET', KEYS[1])")).unwrap();
+/// assert!(hint.contains("`#!lua flags=no-writes`"));
+/// assert_eq!(read_only_hint(&analyze("return redis.call(ARGV[1], KEYS[1])")), None);
+/// ```
+pub fn read_only_hint(analysis: &Analysis) -> Option<String> {
+    let reads = !analysis.commands.is_empty() && analysis.writes() == Some(false);
+    if !reads || analysis.read_only() || !analysis.problems.is_empty() {
+        return None;
+    }
+    let then = "then sent as EVALSHA_RO, which replicas run, and a write added later is refused";
+    Some(if analysis.shebang {
+        format!(
+            "calls no command that writes: `no-writes` among its `#!lua` flags would make it \
+             read-only ({then})"
+        )
+    } else {
+        format!(
+            "calls no command that writes: `#!lua flags=no-writes` as its first line would \
+             make it read-only ({then}; Redis 6.2 reads no shebang)"
+        )
     })
 }
 
@@ -490,6 +546,47 @@ mod tests {
         assert!(
             warning.contains("del-if.lua:1:19: `DELIFEQ` exists from Valkey 9.0.0; Redis "),
             "{warning}"
+        );
+    }
+
+    #[test]
+    fn a_script_that_only_reads_gets_a_hint_unless_it_has_a_problem_or_calls_nothing() {
+        let dir = dir_with(&[
+            ("peek.lua", b"return redis.call('GET', KEYS[1])\n"),
+            ("broken.lua", b"return redis.call('GET', 'config')\n"),
+            ("nothing.lua", b"return ARGV[1]\n"),
+            (
+                "flagged.lua",
+                b"#!lua flags=allow-stale\nreturn redis.call('GET', KEYS[1])\n",
+            ),
+        ]);
+        let report = audit_dir(&dir.0).unwrap();
+        let hints: Vec<(&str, &Vec<String>)> = report
+            .scripts
+            .iter()
+            .map(|s| (s.name.as_str(), &s.hints))
+            .collect();
+        assert_eq!(report.hint_count(), 2, "{hints:?}");
+        let hint = |name: &str| {
+            report
+                .scripts
+                .iter()
+                .find(|s| s.name == name)
+                .and_then(|s| s.hints.first())
+                .cloned()
+                .unwrap_or_default()
+        };
+        assert!(
+            hint("peek").ends_with(
+                "peek.lua:1:1: calls no command that writes: `#!lua flags=no-writes` as its \
+                 first line would make it read-only (then sent as EVALSHA_RO, which replicas \
+                 run, and a write added later is refused; Redis 6.2 reads no shebang)"
+            ),
+            "{hints:?}"
+        );
+        assert!(
+            hint("flagged").contains("`no-writes` among its `#!lua` flags"),
+            "{hints:?}"
         );
     }
 

@@ -26,14 +26,21 @@
 //! - **Since**: per product, what the newest server of that product with `COMMAND DOCS`
 //!   says. Valkey gives Redis's versions for the commands it inherited.
 //!
+//! - **Keys**: where a command's keys are in a call, from the key specifications
+//!   (`COMMAND`'s `key_specs`, Redis 7.0 on) that every server reporting them agrees on,
+//!   without the ones that cannot be read off a call ([`keys`](KeySpec)); for a command
+//!   only Redis 6.2 has, its `first`, `last` and `step`.
+//!
 //! Names with a dot (`JSON.SET`) are commands of modules loaded at run time and are not
 //! checked. Redis 8's vector-set commands (`VADD`) come from a module built into the
 //! server, which lists them, so they are in the table.
 
+mod keys;
 mod table;
 
 use std::fmt;
 
+pub use keys::{Argument, Begin, Find, KeySpec, index, keyword};
 pub use table::{COMMANDS, MAY_REPLICATE, SERVERS};
 
 /// A server product.
@@ -229,6 +236,9 @@ pub struct Command {
     /// How many arguments a call takes, the name included, as `COMMAND` says (the most
     /// lenient of the servers): `n` exactly n, `-n` at least n, 0 unknown.
     pub arity: i64,
+    /// Where its keys are in a call ([`Command::keys_in`]); empty when it takes none, or
+    /// none the servers say for certain where.
+    pub keys: &'static [KeySpec],
 }
 
 impl Command {
@@ -262,6 +272,32 @@ impl Command {
         };
         let s = if after == 1 { "" } else { "s" };
         format!("{how} {after} argument{s}")
+    }
+
+    /// The indexes of `call` (the name at 0, a subcommand at 1) that certainly hold a key,
+    /// in order: by every one of the command's key specifications, those that hold a key
+    /// whatever the call's computed arguments turn out to be ([`KeySpec::keys_in`]);
+    /// `open` when the last argument may expand to any number of values. An empty string
+    /// is not taken for a key: MIGRATE writes `""` where its key would be when `KEYS`
+    /// follows.
+    ///
+    /// ```
+    /// use lockscript_audit::commands::{self, Argument};
+    ///
+    /// let text = |s: &str| Argument::Text(s.to_owned());
+    /// let mset = commands::find("MSET").unwrap();
+    /// assert_eq!(mset.keys_in(&["MSET", "a", "1", "b", "2"].map(text), false), [1, 3]);
+    /// ```
+    pub fn keys_in(&self, call: &[Argument], open: bool) -> Vec<usize> {
+        let mut found: Vec<usize> = self
+            .keys
+            .iter()
+            .flat_map(|spec| spec.keys_in(call, open))
+            .filter(|&i| !matches!(call.get(i), Some(Argument::Text(text)) if text.is_empty()))
+            .collect();
+        found.sort_unstable();
+        found.dedup();
+        found
     }
 
     /// The subcommands of a container command (`OBJECT` has `ENCODING`, `FREQ`, ...).
@@ -356,6 +392,7 @@ fn version(text: &str) -> Vec<u32> {
 
 /// A row of the generated table: `on` and `noscript` are one `x` or `.` per server of
 /// [`SERVERS`], in order; an empty `since` is unknown.
+#[allow(clippy::too_many_arguments)]
 const fn entry(
     name: &'static str,
     on: &str,
@@ -364,6 +401,7 @@ const fn entry(
     arity: i64,
     redis_since: &'static str,
     valkey_since: &'static str,
+    keys: &'static [KeySpec],
 ) -> Command {
     Command {
         name,
@@ -371,6 +409,7 @@ const fn entry(
         write,
         noscript: marks(noscript),
         arity,
+        keys,
         redis_since: if redis_since.is_empty() {
             None
         } else {

@@ -6,7 +6,8 @@
 //!   `#!lua` shebang, finds the highest literal `KEYS[n]` / `ARGV[n]`, and lints every
 //!   literal `redis.call` / `redis.pcall` command against [`commands`], the table of
 //!   which command exists on which server of the test matrix (a command that only some
-//!   have is a warning): its arity and subcommands too, through aliases, wrapper
+//!   have is a warning): its arity and subcommands too, and a key written into the script
+//!   where the command takes one (the table's key positions), through aliases, wrapper
 //!   functions and `pcall`; [`scope`] finds globals the servers' Lua does not define
 //!   ([`globals`], per server).
 //! - [`fixture::check`] reads a fixture file of redis-cli commands (the data a script test

@@ -4,7 +4,9 @@
 //! `#!lua` shebang the way the servers do ([`crate::shebang`]), and scans the tokens for
 //! the three things the macro checks against the Rust side: the highest literal
 //! `KEYS[n]` and `ARGV[n]`, and every `redis.call` / `redis.pcall` whose command name is a
-//! string literal.
+//! string literal: whether the server has it and takes it from a script, its arity, and
+//! a key written into the script where the command takes a key (every key must come in
+//! `KEYS`).
 //!
 //! What a server refuses can depend on the server (a global only some define, a shebang
 //! Redis 6.2 cannot read): such problems are about [`Analysis::servers`], the servers of
@@ -17,7 +19,7 @@
 use full_moon::ast::LuaVersion;
 use full_moon::tokenizer::{Lexer, LexerResult, Symbol, Token, TokenType};
 
-use crate::commands::{self, Server, Servers};
+use crate::commands::{self, Argument, Server, Servers};
 use crate::problem::closest;
 pub use crate::problem::{Position, Problem};
 pub use crate::shebang::KNOWN_FLAGS;
@@ -55,6 +57,18 @@ pub struct CommandUse {
     pub open: bool,
     /// The literal second argument, for a command with subcommands.
     pub sub: Option<(String, Position)>,
+    /// Every argument as written, the name first: what
+    /// [`Command::keys_in`](commands::Command::keys_in) reads the keys of the call from.
+    pub arguments: Vec<Written>,
+}
+
+/// One argument of a call as written, and where it begins.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written {
+    /// A literal, or computed.
+    pub value: Argument,
+    /// Where it begins.
+    pub at: Position,
 }
 
 /// Everything the checks need to know about one script.
@@ -72,6 +86,10 @@ pub struct Analysis {
     pub commands: Vec<CommandUse>,
     /// Calls whose command is not a literal (`rcall(ARGV[10], ...)`): not checked.
     pub unchecked: Vec<Position>,
+    /// Where `redis.call` / `redis.pcall` (or `redis`) is used as a value the scan does
+    /// not follow (`run(redis.call)`, `t[1] = redis.call`, `rcall{...}`): calls through
+    /// it are not seen, so what the script calls can't be told in full.
+    pub untracked: Vec<Position>,
     /// Every problem found, in file order within each kind: what the server would
     /// refuse. The macro fails the build on these; `lockscript audit` exits with 1.
     pub problems: Vec<Problem>,
@@ -92,6 +110,38 @@ impl Analysis {
     /// The shebang declares `no-writes`: the script may run as EVAL_RO / EVALSHA_RO.
     pub fn read_only(&self) -> bool {
         self.flags.iter().any(|f| f == "no-writes")
+    }
+
+    /// Whether the script calls a command that writes (or counts as one in a `no-writes`
+    /// script: [`commands::MAY_REPLICATE`]): `Some(true)` when one of its literal
+    /// commands does, `Some(false)` when none does and every call it makes is seen with
+    /// a literal command the table knows (a subcommand computed only where none of the
+    /// container's subcommands writes), `None` when that can't be told: a computed
+    /// command, a module's or unknown one, a call through something the scan does not
+    /// follow, a script that does not parse.
+    ///
+    /// ```
+    /// use lockscript_audit::lua::analyze;
+    ///
+    /// assert_eq!(analyze("return redis.call('GET', KEYS[1])").writes(), Some(false));
+    /// assert_eq!(analyze("return redis.call('DEL', KEYS[1])").writes(), Some(true));
+    /// assert_eq!(analyze("return redis.call(ARGV[1], KEYS[1])").writes(), None);
+    /// ```
+    pub fn writes(&self) -> Option<bool> {
+        let mut known = self.parsed && self.unchecked.is_empty() && self.untracked.is_empty();
+        for used in &self.commands {
+            match commands::find(&used.name) {
+                Some(c) if c.write => return Some(true),
+                // A container whose subcommand is computed: known only when none of them
+                // writes.
+                Some(c) if !c.name.contains('|') && c.subcommands().next().is_some() => {
+                    known &= c.subcommands().all(|s| !s.write);
+                }
+                Some(_) => {}
+                None => known = false,
+            }
+        }
+        known.then_some(false)
     }
 }
 
@@ -284,7 +334,17 @@ fn scan(tokens: &[&Token], analysis: &mut Analysis) {
                 if let Some(args) = aliases.callee(tokens, i)
                     && !is_pcall_argument(tokens, i)
                 {
-                    command_use(tokens, args, analysis);
+                    if is_called(tokens, args) {
+                        command_use(tokens, args, analysis);
+                    } else if !aliases.assigns(tokens, i) {
+                        analysis.untracked.push(position(token));
+                    }
+                } else if aliases.modules.iter().any(|m| m == name)
+                    && !is_symbol(tokens.get(i + 1), Symbol::Dot)
+                    && !aliases.assigns(tokens, i)
+                {
+                    // `redis` itself passed on or indexed (`redis['call']`).
+                    analysis.untracked.push(position(token));
                 }
             }
         }
@@ -292,21 +352,31 @@ fn scan(tokens: &[&Token], analysis: &mut Analysis) {
     lint_commands(analysis);
 }
 
+/// The arguments at `args` are a call's the lint reads: `(`, a string
+/// (`redis.call 'PING'`), or, after a `pcall(callee`, the `,` before the command. Not a
+/// table (`rcall{...}`): its command can't be read.
+fn is_called(tokens: &[&Token], args: usize) -> bool {
+    is_symbol(tokens.get(args), Symbol::LeftParen)
+        || is_symbol(tokens.get(args), Symbol::Comma)
+        || string_literal(tokens.get(args)).is_some()
+}
+
 /// The names a script gives `redis.call` / `redis.pcall` or `redis` itself, as large
 /// scripts do (`local rcall = redis.call`, `local r = redis`, `M.call = redis.pcall`), so
-/// calls through them are checked like direct ones. A name that is also assigned
-/// anything else is dropped: only what resolves for certain is followed.
+/// calls through them are checked like direct ones; and Valkey's own name for `redis`,
+/// `server` (`server.call`). A name that is also assigned anything else is dropped: only
+/// what resolves for certain is followed.
 struct Aliases {
     /// Stand for `redis.call` / `redis.pcall`: `rcall`, or `M.call` for a field.
     calls: Vec<String>,
-    /// Stand for `redis`, besides `redis` itself.
+    /// Stand for `redis`: `redis` itself, `server` (Valkey), and aliases of `redis`.
     modules: Vec<String>,
 }
 
 impl Aliases {
     fn find(tokens: &[&Token]) -> Self {
         let mut calls = Vec::new();
-        let mut modules = vec!["redis".to_owned()];
+        let mut modules = vec!["redis".to_owned(), "server".to_owned()];
         let mut other = Vec::new();
         for i in 0..tokens.len() {
             if !is_symbol(tokens.get(i), Symbol::Equal) {
@@ -441,6 +511,27 @@ impl Aliases {
         }
     }
 
+    /// The expression at `i` (`redis.call`, `redis`) is the whole value given to one of
+    /// the aliases: `local rcall = redis.call`, `M.call = redis.pcall`, `local r = redis`.
+    fn assigns(&self, tokens: &[&Token], i: usize) -> bool {
+        let Some(eq) = i.checked_sub(1) else {
+            return false;
+        };
+        if !is_symbol(tokens.get(eq), Symbol::Equal) {
+            return false;
+        }
+        let Some(last) = eq.checked_sub(1).and_then(|j| identifier(tokens.get(j))) else {
+            return false;
+        };
+        let target = match eq.checked_sub(3) {
+            Some(j) if is_symbol(tokens.get(j + 1), Symbol::Dot) => {
+                identifier(tokens.get(j)).map(|table| format!("{table}.{last}"))
+            }
+            _ => Some(last.to_owned()),
+        };
+        target.is_some_and(|t| self.calls.contains(&t) || self.modules.contains(&t))
+    }
+
     /// Where the arguments start when the identifier at `i` begins a call of
     /// `redis.call` / `redis.pcall` under any of its names.
     fn callee(&self, tokens: &[&Token], i: usize) -> Option<usize> {
@@ -567,10 +658,12 @@ fn arguments(tokens: &[&Token], open: usize) -> (Vec<usize>, usize) {
 /// (or the same through an alias or wrapper), whose arguments start at token `args`: a
 /// `(`, a string, or, after a `pcall(callee`, the `,` before the command.
 fn command_use(tokens: &[&Token], args: usize, analysis: &mut Analysis) {
+    let mut starts = vec![args];
     let (name_at, given, open) = if is_symbol(tokens.get(args), Symbol::LeftParen)
         || is_symbol(tokens.get(args), Symbol::Comma)
     {
-        let (starts, close) = arguments(tokens, args);
+        let close;
+        (starts, close) = arguments(tokens, args);
         let Some(&first) = starts.first() else {
             return;
         };
@@ -615,12 +708,31 @@ fn command_use(tokens: &[&Token], args: usize, analysis: &mut Analysis) {
             full = candidate;
         }
     }
+    let arguments = starts
+        .iter()
+        .map(|&k| Written {
+            value: match single(k) {
+                Some(text) => Argument::Text(text.to_owned()),
+                None => match tokens.get(k).map(|t| t.token_type()) {
+                    Some(TokenType::Number { text })
+                        if is_symbol(tokens.get(k + 1), Symbol::Comma)
+                            || is_symbol(tokens.get(k + 1), Symbol::RightParen) =>
+                    {
+                        Argument::Number(text.to_string())
+                    }
+                    _ => Argument::Computed,
+                },
+            },
+            at: position(tokens[k]),
+        })
+        .collect();
     analysis.commands.push(CommandUse {
         name: full,
         at: position(tokens[name_at]),
         given,
         open,
         sub,
+        arguments,
     });
 }
 
@@ -689,42 +801,79 @@ fn lint_commands(analysis: &mut Analysis) {
                 message: format!("`{shown}` {note}"),
             });
         }
-        let message = if c.refused_in_scripts() {
-            let allowing = c.on.without(c.noscript);
-            if allowing.is_empty() {
-                format!("`{shown}` cannot be called from a script: Redis refuses it")
-            } else {
-                format!(
-                    "`{shown}` cannot be called from a script on {}, which refuse{} it \
-                     ({allowing} allow{} it)",
-                    c.noscript,
-                    if c.noscript.iter().count() == 1 {
-                        "s"
-                    } else {
-                        ""
-                    },
-                    if allowing.iter().count() == 1 {
-                        "s"
-                    } else {
-                        ""
-                    },
-                )
-            }
-        } else if c.write && read_only {
-            if commands::MAY_REPLICATE.contains(&c.name) {
-                format!(
-                    "`{shown}` counts as a write (it may replicate), and Redis refuses it \
-                     in a script declared `#!lua flags=no-writes`"
-                )
-            } else {
-                format!("`{shown}` writes, but the script is declared `#!lua flags=no-writes`")
-            }
-        } else {
+        if let Some(message) = refusal(c, &shown, read_only) {
+            analysis.problems.push(Problem {
+                at: used.at,
+                message,
+            });
+        }
+        literal_keys(used, c, &shown, &mut analysis.problems);
+    }
+}
+
+/// Why a server refuses the call of `c` in the script: a command refused in any script,
+/// or one that counts as a write in a `no-writes` one.
+fn refusal(c: &commands::Command, shown: &str, read_only: bool) -> Option<String> {
+    if c.refused_in_scripts() {
+        let allowing = c.on.without(c.noscript);
+        if allowing.is_empty() {
+            return Some(format!(
+                "`{shown}` cannot be called from a script: Redis refuses it"
+            ));
+        }
+        let s = |servers: Servers| if servers.iter().count() == 1 { "s" } else { "" };
+        return Some(format!(
+            "`{shown}` cannot be called from a script on {}, which refuse{} it \
+             ({allowing} allow{} it)",
+            c.noscript,
+            s(c.noscript),
+            s(allowing),
+        ));
+    }
+    if !(c.write && read_only) {
+        return None;
+    }
+    Some(if commands::MAY_REPLICATE.contains(&c.name) {
+        format!(
+            "`{shown}` counts as a write (it may replicate), and Redis refuses it \
+             in a script declared `#!lua flags=no-writes`"
+        )
+    } else {
+        format!("`{shown}` writes, but the script is declared `#!lua flags=no-writes`")
+    })
+}
+
+/// A key written into the script (`redis.call('GET', 'config:limit')`) where the command
+/// certainly takes a key ([`commands::Command::keys_in`]): an error on every server, not
+/// only a Cluster. Redis requires a script to be given every key it uses in `KEYS`: a
+/// Cluster (and a cluster client) routes the script by them alone and refuses a key of
+/// another slot, and a script that passes on one server breaks when the deployment moves
+/// to a Cluster. A computed argument (`KEYS[1] .. ':' .. id`) is never flagged.
+fn literal_keys(
+    used: &CommandUse,
+    c: &commands::Command,
+    shown: &str,
+    problems: &mut Vec<Problem>,
+) {
+    if c.keys.is_empty() {
+        return;
+    }
+    let call: Vec<Argument> = used.arguments.iter().map(|a| a.value.clone()).collect();
+    for i in c.keys_in(&call, used.open) {
+        let Some(written) = used.arguments.get(i) else {
             continue;
         };
-        analysis.problems.push(Problem {
-            at: used.at,
-            message,
+        let (Argument::Text(key) | Argument::Number(key)) = &written.value else {
+            continue;
+        };
+        problems.push(Problem {
+            at: written.at,
+            message: format!(
+                "`{key}` is a key of `{shown}` written into the script: pass it in KEYS \
+                 instead (a `#[key]` parameter, read as `KEYS[n]`); Redis requires every key \
+                 a script uses to come in KEYS, on any server (a Cluster routes the script \
+                 by them alone)"
+            ),
         });
     }
 }
@@ -1202,6 +1351,123 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn a_literal_key_is_an_error_at_the_literal() {
+        let a = analyze(
+            "local limit = redis.call('GET', 'config:limit')\n\
+             return redis.call('SET', KEYS[1], limit)",
+        );
+        assert_eq!(
+            messages(&a),
+            vec![
+                "1:33: `config:limit` is a key of `GET` written into the script: pass it in \
+                 KEYS instead (a `#[key]` parameter, read as `KEYS[n]`); Redis requires every \
+                 key a script uses to come in KEYS, on any server (a Cluster routes the \
+                 script by them alone)"
+                    .to_owned()
+            ]
+        );
+    }
+
+    #[test]
+    fn a_literal_key_is_found_through_aliases_pcall_subcommands_and_numkeys() {
+        let a = analyze(
+            "local rcall = redis.call\n\
+             rcall('OBJECT', 'ENCODING', 'a')\n\
+             pcall(redis.call, 'XINFO', 'STREAM', \"b\")\n\
+             redis.call('ZUNIONSTORE', KEYS[1], 2, KEYS[2], [[c]], 'WEIGHTS', 1, 2)\n\
+             redis.call('DEL', KEYS[1], 'd', unpack(ARGV))\n\
+             redis.call('INCR', 42)\n\
+             return redis.call('XREAD', 'COUNT', 10, 'STREAMS', KEYS[1], 'e', 0, 0)",
+        );
+        let at: Vec<String> = a
+            .problems
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}: {}",
+                    p.at,
+                    p.message.split(" written").next().unwrap_or("")
+                )
+            })
+            .collect();
+        assert_eq!(
+            at,
+            [
+                "2:29: `a` is a key of `OBJECT ENCODING`",
+                "3:38: `b` is a key of `XINFO STREAM`",
+                "4:48: `c` is a key of `ZUNIONSTORE`",
+                "5:28: `d` is a key of `DEL`",
+                "6:20: `42` is a key of `INCR`",
+                "7:61: `e` is a key of `XREAD`",
+            ]
+        );
+    }
+
+    /// Only what is certainly a key is flagged: a key built from KEYS (as BullMQ's scripts
+    /// build theirs), an argument that is not a key, a position after a count or keyword
+    /// that is computed, an empty string.
+    #[test]
+    fn a_computed_key_or_an_uncertain_position_is_not_flagged() {
+        let a = analyze(
+            "local rcall = redis.call\n\
+             local jobKey = KEYS[1] .. ':' .. ARGV[1]\n\
+             rcall('HSET', jobKey, 'state', 'waiting')\n\
+             rcall('SET', KEYS[2] .. ':lock', 'token', 'PX', 1000)\n\
+             rcall('PUBLISH', 'channel', 'x')\n\
+             rcall('SPUBLISH', 'shard-channel', 'x')\n\
+             rcall('ZUNIONSTORE', KEYS[1], #KEYS, unpack(KEYS))\n\
+             rcall('ZUNIONSTORE', KEYS[1], ARGV[1], KEYS[2], 'maybe-a-weight')\n\
+             rcall('XREAD', 'COUNT', ARGV[2], 'STREAMS', KEYS[1], 'maybe', 0, 0)\n\
+             rcall('SORT', KEYS[1], 'BY', 'nosort', 'STORE', 'unknown-search')\n\
+             rcall('GET', '')\n\
+             return rcall('EXPIRE', KEYS[1], 10)",
+        );
+        assert!(a.problems.is_empty(), "{:?}", messages(&a));
+    }
+
+    #[test]
+    fn writes_is_known_only_when_every_call_is_seen_with_a_known_command() {
+        for (source, writes) in [
+            ("return redis.call('GET', KEYS[1])", Some(false)),
+            ("return 1", Some(false)),
+            (
+                "local rcall = redis.call\nreturn rcall('OBJECT', ARGV[1], KEYS[1])",
+                Some(false),
+            ),
+            (
+                "redis.call(ARGV[1], KEYS[1])\nreturn redis.call('DEL', KEYS[1])",
+                Some(true),
+            ),
+            ("return redis.call('PFCOUNT', KEYS[1])", Some(true)),
+            ("return redis.call(ARGV[1], KEYS[1])", None),
+            ("return redis.call('JSON.GET', KEYS[1])", None),
+            ("return redis.call('CLUSTER', ARGV[1])", None),
+            (
+                "local function run(f) return f('DEL', KEYS[1]) end\nreturn run(redis.call)",
+                None,
+            ),
+            ("return redis['call']('DEL', KEYS[1])", None),
+            ("return server.call('DEL', KEYS[1])", Some(true)),
+            (
+                "local server = {call = print}\nreturn server.call('DEL')",
+                Some(false),
+            ),
+            (
+                "local function f(server) return server end\nreturn f(1)",
+                None,
+            ),
+            ("local r = redis.call\nreturn r{'DEL', KEYS[1]}", None),
+            (
+                "local t = {}\nt[1] = redis.call\nreturn t[1]('DEL', KEYS[1])",
+                None,
+            ),
+            ("return redis.call('GET', KEYS[1]", None),
+        ] {
+            assert_eq!(analyze(source).writes(), writes, "{source}");
+        }
     }
 
     #[test]

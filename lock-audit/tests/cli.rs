@@ -308,6 +308,92 @@ fn audit_follows_aliases_of_redis_call_and_knows_what_counts_as_a_write() {
     assert!(text.contains("2 scripts, 3 problems"), "{text}");
 }
 
+/// A key written into a script where a command takes a key (issue 41): a problem at the
+/// literal's file:line:col saying to pass it in KEYS, in the table and in `--json`; a key
+/// built from KEYS (`KEYS[1] .. ':window'`) is not one.
+#[test]
+fn audit_reports_a_literal_key_at_the_literal() {
+    let out = lockscript(&["audit", "lock-audit/tests/fixtures/keys"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    let problems: Vec<&str> = text.lines().filter(|l| l.contains("problem:")).collect();
+    assert_eq!(
+        problems,
+        [
+            "  problem: lock-audit/tests/fixtures/keys/take.lua:2:42: `config:limit` is a key \
+             of `GET` written into the script: pass it in KEYS instead (a `#[key]` parameter, \
+             read as `KEYS[n]`); Redis requires every key a script uses to come in KEYS, on any \
+             server (a Cluster routes the script by them alone)",
+            "  problem: lock-audit/tests/fixtures/keys/take.lua:7:15: `audit:log` is a key of \
+             `XADD` written into the script: pass it in KEYS instead (a `#[key]` parameter, read \
+             as `KEYS[n]`); Redis requires every key a script uses to come in KEYS, on any \
+             server (a Cluster routes the script by them alone)",
+        ],
+        "{text}"
+    );
+    assert!(text.ends_with("1 script, 2 problems\n"), "{text}");
+
+    let out = lockscript(&["audit", "--json", "lock-audit/tests/fixtures/keys"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v = json(&out);
+    let take = &v["dirs"][0]["scripts"][0];
+    let problems = take["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(
+        problems[0]
+            .as_str()
+            .unwrap()
+            .starts_with("lock-audit/tests/fixtures/keys/take.lua:2:42: `config:limit` is a key"),
+        "{problems:?}"
+    );
+}
+
+/// A script that calls no command that writes, without `#!lua flags=no-writes`, gets a
+/// hint that the flag would make it read-only (issue 41), in the table and in `--json`;
+/// not one that is declared so, one that writes, nor one whose command is computed (can't
+/// tell). Hints do not change the exit status.
+#[test]
+fn audit_hints_no_writes_for_a_script_that_only_reads() {
+    let out = lockscript(&["audit", "lock-audit/tests/fixtures/read-only"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let text = stdout(&out);
+    let hints: Vec<&str> = text.lines().filter(|l| l.contains("hint:")).collect();
+    assert_eq!(
+        hints,
+        [
+            "  hint: lock-audit/tests/fixtures/read-only/peek.lua:1:1: calls no command that \
+             writes: `#!lua flags=no-writes` as its first line would make it read-only (then \
+             sent as EVALSHA_RO, which replicas run, and a write added later is refused; Redis \
+             6.2 reads no shebang)"
+        ],
+        "{text}"
+    );
+    assert!(
+        text.ends_with("4 scripts, 0 problems, 1 hint, 1 unchecked call\n"),
+        "{text}"
+    );
+
+    let out = lockscript(&["audit", "--json", "lock-audit/tests/fixtures/read-only"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v = json(&out);
+    assert_eq!(v["hints"], 1);
+    for script in v["dirs"][0]["scripts"].as_array().unwrap() {
+        let hints = script["hints"].as_array().unwrap();
+        if script["name"] == "peek" {
+            assert_eq!(hints.len(), 1, "{script}");
+            assert!(
+                hints[0]
+                    .as_str()
+                    .unwrap()
+                    .contains("`#!lua flags=no-writes` as its first line"),
+                "{script}"
+            );
+        } else {
+            assert!(hints.is_empty(), "{script}");
+        }
+    }
+}
+
 /// A script that calls a command only some servers of the matrix have (Valkey's
 /// `DELIFEQ`, Redis 8.2's `XACKDEL`) gets a warning naming the servers that lack it and
 /// the first version that has it; warnings alone exit with 0.

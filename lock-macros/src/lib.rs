@@ -48,6 +48,9 @@ use proc_macro::TokenStream;
 /// `redis.call`/`redis.pcall` command (directly, through an alias or a wrapper function,
 /// or in `pcall`) exists, with its subcommand and a literal argument count within its
 /// arity, may run in a script, and does not write in a `#!lua flags=no-writes` script;
+/// no key is written into the script (a string or number literal where the command
+/// certainly takes a key, `redis.call('GET', 'config:limit')`, is an error on every
+/// server: pass it in `KEYS`; a key built from one, `KEYS[1] .. id`, is not flagged);
 /// shebang flags are known; the pin matches; `requires` is met; each parameter type can
 /// be sent and the return type read (`lockscript::ScriptArg` / `ScriptReply`). A file
 /// that is not UTF-8 is sent as it is and checked as text. A command that only some

@@ -35,7 +35,9 @@
 //!
 //! `audit` also prints warnings: calls of commands that some servers of the test matrix
 //! lack (Valkey's `DELIFEQ`, Redis 8's `XACKDEL`), naming them and the first version that
-//! has the command. Warnings do not change the exit status.
+//! has the command; and hints: a script that calls no command that writes (every call
+//! seen, with a literal command) but is not declared `#!lua flags=no-writes`, which would
+//! make it read-only. Neither changes the exit status.
 //!
 //! `inspect` shows the locks on a live server (every primary of a Cluster), read-only:
 //! for each lock its kind, each holder's lease left and fencing token (a digest of its
@@ -68,7 +70,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Check every .lua file (syntax, KEYS/ARGV, commands, shebang) and SHA1SUMS.
+    /// Check every .lua file (syntax, KEYS/ARGV, commands, literal keys, globals, shebang)
+    /// and SHA1SUMS.
     Audit {
         /// Print JSON instead of a table.
         #[arg(long)]
@@ -387,6 +390,7 @@ fn script_json(script: &ScriptReport) -> Value {
         "requires": floor_json(script),
         "problems": script.problems,
         "warnings": script.warnings,
+        "hints": script.hints,
         "unchecked_calls": script.unchecked.len(),
         "unchecked": script.unchecked,
         "guarded_sha1": script.guarded_sha1(),
@@ -517,6 +521,7 @@ fn audit(dirs: &[PathBuf], as_json: bool, guarded: bool, out: &mut String) -> Re
     let reports = reports(dirs)?;
     let problems: usize = reports.iter().map(DirReport::problem_count).sum();
     let warnings: usize = reports.iter().map(DirReport::warning_count).sum();
+    let hints: usize = reports.iter().map(DirReport::hint_count).sum();
     let unchecked: usize = reports.iter().map(DirReport::unchecked_count).sum();
     if as_json {
         let dirs: Vec<Value> = reports
@@ -533,7 +538,7 @@ fn audit(dirs: &[PathBuf], as_json: bool, guarded: bool, out: &mut String) -> Re
         say!(
             out,
             "{}",
-            json!({ "dirs": dirs, "problems": problems, "warnings": warnings, "unchecked_calls": unchecked })
+            json!({ "dirs": dirs, "problems": problems, "warnings": warnings, "hints": hints, "unchecked_calls": unchecked })
         );
         return Ok(problems);
     }
@@ -546,6 +551,9 @@ fn audit(dirs: &[PathBuf], as_json: bool, guarded: bool, out: &mut String) -> Re
         0 => String::new(),
         n => format!(", {}", plural(n, "warning")),
     };
+    if hints > 0 {
+        let _ = write!(warned, ", {}", plural(hints, "hint"));
+    }
     if unchecked > 0 {
         let _ = write!(warned, ", {}", plural(unchecked, "unchecked call"));
     }
@@ -640,6 +648,9 @@ fn audit_table(report: &DirReport, widths: Widths, guarded: bool, out: &mut Stri
     }
     for warning in report.scripts.iter().flat_map(|s| &s.warnings) {
         say!(out, "  warning: {warning}");
+    }
+    for hint in report.scripts.iter().flat_map(|s| &s.hints) {
+        say!(out, "  hint: {hint}");
     }
     for at in report.scripts.iter().flat_map(|s| &s.unchecked) {
         say!(

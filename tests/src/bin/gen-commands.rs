@@ -9,7 +9,8 @@
 //! ```
 //!
 //! From each server it reads `INFO server` (product and version), `COMMAND` (names,
-//! subcommands, flags, arity) and, from 7.0 on, `COMMAND DOCS` (`since`); then it calls
+//! subcommands, flags, arity, and where the keys are: the key specifications from 7.0 on,
+//! `first`/`last`/`step` before) and, from 7.0 on, `COMMAND DOCS` (`since`); then it calls
 //! every command that is flagged neither `write` nor `noscript` in a
 //! `#!lua flags=no-writes` script, since Redis 7.0 and later hide the `may_replicate` flag
 //! that makes `PUBLISH`, `SPUBLISH` and `PFCOUNT` count as writes there. Last, a script
@@ -70,6 +71,119 @@ struct Reported {
     container: bool,
     /// Refused in a `no-writes` script as a write, though not flagged `write` (the probe).
     refused_as_write: bool,
+    /// The key specifications whose keys can be read off a call ([`KeySpec::read`]);
+    /// `None` from a server that reports none (6.2).
+    keys: Option<Vec<KeySpec>>,
+    /// `COMMAND`'s `first`, `last` and `step`: where the keys are on 6.2 (0 for none).
+    legacy_keys: (i64, i64, i64),
+}
+
+/// Where a search for keys begins: at an index, or after a keyword looked for from an
+/// index on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Begin {
+    Index(i64),
+    Keyword(String, i64),
+}
+
+/// Which arguments from there are keys: a range (`last`, `step`, `limit`) or a count given
+/// by an argument (`index`, `first`, `step`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Find {
+    Range(i64, i64, i64),
+    Keynum(i64, i64, i64),
+}
+
+/// One key specification, as `lock-audit/src/commands/keys.rs` reads them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct KeySpec {
+    begin: Begin,
+    find: Find,
+}
+
+impl KeySpec {
+    /// One entry of `COMMAND`'s key specifications (a map: `flags`, `begin_search`,
+    /// `find_keys`, each search a map of `type` and `spec`). `None` for what cannot be read
+    /// off a call: a specification flagged `incomplete` (it may miss keys, and where it
+    /// finds them is a guess: `MIGRATE ... KEYS`) or `not_key` (`SPUBLISH`'s channel), a
+    /// search of type `unknown` (`SORT ... STORE`), a keyword search backwards from the end.
+    fn read(spec: &Value) -> Option<Self> {
+        let flags: Vec<String> = field(spec, "flags")
+            .map(|f| items(f).iter().filter_map(text).collect())
+            .unwrap_or_default();
+        if flags.iter().any(|f| f == "incomplete" || f == "not_key") {
+            return None;
+        }
+        let search = |name: &str| {
+            let search = field(spec, name)?;
+            Some((text(field(search, "type")?)?, field(search, "spec")?))
+        };
+        let number = |map: &Value, name: &str| match field(map, name) {
+            Some(Value::Int(n)) => Some(*n),
+            _ => None,
+        };
+        let begin = match search("begin_search")? {
+            (kind, at) if kind == "index" => Begin::Index(number(at, "index")?),
+            (kind, at) if kind == "keyword" => {
+                let from = number(at, "startfrom")?;
+                if from < 1 {
+                    return None;
+                }
+                Begin::Keyword(text(field(at, "keyword")?)?.to_ascii_uppercase(), from)
+            }
+            _ => return None,
+        };
+        let find = match search("find_keys")? {
+            (kind, r) if kind == "range" => Find::Range(
+                number(r, "lastkey")?,
+                number(r, "keystep")?,
+                number(r, "limit")?,
+            ),
+            (kind, k) if kind == "keynum" => Find::Keynum(
+                number(k, "keynumidx")?,
+                number(k, "firstkey")?,
+                number(k, "keystep")?,
+            ),
+            _ => return None,
+        };
+        let positive = match (&begin, &find) {
+            (Begin::Index(i) | Begin::Keyword(_, i), Find::Range(_, step, limit)) => {
+                *i >= 1 && *step >= 1 && *limit >= 0
+            }
+            (Begin::Index(i) | Begin::Keyword(_, i), Find::Keynum(n, first, step)) => {
+                *i >= 1 && *n >= 0 && *first >= 0 && *step >= 1
+            }
+        };
+        positive.then_some(Self { begin, find })
+    }
+
+    /// Where the keys are on a server that gives only `first`, `last` and `step` (6.2):
+    /// from `first` to `last` (from the end when negative), every `step`th.
+    fn legacy((first, last, step): (i64, i64, i64)) -> Option<Self> {
+        (first >= 1 && step >= 1).then(|| Self {
+            begin: Begin::Index(first),
+            find: Find::Range(if last < 0 { last } else { last - first }, step, 0),
+        })
+    }
+
+    /// As the table writes it: `index(1).range(0, 1, 0)`.
+    fn render(&self) -> String {
+        let begin = match &self.begin {
+            Begin::Index(i) => format!("index({i})"),
+            Begin::Keyword(word, from) => format!("keyword({word:?}, {from})"),
+        };
+        match self.find {
+            Find::Range(last, step, limit) => format!("{begin}.range({last}, {step}, {limit})"),
+            Find::Keynum(index, first, step) => format!("{begin}.keynum({index}, {first}, {step})"),
+        }
+    }
+}
+
+/// The value of `name` in a map (RESP3) or a flat list of names and values (RESP2).
+fn field<'a>(map: &'a Value, name: &str) -> Option<&'a Value> {
+    map.as_map_iter()?
+        .find(|(k, _)| text(k).is_some_and(|k| k == name))
+        .map(|(_, v)| v)
 }
 
 /// Everything one server reports.
@@ -229,8 +343,9 @@ fn text(value: &Value) -> Option<String> {
     }
 }
 
-/// One `COMMAND` entry: `[name, arity, flags, first, last, step, ...]`, with
-/// subcommands (entries of the same shape) at index 9 from 7.0 on.
+/// One `COMMAND` entry: `[name, arity, flags, first, last, step, ...]`, with key
+/// specifications at index 8 and subcommands (entries of the same shape) at index 9 from
+/// 7.0 on.
 fn read_entry(entry: &Value, commands: &mut BTreeMap<String, Reported>) {
     let fields = items(entry);
     let Some(name) = fields.first().and_then(text) else {
@@ -244,6 +359,10 @@ fn read_entry(entry: &Value, commands: &mut BTreeMap<String, Reported>) {
         .get(2)
         .map(|f| items(f).iter().filter_map(text).collect())
         .unwrap_or_default();
+    let number = |i: usize| match fields.get(i) {
+        Some(Value::Int(n)) => *n,
+        _ => 0,
+    };
     let subcommands = fields.get(9).map(items).unwrap_or_default();
     commands.insert(
         name.to_ascii_uppercase(),
@@ -251,6 +370,10 @@ fn read_entry(entry: &Value, commands: &mut BTreeMap<String, Reported>) {
             flags,
             arity,
             container: !subcommands.is_empty(),
+            keys: fields
+                .get(8)
+                .map(|specs| items(specs).iter().filter_map(KeySpec::read).collect()),
+            legacy_keys: (number(3), number(4), number(5)),
             ..Reported::default()
         },
     );
@@ -391,6 +514,32 @@ struct Row {
     /// `COMMAND`'s arity, the most lenient the servers give (the command's name counts):
     /// `n` exactly n arguments, `-n` at least n.
     arity: i64,
+    /// Where the keys are ([`agreed_keys`]).
+    keys: Vec<KeySpec>,
+}
+
+/// The key specifications of a command that every server reporting specifications for it
+/// gives (in the order the first of them lists them): where the servers differ, a
+/// position is not certainly a key. Where none reports any (a command only 6.2 has),
+/// `COMMAND`'s `first`, `last` and `step` of the servers that have it, when they agree.
+fn agreed_keys(found: &[Option<&Reported>]) -> Vec<KeySpec> {
+    let specced: Vec<&Vec<KeySpec>> = found
+        .iter()
+        .flatten()
+        .filter_map(|r| r.keys.as_ref())
+        .collect();
+    if let Some((first, others)) = specced.split_first() {
+        return first
+            .iter()
+            .filter(|spec| others.iter().all(|o| o.contains(spec)))
+            .cloned()
+            .collect();
+    }
+    let legacy: BTreeSet<(i64, i64, i64)> = found.iter().flatten().map(|r| r.legacy_keys).collect();
+    match legacy.iter().collect::<Vec<_>>()[..] {
+        [only] => KeySpec::legacy(*only).into_iter().collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// The arity every server accepts a call by: at least the fewest any server needs, and
@@ -437,6 +586,7 @@ fn rows(servers: &[Server]) -> BTreeMap<String, Row> {
                 valkey_since: since(Product::Valkey),
                 may_replicate: refused && !flagged_write,
                 arity: lenient_arity(found.iter().flatten().map(|r| r.arity)),
+                keys: agreed_keys(&found),
             };
             (name.clone(), row)
         })
@@ -460,6 +610,15 @@ fn render(servers: &[Server]) -> String {
         .iter()
         .map(|s| format!("{} {}", product_name(s.product), s.version_text))
         .collect();
+    // Only the constructors the rows use, so the table compiles without warnings.
+    let specs = || rows.values().flat_map(|r| &r.keys);
+    let mut imports = vec!["Command", "Product", "Server", "entry"];
+    if specs().any(|k| matches!(k.begin, Begin::Index(_))) {
+        imports.push("index");
+    }
+    if specs().any(|k| matches!(k.begin, Begin::Keyword(..))) {
+        imports.push("keyword");
+    }
     let mut out = String::new();
     let _ = write!(
         out,
@@ -468,12 +627,13 @@ fn render(servers: &[Server]) -> String {
          //! {}.\n\
          //! Do not edit: `./run commands --check` fails when a fresh run differs. The rules\n\
          //! are in the parent module.\n\n\
-         use super::{{Command, Product, Server, entry}};\n\n\
+         use super::{{{}}};\n\n\
          /// The servers the table was read from: a command's `on` and `noscript` marks\n\
          /// follow this order.\n\
          #[rustfmt::skip]\n\
          pub const SERVERS: &[Server] = &[\n",
-        matrix.join(", ")
+        matrix.join(", "),
+        imports.join(", "),
     );
     for s in servers {
         let _ = writeln!(
@@ -496,11 +656,13 @@ fn render(servers: &[Server]) -> String {
          #[rustfmt::skip]\n\
          pub const MAY_REPLICATE: &[&str] = &[\n{}];\n\n\
          /// Every command any server reports, sorted by name for binary search. Each row is\n\
-         /// `entry(name, on, write, noscript, arity, since Redis, since Valkey)`: `on` and\n\
-         /// `noscript` mark each server of [`SERVERS`] with `x` (has it, refuses it in a\n\
+         /// `entry(name, on, write, noscript, arity, since Redis, since Valkey, keys)`: `on`\n\
+         /// and `noscript` mark each server of [`SERVERS`] with `x` (has it, refuses it in a\n\
          /// script) or `.`; `arity` is `COMMAND`'s, the most lenient of the servers (`n`\n\
          /// exactly, `-n` at least, the name included; 0 unknown); a `since` is empty when\n\
-         /// no server of that product says.\n\
+         /// no server of that product says; `keys` are the key specifications the servers\n\
+         /// agree on, as `index(i)` or `keyword(\"WORD\", from)` then `.range(last, step,\n\
+         /// limit)` or `.keynum(index, first, step)` (the parent module says which are kept).\n\
          #[rustfmt::skip]\n\
          pub const COMMANDS: &[Command] = &[\n",
         may.concat(),
@@ -510,12 +672,14 @@ fn render(servers: &[Server]) -> String {
         let write = format!("{},", r.write);
         let arity = format!("{},", r.arity);
         let redis = format!("\"{}\",", r.redis_since.as_deref().unwrap_or(""));
-        let valkey = format!("\"{}\"", r.valkey_since.as_deref().unwrap_or(""));
+        let valkey = format!("\"{}\",", r.valkey_since.as_deref().unwrap_or(""));
+        let keys: Vec<String> = r.keys.iter().map(KeySpec::render).collect();
         let _ = writeln!(
             out,
-            "    entry({name:<NAME_COLUMN$} \"{}\", {write:<6} \"{}\", {arity:<4} {redis:<9} {valkey}),",
+            "    entry({name:<NAME_COLUMN$} \"{}\", {write:<6} \"{}\", {arity:<4} {redis:<9} {valkey:<9} &[{}]),",
             marks(&r.on),
             marks(&r.noscript),
+            keys.join(", "),
         );
     }
     out.push_str("];\n");
@@ -603,8 +767,9 @@ fn summary(servers: &[Server]) -> String {
     let _ = writeln!(
         out,
         "{} names; {partial} not on every server; {noscript_differs} refused in scripts by some servers only; \
-         counted as writes though not flagged: {may:?}",
-        rows.len()
+         counted as writes though not flagged: {may:?}; {} with key positions",
+        rows.len(),
+        rows.values().filter(|r| !r.keys.is_empty()).count(),
     );
     out
 }
