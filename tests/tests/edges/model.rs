@@ -133,7 +133,8 @@ impl File {
 #[derive(Clone, Copy, Debug)]
 pub struct FloorCommand {
     pub name: &'static str,
-    /// The rest of the call after the name.
+    /// The rest of the call after the name. Its keys are built (`'edges:' .. ...`), not
+    /// written: a key written into a script is refused at compile time.
     pub args: &'static str,
     pub write: bool,
     /// The first Redis that has it (`None`: no Redis).
@@ -147,49 +148,49 @@ pub struct FloorCommand {
 pub const FLOOR_COMMANDS: &[FloorCommand] = &[
     FloorCommand {
         name: "HTTL",
-        args: "'edges:absent', 'FIELDS', 1, 'f'",
+        args: "'edges:' .. 'absent', 'FIELDS', 1, 'f'",
         write: false,
         redis: Some((7, 4)),
         valkey: Some((9, 0)),
     },
     FloorCommand {
         name: "HPEXPIRETIME",
-        args: "'edges:absent', 'FIELDS', 1, 'f'",
+        args: "'edges:' .. 'absent', 'FIELDS', 1, 'f'",
         write: false,
         redis: Some((7, 4)),
         valkey: Some((9, 0)),
     },
     FloorCommand {
         name: "HGETEX",
-        args: "'edges:absent', 'FIELDS', 1, 'f'",
+        args: "'edges:' .. 'absent', 'FIELDS', 1, 'f'",
         write: true,
         redis: Some((8, 0)),
         valkey: Some((9, 0)),
     },
     FloorCommand {
         name: "HGETDEL",
-        args: "'edges:absent', 'FIELDS', 1, 'f'",
+        args: "'edges:' .. 'absent', 'FIELDS', 1, 'f'",
         write: true,
         redis: Some((8, 0)),
         valkey: Some((9, 1)),
     },
     FloorCommand {
         name: "XACKDEL",
-        args: "'edges:absent', 'g', 'IDS', 1, '0-1'",
+        args: "'edges:' .. 'absent', 'g', 'IDS', 1, '0-1'",
         write: true,
         redis: Some((8, 2)),
         valkey: None,
     },
     FloorCommand {
         name: "DELIFEQ",
-        args: "'edges:absent', 'v'",
+        args: "'edges:' .. 'absent', 'v'",
         write: true,
         redis: None,
         valkey: Some((9, 0)),
     },
     FloorCommand {
         name: "LCS",
-        args: "'edges:absent', 'edges:other'",
+        args: "'edges:' .. 'absent', 'edges:' .. 'other'",
         write: false,
         redis: Some((7, 0)),
         valkey: Some((7, 2)),
