@@ -490,12 +490,28 @@ impl TestRedis {
     }
 }
 
+/// How long a server dropped by a panicking test has to answer `PING` for its log to be
+/// left out: it answered, so the failure is the test's own.
+const HEALTHY_AFTER_PANIC: Duration = Duration::from_millis(250);
+
 impl Drop for TestRedis {
     fn drop(&mut self) {
         match &mut self.place {
             Place::Local(pooled) => {
-                let Some(pooled) = pooled.take() else { return };
-                // After a panic the server's state is suspect: dropping it prints its log.
+                let Some(mut pooled) = pooled.take() else {
+                    return;
+                };
+                // After a panic the server's state is suspect: it is dropped, its log
+                // printed only when the server itself stopped answering (a plain assertion
+                // failure would be buried under it).
+                if thread::panicking() && pooled.server.answers_ping(HEALTHY_AFTER_PANIC) {
+                    pooled.server.quiet_on_panic();
+                    eprintln!(
+                        "(redis-server on port {} answered PING after the test panicked: its \
+                         log is left out)",
+                        pooled.server.port()
+                    );
+                }
                 if !thread::panicking() && pooled.server.is_running() {
                     POOL.lock()
                         .unwrap_or_else(PoisonError::into_inner)

@@ -287,8 +287,8 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
         let Some(timeout) = timeout else {
             return (Vec::new(), Vec::new());
         };
-        let native = due.iter().any(|(l, _)| l.settings.native)
-            || releases.iter().any(|(s, _)| s.native);
+        let native =
+            due.iter().any(|(l, _)| l.settings.native) || releases.iter().any(|(s, _)| s.native);
         let due_count = due.len();
         let calls_count = due_count + releases.len();
         let make = |i: usize, native| {
