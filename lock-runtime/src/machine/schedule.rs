@@ -112,7 +112,9 @@ impl<T> Schedule<T> {
             .collect()
     }
 
-    /// When the first item that `pick` chooses is due.
+    /// When the first item that `pick` chooses is due (the blocking face's thread asks
+    /// when its next renewal is).
+    #[cfg(any(feature = "blocking", test))]
     pub(crate) fn first_at(&self, pick: impl Fn(&T) -> bool) -> Option<Instant> {
         (self.due.iter())
             .find(|(_, item)| pick(item))
