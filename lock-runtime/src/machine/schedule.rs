@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 /// due to be looked at (`next_lease`); otherwise at that time, to go with its renewal.
 /// Each release taking a round trip of its own ahead of a renewal (on a paused server,
 /// a response timeout each) delayed the renewal, and the lease's suspicion, by seconds.
+#[cfg(any(feature = "blocking", test))]
 pub(crate) fn releases_at(
     now: Instant,
     bound: Duration,
