@@ -10,7 +10,9 @@
 //! trip at a time (the blocking face's thread, see [`releases_at`]).
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+#[cfg(any(feature = "blocking", test))]
+use std::time::Duration;
+use std::time::Instant;
 
 /// When background releases due at `now` go, on a driver that makes one round trip at a
 /// time and also renews leases (the blocking face's thread): `None`, now, with the
