@@ -924,3 +924,39 @@ fn a_missing_or_misplaced_address_says_where_it_goes() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("one name or pattern"));
 }
+
+/// The password of the server's URL never shows, in the output or in an error.
+#[test]
+fn the_urls_password_is_never_shown() {
+    let server = RedisServer::start();
+    let mut conn = server.connection();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("auditor")
+        .arg("on")
+        .arg(">s3cret-pass")
+        .arg("~*")
+        .arg("&*")
+        .arg("+@all")
+        .query(&mut conn)
+        .unwrap();
+    let with = format!("{}?user=auditor&pass=s3cret-pass", server.url());
+    let out = lockscript(&["verify", &with, "scripts"]);
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("***"),
+        "the URL is shown, its password masked: {text}"
+    );
+    assert!(!text.contains("s3cret-pass"), "{text}");
+
+    let wrong = format!("{}?user=auditor&pass=wrong-pass", server.url());
+    for args in [
+        vec!["verify", wrong.as_str()],
+        vec!["inspect", wrong.as_str()],
+    ] {
+        let out = lockscript(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!text.contains("wrong-pass"), "{args:?}: {text}");
+    }
+}

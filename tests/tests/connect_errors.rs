@@ -93,3 +93,21 @@ async fn a_wrong_password_says_to_check_the_credentials() {
         &["up and reachable", "wrong-password"],
     );
 }
+
+#[tokio::test]
+async fn a_password_missing_from_the_url_is_a_connect_error_not_a_script_error() {
+    let server = RedisServer::start();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("right-password")
+        .query(&mut server.connection())
+        .unwrap();
+    let errors = both_faces(&format!("redis://127.0.0.1:{}/", server.port())).await;
+    assert_names(
+        &errors,
+        &format!("127.0.0.1:{}", server.port()),
+        &["NOAUTH", "user and password"],
+        &["script `"],
+    );
+}

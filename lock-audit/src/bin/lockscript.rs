@@ -194,6 +194,19 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut out = String::new();
     let out = &mut out;
+    // The password of the server's URL, never shown: output and errors end up in CI
+    // logs and on the screens of whoever is on call.
+    let secret = match &cli.command {
+        Command::Inspect { words, url, .. } | Command::Verify { words, url, .. } => url
+            .as_deref()
+            .or(words.first().map(String::as_str))
+            .and_then(password_of),
+        _ => None,
+    };
+    let redact = |text: &str| match &secret {
+        Some(secret) => text.replace(secret.as_str(), "***"),
+        None => text.to_owned(),
+    };
     let outcome = match cli.command {
         Command::Audit {
             json,
@@ -255,7 +268,7 @@ fn main() -> ExitCode {
     // not an error: the output was not wanted any further.
     let mut stdout = std::io::stdout().lock();
     if let Err(e) = stdout
-        .write_all(out.as_bytes())
+        .write_all(redact(out).as_bytes())
         .and_then(|()| stdout.flush())
         && e.kind() != std::io::ErrorKind::BrokenPipe
     {
@@ -266,10 +279,48 @@ fn main() -> ExitCode {
         Ok(0) => ExitCode::SUCCESS,
         Ok(_) => ExitCode::from(1),
         Err(Fatal(message)) => {
-            eprintln!("lockscript: {message}");
+            eprintln!("lockscript: {}", redact(&message));
             ExitCode::from(2)
         }
     }
+}
+
+/// The password in a server's URL (`redis://user:password@host/`, or
+/// `redis+unix:///path?pass=password`), as written there.
+fn password_of(url: &str) -> Option<String> {
+    let parsed = redis::parse_redis_url(url)?;
+    let password = match parsed.password() {
+        Some(password) => password.to_owned(),
+        None => parsed
+            .query_pairs()
+            .find(|(key, _)| key == "pass")
+            .map(|(_, value)| value.into_owned())?,
+    };
+    (!password.is_empty()).then(|| percent_decode(&password))
+}
+
+/// `%XX` escapes decoded (a password with `@` or `:` is written escaped in a URL).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `lockscript inspect`: the report once; 1 when one name was asked for and is not held,

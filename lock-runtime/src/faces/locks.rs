@@ -80,7 +80,10 @@ impl Locks<ConnectionManager> {
             LockError::Redis(source) => LockError::connect(client, source),
             other => other,
         })?;
-        check_lua(&mut conn).await?;
+        check_lua(&mut conn).await.map_err(|e| match e {
+            LockError::Redis(source) => LockError::connect(client, source),
+            other => other,
+        })?;
         warn_if_evicting(&mut conn).await;
         Ok(Self::new(conn).notifications(client.clone()))
     }

@@ -258,6 +258,9 @@ pub(crate) fn lua_probed(reply: Result<redis::Value, RedisError>) -> Result<(), 
         Err(err) if err.detail().is_some_and(no_lua) => {
             Err(unsupported(&err).unwrap_or(LockError::Redis(err)))
         }
+        // A server that wants a password the URL does not give: said at connect, not at
+        // the first lock as if a script had failed.
+        Err(err) if err.code() == Some("NOAUTH") => Err(LockError::Redis(err)),
         _ => Ok(()),
     }
 }

@@ -556,6 +556,8 @@ impl<R: FromRedisValue> Invocation<R> {
             }),
             // The server did not run it and says to try again later: not the script's fault.
             Err(err) if crate::error::is_retry_later(&err) => Err(LockError::Redis(err)),
+            // Nor when the connection never logged in (a password missing from the URL).
+            Err(err) if err.code() == Some("NOAUTH") => Err(LockError::Redis(err)),
             Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::CrossSlot) => {
                 Err(LockError::CrossSlot {
                     script: self.script.name,

@@ -58,7 +58,11 @@ impl Locks<redis::Connection> {
         crate::script::functions::lua_probed(redis::ConnectionLike::req_command(
             &mut conn,
             &crate::script::functions::lua_probe(),
-        ))?;
+        ))
+        .map_err(|e| match e {
+            LockError::Redis(source) => LockError::connect(client, source),
+            other => other,
+        })?;
         let tune: Tune<redis::Connection> = Arc::new(|conn, timeout| {
             conn.set_read_timeout(Some(timeout))?;
             conn.set_write_timeout(Some(timeout))
