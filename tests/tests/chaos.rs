@@ -108,20 +108,35 @@ fn kinds(report: &Report) -> Vec<&'static str> {
 #[test]
 #[allow(clippy::too_many_lines)] // one recorded history, each plant in turn
 fn planted_violations_in_a_recorded_history_are_each_reported() {
+    // A recorded history with a lock granted to two workers away from every fault that
+    // could excuse an overlap, to plant one in: an 8 s schedule's faults sometimes cover
+    // all of it (a run on Redis 8.2 found no such pair), so the next seed is tried then.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_string_lossy().into_owned();
-    let (code, out) = chaos(&[
-        "--topology",
-        "single",
-        "--seed",
-        "3",
-        "--seconds",
-        "8",
-        "--dir",
-        &path,
-    ]);
-    assert_eq!(code, Some(0), "{out}");
-    let recorded = read_all(&dir.path().join("single-3"));
+    let recorded = (3..6)
+        .find_map(|seed: u64| {
+            let seed = seed.to_string();
+            let (code, out) = chaos(&[
+                "--topology",
+                "single",
+                "--seed",
+                &seed,
+                "--seconds",
+                "8",
+                "--dir",
+                &path,
+            ]);
+            assert_eq!(code, Some(0), "{out}");
+            let recorded = read_all(&dir.path().join(format!("single-{seed}")));
+            let grants: Vec<&Event> = recorded
+                .iter()
+                .filter(|e| matches!(e, Event::Grant { .. }))
+                .collect();
+            two_grants_of_one_lock(&grants, &recorded)
+                .is_some()
+                .then_some(recorded.clone())
+        })
+        .expect("seeds 3 to 5: no lock was granted to two workers away from faults");
     let clean = check(&recorded);
     assert!(clean.violations.is_empty());
     let grants: Vec<&Event> = recorded
@@ -131,7 +146,7 @@ fn planted_violations_in_a_recorded_history_are_each_reported() {
     assert!(grants.len() > 50, "a busy history: {} grants", grants.len());
 
     // Exclusion: a holder that found its lease valid after a later grant of its lock.
-    let (a, b) = two_grants_of_one_lock(&grants, &recorded);
+    let (a, b) = two_grants_of_one_lock(&grants, &recorded).expect("found above");
     let mut planted = recorded.clone();
     planted.push(Event::Check {
         worker: worker_of(a),
@@ -273,7 +288,10 @@ fn read_all(dir: &Path) -> Vec<Event> {
 /// earlier grant's request on (the checker dates a grant from its request: a lock()
 /// that waited was sent long before it was granted); nor a freeze of the first holder
 /// near its validity end (a loss signalled late by a frozen worker is held to its thaw).
-fn two_grants_of_one_lock<'a>(grants: &[&'a Event], all: &[Event]) -> (&'a Event, &'a Event) {
+fn two_grants_of_one_lock<'a>(
+    grants: &[&'a Event],
+    all: &[Event],
+) -> Option<(&'a Event, &'a Event)> {
     const S: u64 = 1_000_000_000;
     let near = |from: u64, to: u64, start: u64, end: u64| start <= to + S && end + S >= from;
     let excused = |from: u64, to: u64| {
@@ -340,11 +358,11 @@ fn two_grants_of_one_lock<'a>(grants: &[&'a Event], all: &[Event]) -> (&'a Event
                 && offset_at(*tb) == 0
                 && !frozen_near(*wa, *valid_until)
             {
-                return (a, b);
+                return Some((a, b));
             }
         }
     }
-    panic!("no lock was granted to two workers away from faults");
+    None
 }
 
 fn worker_of(e: &Event) -> u32 {
