@@ -46,6 +46,18 @@ fn assert_names(errors: &[LockError], address: &str, says: &[&str], not: &[&str]
     }
 }
 
+/// A server that wants the password `right-password`.
+fn with_password() -> RedisServer {
+    let server = RedisServer::start();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("right-password")
+        .query(&mut server.connection())
+        .unwrap();
+    server
+}
+
 #[tokio::test]
 async fn a_refused_port_names_the_address_and_says_nothing_listens() {
     let port = free_port();
@@ -73,13 +85,7 @@ async fn a_database_index_the_server_lacks_says_so() {
 
 #[tokio::test]
 async fn a_wrong_password_says_to_check_the_credentials() {
-    let server = RedisServer::start();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("requirepass")
-        .arg("right-password")
-        .query(&mut server.connection())
-        .unwrap();
+    let server = with_password();
     let errors = both_faces(&format!(
         "redis://:wrong-password@127.0.0.1:{}/",
         server.port()
@@ -96,13 +102,7 @@ async fn a_wrong_password_says_to_check_the_credentials() {
 
 #[tokio::test]
 async fn a_password_missing_from_the_url_is_a_connect_error_not_a_script_error() {
-    let server = RedisServer::start();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("requirepass")
-        .arg("right-password")
-        .query(&mut server.connection())
-        .unwrap();
+    let server = with_password();
     let errors = both_faces(&format!("redis://127.0.0.1:{}/", server.port())).await;
     assert_names(
         &errors,
