@@ -357,6 +357,29 @@ impl RedisCluster {
         }
     }
 
+    /// The hash slot ranges (inclusive) node `i` serves as master, as it sees itself in
+    /// `CLUSTER NODES`: empty for a replica, or for a node that does not answer (stopped,
+    /// frozen).
+    ///
+    /// ```no_run
+    /// let cluster = lockscript_test::cluster::RedisCluster::start(3, 0);
+    /// let served: u32 = (0..3)
+    ///     .flat_map(|i| cluster.slots_of(i))
+    ///     .map(|(lo, hi)| u32::from(hi - lo) + 1)
+    ///     .sum();
+    /// assert_eq!(served, 16384);
+    /// ```
+    #[must_use]
+    pub fn slots_of(&self, i: usize) -> Vec<(u16, u16)> {
+        self.cluster_nodes(i)
+            .and_then(|view| {
+                view.into_iter()
+                    .find(|node| node.flags.iter().any(|f| f == "myself"))
+            })
+            .map(|node| node.slots)
+            .unwrap_or_default()
+    }
+
     /// The indexes of the live nodes that currently report themselves as masters, ascending.
     #[must_use]
     pub fn masters(&self) -> Vec<usize> {

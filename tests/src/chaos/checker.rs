@@ -21,6 +21,15 @@
 //! 6. **Stale fenced writes.** The separate fenced store never accepts a write of a grant
 //!    after a write of a newer grant (one requested after the first was known) was
 //!    accepted: zero, whatever the servers' clocks did.
+//! 7. **No loss after a release.** A lease whose release returned `Ok` is never reported
+//!    lost, during the release or after it.
+//! 8. **Suspicion in time.** For the leases whose renewals are recorded
+//!    ([`Event::Renewal`]): by each renewal's due time plus the call bound and the
+//!    scheduling slack, the lease was renewed, suspect, lost or released (a renewal that
+//!    failed while the lease was valid made it suspect within that bound).
+//! 9. **Healthy primaries keep their leases** (on a cluster): a lease is lost only if
+//!    its key's primary was faulted (any fault on the master serving its slot, from a
+//!    second before the lease's request to the loss), or its holder was frozen.
 //!
 //! **Server clocks.** The nemesis moves the lock servers' wall clocks (recorded as
 //! [`Event::ClockJump`]), and each promise is held to its own clock assumption:
@@ -153,13 +162,15 @@ fn times(e: &Event) -> Vec<u64> {
         | Event::Check { t, .. }
         | Event::Lost { t, .. }
         | Event::Releasing { t, .. }
+        | Event::Suspect { t, .. }
+        | Event::Renewal { t, .. }
         | Event::ClockJump { t, .. } => vec![*t],
         Event::Grant { t, t_sent, .. } => vec![*t_sent, *t],
         Event::Write { t_sent, t_done, .. } => vec![*t_sent, *t_done],
         Event::Release { t_start, t_end, .. }
         | Event::Call { t_start, t_end, .. }
         | Event::Fault { t_start, t_end, .. } => vec![*t_start, *t_end],
-        Event::StoreLog { .. } => vec![],
+        Event::StoreLog { .. } | Event::Topology { .. } => vec![],
     }
 }
 
@@ -214,6 +225,7 @@ impl<'a> Faults<'a> {
                 t_end,
                 forgets_locks,
                 forgets_fences,
+                ..
             } = e
             {
                 if kind == "freeze_worker"
@@ -348,6 +360,13 @@ fn overlaps(faults: &[&Event], from: u64, to: u64) -> bool {
     })
 }
 
+/// How long a fault's effects may outlast it: replies held back by a delay (up to 700 ms)
+/// still come in order behind later requests, reconnections follow resets.
+const AFTERMATH: Duration = Duration::from_secs(1);
+
+/// How early a renewal may go to be sent with others due soon (the watchdog's batching).
+const RENEW_EARLY: Duration = Duration::from_millis(50);
+
 /// Checks a whole history against `bounds`.
 pub fn check(events: &[Event], bounds: &Bounds) -> Report {
     let mut report = Report::default();
@@ -383,8 +402,11 @@ pub fn check(events: &[Event], bounds: &Bounds) -> Report {
             report.count("grants", 1);
             report.count(&format!("grants by {how}"), 1);
         }
-        if let Event::Fault { kind, .. } = e {
+        if let Event::Fault { kind, mode, .. } = e {
             report.count(&format!("fault {kind}"), 1);
+            if !mode.is_empty() {
+                report.count(&format!("fault {kind} ({mode})"), 1);
+            }
         }
         if let Event::ClockJump { step_ms, .. } = e {
             let way = if *step_ms > 0 { "forward" } else { "back" };
@@ -418,6 +440,8 @@ pub fn check(events: &[Event], bounds: &Bounds) -> Report {
     check_calls(events, &faults, bounds, &mut report);
     check_fifo(events, &faults, bounds, &mut report);
     check_store(events, &mut report);
+    check_suspect(events, &grants, &by_id, &faults, bounds, &mut report);
+    check_healthy_primaries(events, &grants, &by_id, &faults, &mut report);
     report.count("violations", report.violations.len() as u64);
     report
 }
@@ -739,6 +763,24 @@ fn check_loss(
                             .collect(),
                     );
                 }
+                // A release that returned `Ok` ended the lease in time: nothing may say
+                // it was lost afterwards (nor while the release was on its way, which
+                // would then have reported `NotHeld`).
+                ("released", Some(l)) => {
+                    let Event::Lost { t, .. } = l else { continue };
+                    report.violate(
+                        "loss after release",
+                        format!(
+                            "worker {worker}'s lease was reported lost {:.3} ms after its \
+                             release began, and the release returned Ok",
+                            ms(t.saturating_sub(*t_start))
+                        ),
+                        grant_event
+                            .into_iter()
+                            .chain([e.clone(), (*l).clone()])
+                            .collect(),
+                    );
+                }
                 // A holder that stopped before its validity end (the first, or the one
                 // the watchdog's renewals had moved it to) was not holding on after it:
                 // the loss was found by its release, and `lost()` never fires after a
@@ -991,6 +1033,186 @@ fn check_calls(events: &[Event], faults: &Faults<'_>, bounds: &Bounds, report: &
                 vec![e.clone()],
             );
         }
+    }
+}
+
+/// 8: for each lease whose renewals were recorded, by each renewal's due time plus the
+/// call bound and the scheduling slack (and any time its worker was frozen meanwhile),
+/// the lease was renewed again, suspect, lost or released. Judged only while its
+/// worker's history goes on past that bound (a killed worker records nothing more).
+fn check_suspect(
+    events: &[Event],
+    grants: &[Grant<'_>],
+    by_id: &HashMap<(u32, u64), usize>,
+    faults: &Faults<'_>,
+    bounds: &Bounds,
+    report: &mut Report,
+) {
+    #[derive(Default)]
+    struct Track<'a> {
+        /// (seen at, valid until, next renewal due, the event).
+        renewals: Vec<(u64, u64, u64, &'a Event)>,
+        suspects: Vec<u64>,
+        /// Lost, or the release began: nothing is due after.
+        over: Option<u64>,
+    }
+    let mut tracks: HashMap<(u32, u64), Track<'_>> = HashMap::new();
+    let mut last_seen: HashMap<u32, u64> = HashMap::new();
+    for e in events {
+        if let Some(w) = e.worker() {
+            let latest = times(e).into_iter().max().unwrap_or(0);
+            let seen = last_seen.entry(w).or_default();
+            *seen = (*seen).max(latest);
+        }
+        if let Event::Renewal {
+            worker,
+            grant,
+            t,
+            valid_until,
+            due,
+        } = e
+        {
+            let track = tracks.entry((*worker, *grant)).or_default();
+            track.renewals.push((*t, *valid_until, *due, e));
+        }
+    }
+    for e in events {
+        let (key, t, over) = match e {
+            Event::Suspect {
+                worker, grant, t, ..
+            } => ((*worker, *grant), *t, false),
+            Event::Lost {
+                worker, grant, t, ..
+            }
+            | Event::Releasing { worker, grant, t } => ((*worker, *grant), *t, true),
+            _ => continue,
+        };
+        let Some(track) = tracks.get_mut(&key) else {
+            continue;
+        };
+        if over {
+            track.over = Some(track.over.map_or(t, |o| o.min(t)));
+        } else {
+            track.suspects.push(t);
+        }
+    }
+    let budget = ns(bounds.call + bounds.call_slack);
+    for (&(worker, grant), track) in &mut tracks {
+        track.renewals.sort_by_key(|r| r.0);
+        for (i, &(seen, valid_until, due, renewal)) in track.renewals.iter().enumerate() {
+            let frozen = faults.frozen_within(worker, due, due + 2 * budget);
+            let bound = due + budget + frozen;
+            let next = track.renewals.get(i + 1).map(|r| r.0);
+            let earliest = seen.min(due.saturating_sub(ns(RENEW_EARLY)));
+            let answered = next.is_some_and(|n| n <= bound)
+                || track.suspects.iter().any(|&s| earliest <= s && s <= bound)
+                || track.over.is_some_and(|o| o <= bound)
+                // Ran out first: the loss rule holds it to its validity end.
+                || valid_until <= bound;
+            if answered {
+                report.count("renewals checked for suspicion", 1);
+                continue;
+            }
+            if last_seen.get(&worker).is_none_or(|&last| last <= bound) {
+                continue;
+            }
+            report.count("renewals checked for suspicion", 1);
+            let lease = by_id.get(&(worker, grant)).map(|&i| &grants[i]);
+            report.violate(
+                "suspect",
+                format!(
+                    "worker {worker}'s lease of `{}` (fence {}) was due a renewal; {:.3} ms \
+                     after it was due (the call bound plus the slack{}), the lease was \
+                     neither renewed, nor suspect, nor lost, nor released",
+                    lease.map_or("?", |g| g.lock),
+                    lease.map_or(0, |g| g.fence),
+                    ms(bound - due),
+                    if frozen > 0 {
+                        format!(", plus {:.3} ms frozen", ms(frozen))
+                    } else {
+                        String::new()
+                    }
+                ),
+                lease
+                    .map(|g| g.event.clone())
+                    .into_iter()
+                    .chain([renewal.clone()])
+                    .collect(),
+            );
+        }
+    }
+}
+
+/// 9: on a cluster, a lease is lost only where its key's primary was faulted: any fault
+/// on the master that served the lock's slot (recorded with the slots it served), from
+/// [`AFTERMATH`] before the lease was requested to the loss, or a freeze of its own
+/// worker in between. One stalled primary must not cost the others' leases.
+fn check_healthy_primaries(
+    events: &[Event],
+    grants: &[Grant<'_>],
+    by_id: &HashMap<(u32, u64), usize>,
+    faults: &Faults<'_>,
+    report: &mut Report,
+) {
+    let cluster = events
+        .iter()
+        .any(|e| matches!(e, Event::Topology { name } if name == "cluster"));
+    if !cluster {
+        return;
+    }
+    // When each holder began to give its grant up: a loss found after that is the
+    // release's finding (rules 2 and 7 judge it), not a lease lost while held.
+    let mut stopped: HashMap<(u32, u64), u64> = HashMap::new();
+    for e in events {
+        if let Event::Releasing { worker, grant, t } = e {
+            stopped.insert((*worker, *grant), *t);
+        }
+    }
+    for e in events {
+        let Event::Lost {
+            worker, grant, t, ..
+        } = e
+        else {
+            continue;
+        };
+        let Some(&i) = by_id.get(&(*worker, *grant)) else {
+            continue;
+        };
+        if stopped.get(&(*worker, *grant)).is_some_and(|s| s <= t) {
+            continue;
+        }
+        let g = &grants[i];
+        if faults.frozen_within(*worker, g.t_sent, *t) > 0
+            || faults.thawed_after(*worker, g.t_sent, *t).is_some()
+        {
+            report.count("losses on a cluster with the holder frozen", 1);
+            continue;
+        }
+        let slot = crate::cluster::key_slot(format!("lock:{{{}}}", g.lock));
+        let from = g.t_sent.saturating_sub(ns(AFTERMATH));
+        let faulted = faults.all.iter().find(|f| {
+            matches!(f, Event::Fault { target, slots, t_start, t_end, .. }
+                if !target.starts_with("worker:")
+                    && *t_start <= *t
+                    && *t_end + ns(AFTERMATH) >= from
+                    && (slots.is_empty()
+                        || slots.iter().any(|&(lo, hi)| lo <= slot && slot <= hi)))
+        });
+        if faulted.is_some() {
+            report.count("losses on a faulted primary", 1);
+            continue;
+        }
+        report.violate(
+            "healthy primary",
+            format!(
+                "worker {worker}'s lease of `{}` (fence {}, slot {slot}) was lost {:.3} ms after \
+                 it was requested, with no fault on the primary of its slot",
+                g.lock,
+                g.fence,
+                ms(t.saturating_sub(g.t_sent))
+            ),
+            vec![g.event.clone(), e.clone()],
+        );
     }
 }
 
@@ -1254,6 +1476,8 @@ mod tests {
             t_end: 3_600 * MS,
             forgets_locks: false,
             forgets_fences: false,
+            mode: String::new(),
+            slots: Vec::new(),
         });
         assert!(check(&faulty, &bounds()).violations.is_empty());
     }
@@ -1304,6 +1528,8 @@ mod tests {
                 t_end: 210 * MS,
                 forgets_locks: true,
                 forgets_fences: true,
+                mode: String::new(),
+                slots: Vec::new(),
             },
             grant(2, 1, 1, 300 * MS),
             check_at(1, 1, 320 * MS),
@@ -1332,6 +1558,8 @@ mod tests {
             t_end: 200 * MS,
             forgets_locks: true,
             forgets_fences: true,
+            mode: String::new(),
+            slots: Vec::new(),
         };
         let events = vec![
             slow,
@@ -1367,6 +1595,8 @@ mod tests {
             t_end: 240 * MS,
             forgets_locks: true,
             forgets_fences: true,
+            mode: String::new(),
+            slots: Vec::new(),
         };
         let newer = grant(2, 1, 1_000, 300 * MS);
         let events = vec![held_up, restart, newer, check_at(2, 1, 420 * MS)];
@@ -1407,6 +1637,8 @@ mod tests {
             t_end: 500 * MS,
             forgets_locks: false,
             forgets_fences: false,
+            mode: String::new(),
+            slots: Vec::new(),
         };
         let report = check(
             &[grant(1, 1, 1, 100 * MS), frozen.clone(), lost(550 * MS)],
@@ -1435,6 +1667,8 @@ mod tests {
             t_end: to,
             forgets_locks: false,
             forgets_fences: false,
+            mode: String::new(),
+            slots: Vec::new(),
         };
         let report = check(
             &[
@@ -1610,6 +1844,8 @@ mod tests {
             t_end: 400 * MS,
             forgets_locks: false,
             forgets_fences: false,
+            mode: String::new(),
+            slots: Vec::new(),
         };
         assert!(
             check(&[frozen, call("release", 700)], &bounds())
@@ -1702,6 +1938,8 @@ mod tests {
             t_end: 450 * MS,
             forgets_locks: true,
             forgets_fences: true,
+            mode: String::new(),
+            slots: Vec::new(),
         };
         // Fence 1000 at 100 ms; the restart at 400 ms: idle at least 300 ms.
         let base = vec![
@@ -1785,6 +2023,202 @@ mod tests {
             fenced_write(2, 1, "written", 310 * MS),
         ];
         assert!(check(&in_order, &bounds()).violations.is_empty());
+    }
+
+    fn release(worker: u32, id: u64, outcome: &str, from: u64, to: u64) -> Event {
+        Event::Release {
+            worker,
+            grant: id,
+            outcome: outcome.into(),
+            t_start: from,
+            t_end: to,
+            valid_until: 0,
+        }
+    }
+
+    fn lost(worker: u32, id: u64, t: u64, valid_until: u64) -> Event {
+        Event::Lost {
+            worker,
+            grant: id,
+            t,
+            valid_until,
+        }
+    }
+
+    /// A release that returned `Ok` ended the lease: a loss reported after it (a renewal
+    /// sent before the release, refused once the key was gone) breaks the promise, and
+    /// so does one reported while the release was on its way.
+    #[test]
+    fn a_loss_reported_after_a_release_that_returned_ok_is_a_violation() {
+        let clean = [
+            grant(1, 1, 1, 100 * MS),
+            release(1, 1, "released", 200 * MS, 202 * MS),
+        ];
+        assert!(check(&clean, &bounds()).violations.is_empty());
+        let mut after = clean.to_vec();
+        after.push(lost(1, 1, 205 * MS, 400 * MS));
+        let report = check(&after, &bounds());
+        assert_eq!(kinds(&report), ["loss after release"]);
+        assert!(
+            report.violations[0].to_string().contains("returned Ok"),
+            "{}",
+            report.violations[0]
+        );
+        let mut during = clean.to_vec();
+        during.push(lost(1, 1, 201 * MS, 400 * MS));
+        assert_eq!(kinds(&check(&during, &bounds())), ["loss after release"]);
+        // A release that said NotHeld did hear of the loss: that is how it should be.
+        let not_held = [
+            grant(1, 1, 1, 100 * MS),
+            release(1, 1, "not_held", 200 * MS, 202 * MS),
+            lost(1, 1, 201 * MS, 400 * MS),
+        ];
+        assert!(check(&not_held, &bounds()).violations.is_empty());
+    }
+
+    fn renewal(id: u64, t: u64, valid_until: u64, due: u64) -> Event {
+        Event::Renewal {
+            worker: 1,
+            grant: id,
+            t,
+            valid_until,
+            due,
+        }
+    }
+
+    /// A 2 s lease's renewal due at 1,000 ms: by 1,000 + 500 (the call bound) + 100 (the
+    /// slack here) it was renewed, suspect, lost or released, or the rule is broken.
+    #[test]
+    fn a_renewal_due_and_neither_confirmed_nor_suspect_within_its_bound_is_a_violation() {
+        let base = vec![
+            grant_as(1, 1, 1, 330 * MS, "long"),
+            renewal(1, 330 * MS, 2_300 * MS, 1_000 * MS),
+            Event::End {
+                worker: 1,
+                t: 5_000 * MS,
+            },
+        ];
+        let with = |more: Vec<Event>| {
+            let mut events = base.clone();
+            events.extend(more);
+            check(&events, &bounds())
+        };
+        // Nothing by the bound (released only at 1,700 ms): a violation.
+        let releasing = |t| Event::Releasing {
+            worker: 1,
+            grant: 1,
+            t,
+        };
+        let report = with(vec![releasing(1_700 * MS)]);
+        assert_eq!(kinds(&report), ["suspect"]);
+        assert!(
+            report.violations[0]
+                .to_string()
+                .contains("600.000 ms after it was due"),
+            "{}",
+            report.violations[0]
+        );
+        // Renewed in time, suspect in time, or released in time: fine.
+        let renewed = with(vec![
+            renewal(1, 1_010 * MS, 2_990 * MS, 1_670 * MS),
+            releasing(1_200 * MS),
+        ]);
+        assert!(renewed.violations.is_empty(), "{:?}", renewed.violations);
+        let suspect = Event::Suspect {
+            worker: 1,
+            grant: 1,
+            t: 1_500 * MS,
+            valid_until: 2_300 * MS,
+        };
+        let report = with(vec![suspect.clone(), releasing(1_700 * MS)]);
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert!(with(vec![releasing(1_550 * MS)]).violations.is_empty());
+        // Suspect, but too late.
+        let late = Event::Suspect {
+            worker: 1,
+            grant: 1,
+            t: 1_650 * MS,
+            valid_until: 2_300 * MS,
+        };
+        assert_eq!(kinds(&with(vec![late, releasing(1_700 * MS)])), ["suspect"]);
+        // A worker frozen meanwhile is held to the bound from its thaw.
+        let frozen = Event::Fault {
+            kind: "freeze_worker".into(),
+            target: "worker:1".into(),
+            t_start: 1_100 * MS,
+            t_end: 1_300 * MS,
+            forgets_locks: false,
+            forgets_fences: false,
+            mode: String::new(),
+            slots: Vec::new(),
+        };
+        let report = with(vec![frozen, suspect, releasing(1_900 * MS)]);
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        // A worker whose history ends before the bound (killed) is not judged.
+        let mut killed = base.clone();
+        killed.pop();
+        assert!(check(&killed, &bounds()).violations.is_empty());
+    }
+
+    /// On a cluster, a lease whose slot's primary had no fault may not be lost; one on a
+    /// faulted primary, or of a frozen holder, may.
+    #[test]
+    fn on_a_cluster_a_lease_lost_on_a_healthy_primary_is_a_violation() {
+        let slot = crate::cluster::key_slot("lock:{hot}");
+        let freeze = |slots: Vec<(u16, u16)>| Event::Fault {
+            kind: "freeze_server".into(),
+            target: "server:0".into(),
+            t_start: 150 * MS,
+            t_end: 500 * MS,
+            forgets_locks: false,
+            forgets_fences: false,
+            mode: String::new(),
+            slots,
+        };
+        let cluster = Event::Topology {
+            name: "cluster".into(),
+        };
+        let other = if slot > 8_000 {
+            (0, 100)
+        } else {
+            (16_000, 16_383)
+        };
+        let history = |fault: Event| {
+            vec![
+                cluster.clone(),
+                fault,
+                grant(1, 1, 1, 100 * MS),
+                lost(1, 1, 400 * MS, 400 * MS),
+            ]
+        };
+        let report = check(&history(freeze(vec![other])), &bounds());
+        assert_eq!(kinds(&report), ["healthy primary"]);
+        assert!(
+            report.violations[0]
+                .to_string()
+                .contains(&format!("slot {slot}")),
+            "{}",
+            report.violations[0]
+        );
+        let report = check(&history(freeze(vec![(slot, slot)])), &bounds());
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.figures["losses on a faulted primary"], 1);
+        // Not on one server; nor for a holder the nemesis froze.
+        let mut single = history(freeze(vec![other]));
+        single.remove(0);
+        assert!(check(&single, &bounds()).violations.is_empty());
+        let mut frozen = history(freeze(vec![other]));
+        frozen.push(Event::Fault {
+            kind: "freeze_worker".into(),
+            target: "worker:1".into(),
+            t_start: 200 * MS,
+            t_end: 450 * MS,
+            forgets_locks: false,
+            forgets_fences: false,
+            mode: String::new(),
+            slots: Vec::new(),
+        });
+        assert!(check(&frozen, &bounds()).violations.is_empty());
     }
 
     /// A queued grant's lease end is mapped onto its holder's clock when it arrives: a

@@ -176,7 +176,12 @@ pub enum Event {
     /// A fault the nemesis injected, from `t_start` to `t_end`. `forgets_locks` marks
     /// faults after which a server may have forgotten held locks (a restart without
     /// persistence, a failover), where the topology table promises no exclusion;
-    /// `forgets_fences` those after which a fencing counter may have gone back.
+    /// `forgets_fences` those after which a fencing counter may have gone back. `mode`
+    /// says how, where a kind has several (`client_pause`: `ALL` or `WRITE`; `acl_deny`:
+    /// the command denied; `replace_server`: which server replaced which, and how the
+    /// data went over); `slots` are the hash slots the faulted server served when the
+    /// fault began (on a cluster; empty elsewhere, and in histories recorded before
+    /// they were kept).
     Fault {
         kind: String,
         target: String,
@@ -184,6 +189,35 @@ pub enum Event {
         t_end: u64,
         forgets_locks: bool,
         forgets_fences: bool,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        mode: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        slots: Vec<(u16, u16)>,
+    },
+    /// The topology the run locked on (`single`, `aof`, `cluster`, `redlock`), recorded
+    /// by the run with the nemesis's events: the rules that hold on one topology only
+    /// (every lease on a cluster's healthy primaries stays held) look for it.
+    Topology { name: String },
+    /// `suspect()` fired at `t` (a renewal failed) while the lease was still valid,
+    /// until `valid_until`. Recorded for the leases whose renewals are watched (see
+    /// [`Event::Renewal`]).
+    Suspect {
+        worker: u32,
+        grant: u64,
+        t: u64,
+        valid_until: u64,
+    },
+    /// The holder saw, by `t`, its lease valid until `valid_until` (the grant's own
+    /// validity end, then each one a confirmed renewal moved it to), its next renewal
+    /// due at `due`. Recorded for the leases of the long-lease actor only, whose
+    /// renewals fail and are retried well within the lease: there the suspect bound can
+    /// be checked (a 300 ms lease is lost before a renewal's response timeout ends).
+    Renewal {
+        worker: u32,
+        grant: u64,
+        t: u64,
+        valid_until: u64,
+        due: u64,
     },
     /// The fencing tokens the store accepted for `lock`, in the order it accepted them.
     StoreLog { lock: String, fences: Vec<u64> },
@@ -209,8 +243,13 @@ impl Event {
             | Event::Lost { worker, .. }
             | Event::Release { worker, .. }
             | Event::Releasing { worker, .. }
-            | Event::Call { worker, .. } => Some(*worker),
-            Event::Fault { .. } | Event::StoreLog { .. } | Event::ClockJump { .. } => None,
+            | Event::Call { worker, .. }
+            | Event::Suspect { worker, .. }
+            | Event::Renewal { worker, .. } => Some(*worker),
+            Event::Fault { .. }
+            | Event::StoreLog { .. }
+            | Event::ClockJump { .. }
+            | Event::Topology { .. } => None,
         }
     }
 }

@@ -11,5 +11,7 @@ pub mod checker;
 pub mod clock;
 pub mod history;
 pub mod nemesis;
+pub mod pool;
 pub mod run;
+pub mod servers;
 pub mod worker;

@@ -1,22 +1,22 @@
-//! The nemesis: the servers of a topology, a fault-injecting proxy in front of each
-//! (where clients can be made to use one), and faults drawn from the seed, several at
-//! once at times. Every fault is recorded with its start and end on the shared timeline.
+//! The nemesis: faults drawn from the seed against the servers of a topology (see
+//! [`Servers`]) and the worker processes, several at once at times. Every fault is
+//! recorded with its start and end on the shared timeline.
 //!
 //! On one node (with or without AOF) and on the cluster, every lock server runs on a
-//! wall clock the nemesis can move ([`ServerClock`]): a `clock_forward` fault sets it
-//! ahead and back again when it heals, a `clock_back` fault behind and forward again;
-//! every move is recorded as a [`Event::ClockJump`] with its size.
+//! wall clock the nemesis can move ([`ServerClock`](super::clock::ServerClock)): a
+//! `clock_forward` fault sets it ahead and back again when it heals, a `clock_back`
+//! fault behind and forward again; every move is recorded as a [`Event::ClockJump`]
+//! with its size.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rand::RngExt;
 use rand::rngs::StdRng;
 
-use super::clock::ServerClock;
 use super::history::{Event, now_ns};
+use super::servers::{self, Node, Servers};
 use super::worker::Topology;
-use crate::cluster::{NODE_TIMEOUT, RedisCluster};
+use crate::cluster::NODE_TIMEOUT;
 use crate::proxy::{Proxy, Resetting};
 use crate::server::RedisServer;
 
@@ -25,108 +25,6 @@ use crate::server::RedisServer;
 const SETTLED: Duration = NODE_TIMEOUT
     .saturating_mul(2)
     .saturating_add(Duration::from_millis(500));
-
-/// One server and the proxy clients reach it through.
-pub struct Node {
-    /// The server.
-    pub server: RedisServer,
-    /// The proxy in front of it.
-    pub proxy: Proxy,
-    resetting: Option<Resetting>,
-    /// Its wall clock, when the nemesis may move it.
-    clock: Option<ServerClock>,
-}
-
-impl Node {
-    fn start(builder: crate::server::ServerBuilder, clock: Option<ServerClock>) -> Self {
-        let builder = match &clock {
-            Some(clock) => clock.apply(builder),
-            None => builder,
-        };
-        let server = builder.start();
-        let proxy = Proxy::start(server.port());
-        Self {
-            server,
-            proxy,
-            resetting: None,
-            clock,
-        }
-    }
-}
-
-/// The servers of a topology.
-pub enum Servers {
-    /// One server (with or without AOF).
-    One(Node),
-    /// A Redis Cluster, each node behind a proxy it announces to clients, each on a
-    /// clock of its own.
-    Cluster(
-        RedisCluster,
-        Vec<Proxy>,
-        Vec<Option<Resetting>>,
-        Vec<ServerClock>,
-    ),
-    /// Independent masters.
-    Masters(Vec<Node>),
-}
-
-impl Servers {
-    /// Starts what `topology` needs; the clocks' control files go in `dir`.
-    pub fn start(topology: Topology, dir: &Path) -> Self {
-        let clock = |i: usize| ServerClock::new(dir.join(format!("clock-{i}")));
-        match topology {
-            Topology::Single => Servers::One(Node::start(RedisServer::builder(), Some(clock(0)))),
-            Topology::Aof => Servers::One(Node::start(
-                RedisServer::builder()
-                    .arg("--appendonly")
-                    .arg("yes")
-                    .arg("--appendfsync")
-                    .arg("always"),
-                Some(clock(0)),
-            )),
-            Topology::Cluster => {
-                let clocks: Vec<ServerClock> = (0..6).map(clock).collect();
-                let cluster = RedisCluster::start_with(3, 1, |i, node| clocks[i].apply(node));
-                let proxies: Vec<Proxy> = cluster
-                    .nodes()
-                    .iter()
-                    .map(|node| Proxy::start(node.port()))
-                    .collect();
-                for (i, proxy) in proxies.iter().enumerate() {
-                    cluster.announce_port(i, proxy.port());
-                }
-                let resetting = proxies.iter().map(|_| None).collect();
-                Servers::Cluster(cluster, proxies, resetting, clocks)
-            }
-            Topology::Redlock => Servers::Masters(
-                (0..5)
-                    .map(|_| Node::start(RedisServer::builder(), None))
-                    .collect(),
-            ),
-        }
-    }
-
-    /// The URLs workers lock through.
-    pub fn urls(&self) -> Vec<String> {
-        match self {
-            Servers::One(node) => vec![node.proxy.url()],
-            Servers::Cluster(_, proxies, ..) => proxies.iter().map(Proxy::url).collect(),
-            Servers::Masters(nodes) => nodes.iter().map(|n| n.proxy.url()).collect(),
-        }
-    }
-
-    /// Every running server (the cluster's nodes too), for the final checks.
-    pub fn running(&self) -> Vec<&RedisServer> {
-        match self {
-            Servers::One(node) => vec![&node.server],
-            Servers::Cluster(cluster, ..) => cluster.nodes().iter().collect(),
-            Servers::Masters(nodes) => nodes.iter().map(|n| &n.server).collect(),
-        }
-        .into_iter()
-        .filter(|s| s.is_running())
-        .collect()
-    }
-}
 
 /// A fault the nemesis can inject.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,6 +35,7 @@ enum Kind {
     Blackhole,
     Resets,
     ScriptFlush,
+    /// `CLIENT PAUSE` for a while, `ALL` or `WRITE` (half and half; the mode is recorded).
     ClientPause,
     FreezeWorker,
     KillWorker,
@@ -148,9 +47,48 @@ enum Kind {
     BusyServer,
     /// Every request of one client connection (and of no other) is held back: the
     /// commands a handle sends on it reach the server after those of its other
-    /// connections sent later.
+    /// connections sent later. Half the time one of the pooled actor's connections.
     DelayOneConnection,
+    /// The lock user's pub/sub rights taken away (`ACL SETUSER chaos resetchannels`)
+    /// and given back.
+    AclChannels,
+    /// One command the locks use denied to the lock user (`ACL SETUSER chaos -evalsha`,
+    /// `-fcall`, `-set`, `-delifeq`, `-publish`...) and allowed again.
+    AclDeny,
+    /// The server behind the address replaced by the other product's (Redis 7.0 by
+    /// Valkey 9.1 or the other way: native commands against scripts), the data carried
+    /// over, and put back the same way.
+    ReplaceServer,
+    /// The primary demoted to a replica, with its data (`READONLY` to every write), and
+    /// promoted back.
+    Demote,
 }
+
+/// Every kind, for [`Kind::named`].
+const KINDS: [Kind; 19] = [
+    Kind::FreezeServer,
+    Kind::KillRestart,
+    Kind::Delay,
+    Kind::Blackhole,
+    Kind::Resets,
+    Kind::ScriptFlush,
+    Kind::ClientPause,
+    Kind::FreezeWorker,
+    Kind::KillWorker,
+    Kind::Failover,
+    Kind::RestartEmpty,
+    Kind::ClockForward,
+    Kind::ClockBack,
+    Kind::BusyServer,
+    Kind::DelayOneConnection,
+    Kind::AclChannels,
+    Kind::AclDeny,
+    Kind::ReplaceServer,
+    Kind::Demote,
+];
+
+/// The commands `acl_deny` may deny, where the server has them.
+const DENIABLE: [&str; 6] = ["evalsha", "fcall", "set", "delifeq", "delex", "publish"];
 
 impl Kind {
     fn on_worker(self) -> bool {
@@ -174,6 +112,60 @@ impl Kind {
             Kind::ClockBack => "clock_back",
             Kind::BusyServer => "busy_server",
             Kind::DelayOneConnection => "delay_one_connection",
+            Kind::AclChannels => "acl_channels",
+            Kind::AclDeny => "acl_deny",
+            Kind::ReplaceServer => "replace_server",
+            Kind::Demote => "demote",
+        }
+    }
+
+    /// Whether `name` names a kind.
+    fn named(name: &str) -> bool {
+        KINDS.iter().any(|k| k.name() == name)
+    }
+}
+
+/// The names of every fault kind (for `--faults`).
+pub fn kind_names() -> Vec<&'static str> {
+    KINDS.iter().map(|k| k.name()).collect()
+}
+
+/// Whether `name` is a fault kind's name.
+pub fn is_kind(name: &str) -> bool {
+    Kind::named(name)
+}
+
+/// What an injection did: how long the fault lasts, how it was made (the recorded
+/// mode), and whether there is anything to undo.
+struct Injected {
+    lasts: Duration,
+    mode: String,
+    made: bool,
+}
+
+impl Injected {
+    fn lasting(lasts: Duration) -> Self {
+        Self {
+            lasts,
+            mode: String::new(),
+            made: true,
+        }
+    }
+
+    fn with_mode(lasts: Duration, mode: impl Into<String>) -> Self {
+        Self {
+            lasts,
+            mode: mode.into(),
+            made: true,
+        }
+    }
+
+    /// Nothing was changed: `why`, recorded as the mode.
+    fn not_made(why: &str) -> Self {
+        Self {
+            lasts: Duration::ZERO,
+            mode: format!("not made: {why}"),
+            made: false,
         }
     }
 }
@@ -187,6 +179,11 @@ struct Active {
     heal_at: Instant,
     forgets_locks: bool,
     forgets_fences: bool,
+    mode: String,
+    /// The hash slots the target served when the fault began (on a cluster).
+    slots: Vec<(u16, u16)>,
+    /// Whether the fault changed anything to undo.
+    made: bool,
 }
 
 /// Drives faults against `servers` and the worker processes `workers` (their pids).
@@ -195,24 +192,40 @@ pub struct Nemesis {
     topology: Topology,
     ttl: Duration,
     workers: Vec<u32>,
+    /// The fault kinds drawn from (every one that applies when `None`).
+    only: Option<Vec<String>>,
     /// Workers killed (at most one per schedule); never faulted again.
     pub killed: Vec<usize>,
     active: Vec<Active>,
-    /// The faults injected so far, as events.
+    /// The faults injected so far, as events (the topology first).
     pub history: Vec<Event>,
+    /// What went wrong in the nemesis itself (a server it could not put back): each is
+    /// reported with the run's findings.
+    pub trouble: Vec<String>,
 }
 
 impl Nemesis {
-    /// A nemesis for `topology` whose choices come from `rng`.
-    pub fn new(rng: StdRng, topology: Topology, ttl: Duration, workers: Vec<u32>) -> Self {
+    /// A nemesis for `topology` whose choices come from `rng`, drawing the fault kinds
+    /// named in `only` (every kind that applies when `None`).
+    pub fn new(
+        rng: StdRng,
+        topology: Topology,
+        ttl: Duration,
+        workers: Vec<u32>,
+        only: Option<Vec<String>>,
+    ) -> Self {
         Self {
             rng,
             topology,
             ttl,
             workers,
+            only,
             killed: Vec::new(),
             active: Vec::new(),
-            history: Vec::new(),
+            history: vec![Event::Topology {
+                name: topology.name().to_owned(),
+            }],
+            trouble: Vec::new(),
         }
     }
 
@@ -258,6 +271,8 @@ impl Nemesis {
                 t_end: now_ns(),
                 forgets_locks: fault.forgets_locks,
                 forgets_fences: fault.forgets_fences,
+                mode: fault.mode,
+                slots: fault.slots,
             });
         }
     }
@@ -278,7 +293,7 @@ impl Nemesis {
     /// A fault and a target that is not already faulted (`None`: not now).
     fn pick(&mut self, servers: &Servers) -> Option<(Kind, usize)> {
         // What every topology suffers, then what only some do.
-        const ANYWHERE: [Kind; 9] = [
+        const ANYWHERE: [Kind; 11] = [
             Kind::FreezeServer,
             Kind::Delay,
             Kind::Blackhole,
@@ -288,12 +303,18 @@ impl Nemesis {
             Kind::FreezeWorker,
             Kind::BusyServer,
             Kind::DelayOneConnection,
+            Kind::AclChannels,
+            Kind::AclDeny,
         ];
         let more: &[Kind] = match self.topology {
-            Topology::Single | Topology::Aof => {
-                &[Kind::KillRestart, Kind::ClockForward, Kind::ClockBack]
-            }
-            Topology::Redlock => &[Kind::KillRestart],
+            Topology::Single | Topology::Aof => &[
+                Kind::KillRestart,
+                Kind::ClockForward,
+                Kind::ClockBack,
+                Kind::ReplaceServer,
+                Kind::Demote,
+            ],
+            Topology::Redlock => &[Kind::KillRestart, Kind::ReplaceServer, Kind::Demote],
             Topology::Cluster => &[
                 Kind::Failover,
                 Kind::RestartEmpty,
@@ -306,7 +327,16 @@ impl Nemesis {
             .chain(more)
             .chain(&[Kind::KillWorker])
             .copied()
+            .filter(|k| *k != Kind::ReplaceServer || servers.can_be_replaced())
+            .filter(|k| {
+                self.only
+                    .as_ref()
+                    .is_none_or(|only| only.iter().any(|n| n == k.name()))
+            })
             .collect();
+        if menu.is_empty() {
+            return None;
+        }
         let kind = menu[self.rng.random_range(0..menu.len())];
         // One worker killed per schedule at most, and never the last one standing.
         if kind == Kind::KillWorker && (!self.killed.is_empty() || self.workers.len() < 2) {
@@ -336,9 +366,14 @@ impl Nemesis {
             return;
         };
         let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(1_000);
+        // On a cluster, the slots of the master it hits: what a lease there may lose.
+        let slots = match &*servers {
+            Servers::Cluster(cluster, ..) if !kind.on_worker() => cluster.slots_of(target),
+            _ => Vec::new(),
+        };
         let t_start = now_ns();
         let (mut forgets_locks, mut forgets_fences) = (false, false);
-        let lasts = match (kind, &mut *servers) {
+        let injected = match (kind, &mut *servers) {
             (Kind::ClockForward | Kind::ClockBack, servers) => {
                 // On the cluster below its node timeout (1 s): a bigger jump of the bus's
                 // timers would make the node count its peers as failing, another fault.
@@ -353,43 +388,42 @@ impl Nemesis {
                     -size
                 };
                 self.move_clock(servers, target, offset);
-                self.ms(200..1_500)
+                Injected::lasting(self.ms(200..1_500))
             }
             (Kind::FreezeWorker, _) => {
                 signal(self.workers[target], rustix::process::Signal::STOP);
                 // Sometimes longer than a lease.
-                self.ms(50..ttl_ms * 3)
+                Injected::lasting(self.ms(50..ttl_ms * 3))
             }
             (Kind::KillWorker, _) => {
                 signal(self.workers[target], rustix::process::Signal::KILL);
                 self.killed.push(target);
-                Duration::ZERO
+                Injected::lasting(Duration::ZERO)
             }
             (Kind::Failover, Servers::Cluster(cluster, ..)) => {
                 cluster.node_mut(target).stop();
                 cluster.wait_until_ok(Duration::from_secs(60));
                 (forgets_locks, forgets_fences) = (true, true);
-                Duration::ZERO
+                Injected::lasting(Duration::ZERO)
             }
             (Kind::RestartEmpty, Servers::Cluster(cluster, proxies, ..)) => {
                 // Back before the others notice (node timeout 1 s): the same master of
                 // the same slots, with nothing in it.
                 cluster.node_mut(target).restart();
+                servers::grant_native(cluster.node(target));
                 cluster.announce_port(target, proxies[target].port());
                 // Unless it came back too late: then its replica takes the slots over a
                 // second or two after, and both serve them until the old master hears of
                 // it. The fault lasts until no failover can follow.
                 cluster.wait_until_settled(SETTLED, Duration::from_secs(60));
                 (forgets_locks, forgets_fences) = (true, true);
-                Duration::ZERO
+                Injected::lasting(Duration::ZERO)
             }
             (
                 Kind::Delay | Kind::Blackhole | Kind::Resets | Kind::DelayOneConnection,
                 Servers::Cluster(_, proxies, resetting, _),
-            ) => self.proxy_fault(kind, &proxies[target], &mut resetting[target]),
-            (kind, Servers::Cluster(cluster, ..)) => {
-                self.cluster_fault(kind, cluster.node_mut(target))
-            }
+            ) => self.proxy_fault(kind, &[&proxies[target]], &mut resetting[target]),
+            (kind, Servers::Cluster(cluster, ..)) => self.cluster_fault(kind, cluster.node(target)),
             (kind, Servers::One(node)) => {
                 if kind == Kind::KillRestart && self.topology != Topology::Aof {
                     (forgets_locks, forgets_fences) = (true, true);
@@ -407,9 +441,12 @@ impl Nemesis {
             kind,
             target,
             t_start,
-            heal_at: Instant::now() + lasts,
+            heal_at: Instant::now() + injected.lasts,
             forgets_locks,
             forgets_fences,
+            mode: injected.mode,
+            slots,
+            made: injected.made,
         });
     }
 
@@ -435,130 +472,240 @@ impl Nemesis {
         });
     }
 
-    /// A fault on the network in front of a server (its proxy); how long it lasts.
+    /// A fault on the network in front of a server (its proxies); how long it lasts.
     fn proxy_fault(
         &mut self,
         kind: Kind,
-        proxy: &Proxy,
-        resetting: &mut Option<Resetting>,
-    ) -> Duration {
+        proxies: &[&Proxy],
+        resetting: &mut Vec<Resetting>,
+    ) -> Injected {
         match kind {
             Kind::Delay => {
                 let delay = self.ms(20..700);
-                proxy.set_delay(delay);
-                self.ms(300..1_500)
+                for proxy in proxies {
+                    proxy.set_delay(delay);
+                }
+                Injected::lasting(self.ms(300..1_500))
             }
             Kind::Blackhole => {
-                proxy.set_blackhole(true);
-                self.ms(200..1_200)
+                for proxy in proxies {
+                    proxy.set_blackhole(true);
+                }
+                Injected::lasting(self.ms(200..1_200))
             }
             Kind::DelayOneConnection => {
                 let pick = self.rng.random_range(0..64);
                 let delay = self.ms(20..500);
-                proxy.delay_one_connection(pick, delay);
-                self.ms(300..1_500)
+                // Half the time one of the pool's (the second proxy serves it alone).
+                let pooled = proxies.len() > 1 && self.rng.random_bool(0.5);
+                proxies[usize::from(pooled)].delay_one_connection(pick, delay);
+                let mode = if pooled { "pool" } else { "" };
+                Injected::with_mode(self.ms(300..1_500), mode)
             }
             _ => {
                 if self.rng.random_bool(0.5) {
-                    proxy.reset();
-                    Duration::ZERO
+                    for proxy in proxies {
+                        proxy.reset();
+                    }
+                    Injected::lasting(Duration::ZERO)
                 } else {
-                    *resetting = Some(proxy.keep_resetting(Duration::from_millis(20)));
-                    self.ms(200..1_000)
+                    for proxy in proxies {
+                        resetting.push(proxy.keep_resetting(Duration::from_millis(20)));
+                    }
+                    Injected::lasting(self.ms(200..1_000))
                 }
             }
         }
     }
 
+    /// Takes a right away from the lock user on `server`: its channels, or one command
+    /// (drawn among those the server has, recorded as the mode).
+    fn acl_fault(&mut self, kind: Kind, server: &RedisServer) -> Injected {
+        let lasts = self.ms(200..1_500);
+        if kind == Kind::AclChannels {
+            return match servers::set_user(server, "resetchannels") {
+                Ok(()) => Injected::lasting(lasts),
+                Err(e) => Injected::not_made(&e.to_string()),
+            };
+        }
+        let known: Vec<&str> = DENIABLE
+            .iter()
+            .copied()
+            .filter(|c| servers::has_command(server, c))
+            .collect();
+        if known.is_empty() {
+            return Injected::not_made("the server has none of the commands to deny");
+        }
+        let command = known[self.rng.random_range(0..known.len())];
+        match servers::set_user(server, &format!("-{command}")) {
+            Ok(()) => Injected::with_mode(lasts, command),
+            Err(e) => Injected::not_made(&e.to_string()),
+        }
+    }
+
     /// A fault on one master of a cluster; how long it lasts.
-    fn cluster_fault(&mut self, kind: Kind, server: &RedisServer) -> Duration {
+    fn cluster_fault(&mut self, kind: Kind, server: &RedisServer) -> Injected {
         match kind {
-            // Well below the cluster's node timeout (1 s): no failover.
+            // Well below the cluster's node timeout (1 s): no failover. The other masters
+            // serve meanwhile, and every lease on them must stay held.
             Kind::FreezeServer => {
                 server.signal("STOP");
-                self.ms(100..500)
+                Injected::lasting(self.ms(100..500))
             }
             Kind::BusyServer => {
                 let busy = self.ms(100..500);
                 drop(server.busy_for(busy));
-                busy
+                Injected::lasting(busy)
             }
             Kind::ScriptFlush => {
                 let _: Result<(), _> = redis::cmd("SCRIPT")
                     .arg("FLUSH")
                     .query(&mut server.connection());
-                Duration::ZERO
+                Injected::lasting(Duration::ZERO)
             }
+            Kind::AclChannels | Kind::AclDeny => self.acl_fault(kind, server),
             _ => {
                 let pause = self.ms(100..500);
-                client_pause(server, pause, self.rng.random_bool(0.5));
-                pause
+                let mode = client_pause(server, pause, self.rng.random_bool(0.5));
+                Injected::with_mode(pause, mode)
             }
         }
     }
 
-    /// A fault on one server behind its proxy; how long it lasts. A restarted Redlock
+    /// A fault on one server behind its proxies; how long it lasts. A restarted Redlock
     /// master stays down past a lease.
-    fn server_fault(&mut self, kind: Kind, node: &mut Node, redlock: bool) -> Duration {
+    fn server_fault(&mut self, kind: Kind, node: &mut Node, redlock: bool) -> Injected {
         let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(1_000);
         match kind {
             Kind::FreezeServer => {
                 node.server.signal("STOP");
-                self.ms(100..1_200)
+                Injected::lasting(self.ms(100..1_200))
             }
             Kind::KillRestart => {
                 node.server.stop();
-                if redlock {
+                Injected::lasting(if redlock {
                     self.ms(ttl_ms + 100..ttl_ms * 3)
                 } else {
                     self.ms(0..800)
-                }
+                })
             }
             Kind::Delay | Kind::Blackhole | Kind::Resets | Kind::DelayOneConnection => {
-                self.proxy_fault(kind, &node.proxy, &mut node.resetting)
+                let Node {
+                    proxy,
+                    pool_proxy,
+                    resetting,
+                    ..
+                } = node;
+                self.proxy_fault(kind, &[proxy, pool_proxy], resetting)
             }
             Kind::BusyServer => {
                 let busy = self.ms(100..1_000);
                 drop(node.server.busy_for(busy));
-                busy
+                Injected::lasting(busy)
             }
             Kind::ScriptFlush => {
                 let _: Result<(), _> = redis::cmd("SCRIPT")
                     .arg("FLUSH")
                     .query(&mut node.server.connection());
-                Duration::ZERO
+                Injected::lasting(Duration::ZERO)
+            }
+            Kind::AclChannels | Kind::AclDeny => self.acl_fault(kind, &node.server),
+            Kind::ReplaceServer => {
+                let lasts = self.ms(300..1_500);
+                match node.replace() {
+                    Ok(how) => Injected::with_mode(lasts, how),
+                    Err(e) => Injected::not_made(&e),
+                }
+            }
+            Kind::Demote => {
+                let lasts = self.ms(200..1_500);
+                match node.demote() {
+                    Ok(()) => Injected::lasting(lasts),
+                    Err(e) => Injected::not_made(&e),
+                }
             }
             _ => {
                 let pause = self.ms(100..1_000);
-                client_pause(&node.server, pause, self.rng.random_bool(0.5));
-                pause
+                let mode = client_pause(&node.server, pause, self.rng.random_bool(0.5));
+                Injected::with_mode(pause, mode)
             }
         }
     }
 
     fn heal(&mut self, servers: &mut Servers, fault: &Active) {
+        let target = fault.target;
         match (fault.kind, servers) {
             (Kind::FreezeWorker, _) => {
-                signal(self.workers[fault.target], rustix::process::Signal::CONT);
+                signal(self.workers[target], rustix::process::Signal::CONT);
             }
             (Kind::ClockForward | Kind::ClockBack, servers) => {
-                self.move_clock(servers, fault.target, 0);
+                self.move_clock(servers, target, 0);
+            }
+            _ if !fault.made => {}
+            (Kind::AclChannels, servers) => {
+                self.undo(
+                    fault,
+                    servers::set_user(servers.server(target), servers::CHANNELS),
+                );
+            }
+            (Kind::AclDeny, servers) => {
+                let allowed = format!("+{}", fault.mode);
+                self.undo(fault, servers::set_user(servers.server(target), &allowed));
             }
             (Kind::Failover, Servers::Cluster(cluster, proxies, ..)) => {
                 // The killed master comes back and rejoins as a replica.
-                cluster.node_mut(fault.target).restart();
-                cluster.announce_port(fault.target, proxies[fault.target].port());
+                cluster.node_mut(target).restart();
+                servers::grant_native(cluster.node(target));
+                cluster.announce_port(target, proxies[target].port());
                 // It claims its old slots until it hears of the new epoch.
                 cluster.wait_until_settled(SETTLED, Duration::from_secs(60));
             }
             (Kind::FreezeServer, Servers::Cluster(cluster, ..)) => {
-                cluster.node(fault.target).signal("CONT");
+                cluster.node(target).signal("CONT");
             }
             (kind, Servers::Cluster(_, proxies, resetting, _)) => {
-                heal_proxy(kind, &proxies[fault.target], &mut resetting[fault.target]);
+                heal_proxies(kind, &[&proxies[target]], &mut resetting[target]);
             }
-            (kind, Servers::One(node)) => heal_node(kind, node),
-            (kind, Servers::Masters(nodes)) => heal_node(kind, &mut nodes[fault.target]),
+            (_, Servers::One(node)) => self.heal_node(fault, node),
+            (_, Servers::Masters(nodes)) => self.heal_node(fault, &mut nodes[target]),
+        }
+    }
+
+    fn heal_node(&mut self, fault: &Active, node: &mut Node) {
+        match fault.kind {
+            Kind::FreezeServer => node.server.signal("CONT"),
+            Kind::KillRestart => {
+                node.server.restart();
+                servers::grant_native(&node.server);
+            }
+            Kind::ReplaceServer => {
+                let put_back = node.put_back();
+                self.undo(fault, put_back);
+            }
+            Kind::Demote => {
+                let promoted = node.promote();
+                self.undo(fault, promoted);
+            }
+            kind => {
+                let Node {
+                    proxy,
+                    pool_proxy,
+                    resetting,
+                    ..
+                } = node;
+                heal_proxies(kind, &[proxy, pool_proxy], resetting);
+            }
+        }
+    }
+
+    /// Notes an undo that failed: the run reports it (what follows is not the lock's).
+    fn undo<E: std::fmt::Display>(&mut self, fault: &Active, result: Result<(), E>) {
+        if let Err(e) = result {
+            self.trouble.push(format!(
+                "the nemesis could not undo {} on {}: {e}",
+                fault.kind.name(),
+                target_name(fault.kind, fault.target)
+            ));
         }
     }
 }
@@ -571,32 +718,31 @@ fn target_name(kind: Kind, target: usize) -> String {
     }
 }
 
-fn heal_proxy(kind: Kind, proxy: &Proxy, resetting: &mut Option<Resetting>) {
-    match kind {
-        Kind::Delay => proxy.set_delay(Duration::ZERO),
-        Kind::Blackhole => proxy.set_blackhole(false),
-        Kind::Resets => *resetting = None,
-        Kind::DelayOneConnection => {
-            proxy.delay_one_connection(0, Duration::ZERO);
+fn heal_proxies(kind: Kind, proxies: &[&Proxy], resetting: &mut Vec<Resetting>) {
+    for proxy in proxies {
+        match kind {
+            Kind::Delay => proxy.set_delay(Duration::ZERO),
+            Kind::Blackhole => proxy.set_blackhole(false),
+            Kind::DelayOneConnection => {
+                proxy.delay_one_connection(0, Duration::ZERO);
+            }
+            _ => {}
         }
-        _ => {}
+    }
+    if kind == Kind::Resets {
+        resetting.clear();
     }
 }
 
-fn heal_node(kind: Kind, node: &mut Node) {
-    match kind {
-        Kind::FreezeServer => node.server.signal("CONT"),
-        Kind::KillRestart => node.server.restart(),
-        kind => heal_proxy(kind, &node.proxy, &mut node.resetting),
-    }
-}
-
-fn client_pause(server: &RedisServer, pause: Duration, all: bool) {
+/// `CLIENT PAUSE` for `pause`, every command (`all`) or writes only; the mode.
+fn client_pause(server: &RedisServer, pause: Duration, all: bool) -> &'static str {
+    let mode = if all { "ALL" } else { "WRITE" };
     let _: Result<(), _> = redis::cmd("CLIENT")
         .arg("PAUSE")
         .arg(u64::try_from(pause.as_millis()).unwrap_or(1_000))
-        .arg(if all { "ALL" } else { "WRITE" })
+        .arg(mode)
         .query(&mut server.connection());
+    mode
 }
 
 fn signal(pid: u32, sig: rustix::process::Signal) {

@@ -12,8 +12,9 @@ use rand::rngs::StdRng;
 
 use super::checker::{self, Bounds, Report};
 use super::history::{self, Event, now_ns};
-use super::nemesis::{Nemesis, Servers};
-use super::worker::{CONFIG_VAR, Topology, WorkerConfig};
+use super::nemesis::Nemesis;
+use super::servers::{self, Servers};
+use super::worker::{CONFIG_VAR, LONG_TTL, Topology, WorkerConfig};
 use crate::server::RedisServer;
 
 /// What to run.
@@ -37,6 +38,11 @@ pub struct RunConfig {
     pub exe: PathBuf,
     /// A known bug to put back in the workers (`no-deadline`).
     pub mutant: Option<String>,
+    /// The fault kinds the nemesis draws from (every one that applies when `None`).
+    pub faults: Option<Vec<String>>,
+    /// The other product's server binary, for `replace_server`, or why there is none
+    /// (see [`servers::other_product`]).
+    pub other: Result<PathBuf, String>,
 }
 
 /// How late `lost()` may fire: the guide's figure.
@@ -55,6 +61,9 @@ pub struct Outcome {
     pub events: Vec<Event>,
     /// When the run started on the timeline (to print windows relative to it).
     pub t0: u64,
+    /// What the run could not do, or how it did it (a fault skipped, the servers a
+    /// replacement swapped), for the summary.
+    pub notes: Vec<String>,
 }
 
 /// The bound of one call that is not `lock()`, for a topology: the response timeout, or
@@ -91,7 +100,8 @@ pub fn run(cfg: &RunConfig) -> Outcome {
     std::fs::create_dir_all(&cfg.dir).expect("the run's directory");
     let t0 = now_ns();
     let store = RedisServer::start();
-    let mut servers = Servers::start(cfg.topology, &cfg.dir);
+    let mut servers = Servers::start(cfg.topology, &cfg.dir, cfg.other.as_deref().ok());
+    let notes = notes(cfg, &servers);
     let mut children: Vec<(u32, Child, PathBuf)> = Vec::new();
     for worker in 0..cfg.workers {
         let out = cfg.dir.join(format!("worker-{worker}.jsonl"));
@@ -99,6 +109,7 @@ pub fn run(cfg: &RunConfig) -> Outcome {
             worker,
             topology: cfg.topology,
             urls: servers.urls(),
+            pool_urls: servers.pool_urls(),
             store: store.url(),
             seed: cfg.seed.wrapping_mul(1_000).wrapping_add(u64::from(worker)),
             run_for_ms: millis(cfg.run_for),
@@ -123,7 +134,13 @@ pub fn run(cfg: &RunConfig) -> Outcome {
     }
     let monitor = monitor(&servers, &cfg.dir);
     let pids = children.iter().map(|(_, c, _)| c.id()).collect();
-    let mut nemesis = Nemesis::new(StdRng::seed_from_u64(cfg.seed), cfg.topology, cfg.ttl, pids);
+    let mut nemesis = Nemesis::new(
+        StdRng::seed_from_u64(cfg.seed),
+        cfg.topology,
+        cfg.ttl,
+        pids,
+        cfg.faults.clone(),
+    );
     // The workers connect first; then faults until they stop working.
     std::thread::sleep(Duration::from_millis(300));
     nemesis.run(&mut servers, Instant::now() + cfg.run_for);
@@ -133,7 +150,7 @@ pub fn run(cfg: &RunConfig) -> Outcome {
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let _ = thread.join();
     }
-    let mut found = Vec::new();
+    let mut found = std::mem::take(&mut nemesis.trouble);
     let deadline = Instant::now() + cfg.wait + Duration::from_secs(15);
     for (worker, mut child, out) in children {
         let status = wait_until(&mut child, deadline);
@@ -157,11 +174,12 @@ pub fn run(cfg: &RunConfig) -> Outcome {
         }
         events.extend(history::read(&out));
     }
-    let left = left_behind(&servers, cfg.ttl + Duration::from_secs(2));
+    // The long-lease actor's leases are the longest.
+    let within = cfg.ttl.max(LONG_TTL) + Duration::from_secs(2);
+    let left = left_behind(&servers, within);
     if !left.is_empty() {
         found.push(format!(
-            "locks left behind {:?} after every worker stopped: {left:?}",
-            cfg.ttl + Duration::from_secs(2)
+            "locks left behind {within:?} after every worker stopped: {left:?}"
         ));
     }
     let logs = store_logs(cfg.topology, &store, &servers);
@@ -184,7 +202,44 @@ pub fn run(cfg: &RunConfig) -> Outcome {
         .figures
         .insert("violations".to_owned(), report.violations.len() as u64);
     drop(servers);
-    Outcome { report, events, t0 }
+    Outcome {
+        report,
+        events,
+        t0,
+        notes,
+    }
+}
+
+/// What the summary says of the faults that need more than the topology: which servers
+/// `replace_server` swaps, or why it is skipped.
+fn notes(cfg: &RunConfig, servers: &Servers) -> Vec<String> {
+    let skipped = cfg
+        .faults
+        .as_ref()
+        .is_some_and(|only| !only.iter().any(|k| k == "replace_server"));
+    if skipped {
+        return Vec::new();
+    }
+    if cfg.topology == Topology::Cluster {
+        return vec![
+            "replace_server and demote do not run on the cluster (its nodes cannot follow \
+             another server by REPLICAOF; failover and restart_empty replace a master there)"
+                .to_owned(),
+        ];
+    }
+    vec![match &cfg.other {
+        Ok(other) => format!(
+            "replace_server swaps {} and {} ({})",
+            servers::describe(servers.server(0)),
+            if servers::describe(servers.server(0)).starts_with("Valkey") {
+                "Redis"
+            } else {
+                "Valkey"
+            },
+            other.display()
+        ),
+        Err(why) => format!("replace_server skipped: only one server product at hand ({why})"),
+    }]
 }
 
 /// Writes `events` to `path`, one JSON line each (the nemesis's history and the store's
@@ -327,6 +382,9 @@ pub fn print(cfg: &RunConfig, outcome: &Outcome) {
     );
     for (what, n) in figures {
         println!("  {what:<48} {n:>8}");
+    }
+    for note in &outcome.notes {
+        println!("NOTE: {note}");
     }
     // One line each: the events are in the histories (`chaos check DIR` prints them).
     for v in &outcome.report.explained {

@@ -8,7 +8,9 @@
 //! cancelled, and (on one server) two threads sharing a `blocking::Locks` handle (its
 //! local queue and handover). Except on Redlock, the primitives on the waiter queue
 //! have names of their own: a fair lock (`fair*`), read/write locks (`rw*`, some writes
-//! downgraded) and a semaphore (`sem*`).
+//! downgraded) and a semaphore (`sem*`). A long-lease actor (`long*`, 2 s leases) has its
+//! renewals and suspicions recorded, and (but on the cluster) a pooled actor runs three
+//! tasks on a handle over a pool of connections ([`RoundRobin`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,6 +26,7 @@ use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use super::history::{Event, Recorder};
+use super::pool::RoundRobin;
 
 /// Writes `value` under fencing token `token`, and logs the accepted token.
 #[lock_script("chaos/fenced-append.lua")]
@@ -103,8 +106,13 @@ pub struct WorkerConfig {
     pub worker: u32,
     /// Where the locks live.
     pub topology: Topology,
-    /// The lock servers (through their proxies), or the cluster's nodes.
+    /// The lock servers (through their proxies), or the cluster's nodes, as the lock
+    /// user.
     pub urls: Vec<String>,
+    /// The lock servers through the proxies that serve the pooled actor alone (none on
+    /// a cluster).
+    #[serde(default)]
+    pub pool_urls: Vec<String>,
     /// The fenced store (never faulted, its clock never moved), every topology's; the
     /// topologies but Redlock also write to the lock's own server through guarded scripts.
     pub store: String,
@@ -155,8 +163,7 @@ impl Ctx {
 
     /// The lease's validity from its start: ttl minus 1% + 2 ms.
     fn validity(&self) -> Duration {
-        let ttl = self.ttl();
-        ttl.saturating_sub(ttl / 100 + Duration::from_millis(2))
+        validity(self.ttl())
     }
 
     fn now(&self) -> u64 {
@@ -182,6 +189,12 @@ impl Ctx {
     /// Records a grant of `lock` (whose lease ends at `valid_until`) and numbers it.
     fn granted(&self, lock: &str, fence: u64, how: &str, valid_until: Instant) -> u64 {
         self.granted_after(lock, fence, how, valid_until, None)
+    }
+
+    /// [`granted`](Self::granted), for a lease of `ttl` (not the worker's).
+    fn granted_for(&self, lock: &str, fence: u64, how: &str, lease: &Lease, ttl: Duration) -> u64 {
+        let requested = lease.valid_until().checked_sub(validity(ttl));
+        self.granted_after(lock, fence, how, lease.valid_until(), requested)
     }
 
     /// [`granted`](Self::granted), for a grant the server made no earlier than
@@ -290,6 +303,22 @@ impl Ctx {
     /// A pause between two writes of a section: up to two thirds of a lease.
     fn pause(&self, rng: &mut StdRng) -> Duration {
         Duration::from_millis(rng.random_range(0..=self.cfg.ttl_ms * 2 / 3))
+    }
+
+    /// Records that the holder of `grant` saw its lease valid until `valid_until` (its
+    /// grant's, or a confirmed renewal's), the next renewal of its `ttl` due a third of
+    /// the way.
+    fn renewal(&self, grant: u64, valid_until: Instant, ttl: Duration) {
+        let due = valid_until
+            .checked_sub(validity(ttl))
+            .map_or(valid_until, |sent| sent + ttl / 3);
+        self.record(&Event::Renewal {
+            worker: self.cfg.worker,
+            grant,
+            t: self.now(),
+            valid_until: self.rec.ns(valid_until),
+            due: self.rec.ns(due),
+        });
     }
 
     /// Records that the holder of `grant` begins to give it up now, and returns when.
@@ -424,26 +453,92 @@ macro_rules! taker {
 taker!(Locks, LockGuard);
 taker!(Redlock, RedlockGuard);
 
-/// Watches a lease for its loss until `done`: records when `lost()` fired.
-fn watch(ctx: &Arc<Ctx>, grant: u64, lease: Lease) -> tokio::sync::oneshot::Sender<()> {
-    let (done, mut finished) = tokio::sync::oneshot::channel::<()>();
+/// How long a holder keeps listening for `lost()` after its release returned `Ok`: a
+/// renewal sent before the release is answered within a response timeout of it, plus
+/// the scheduling slack. The guide: a lease released in time never fires.
+pub const LINGER: Duration =
+    lockscript::DEFAULT_RESPONSE_TIMEOUT.saturating_add(Duration::from_millis(250));
+
+/// The long-lease actor's lease: long enough that a renewal can fail (no reply within
+/// the response timeout) and be retried well within the lease, so the suspect bound
+/// (the renewal's due time plus the response timeout plus the slack) falls before the
+/// validity end and can be checked.
+pub const LONG_TTL: Duration = Duration::from_secs(2);
+
+/// A lease's validity from its start: `ttl` minus 1% + 2 ms.
+fn validity(ttl: Duration) -> Duration {
+    ttl.saturating_sub(ttl / 100 + Duration::from_millis(2))
+}
+
+/// The watcher of one lease (see [`watch`]); told when its holder is done with it.
+struct Watch(tokio::sync::oneshot::Sender<bool>);
+
+impl Watch {
+    /// The holder is done: `released` when its release returned `Ok` (the watcher then
+    /// listens for a loss [`LINGER`] longer: there must be none).
+    fn finish(self, released: bool) {
+        let _ = self.0.send(released);
+    }
+}
+
+/// Watches a lease until its holder is done with it: records when `lost()` fired; with
+/// `renewals` (the lease's ttl), each validity end it moves to (with the next renewal's
+/// due time) and each time it turns suspect.
+fn watch(ctx: &Arc<Ctx>, grant: u64, lease: Lease, renewals: Option<Duration>) -> Watch {
+    let (done, mut finished) = tokio::sync::oneshot::channel::<bool>();
     let ctx = Arc::clone(ctx);
     tokio::spawn(async move {
-        tokio::select! {
-            biased;
-            () = lease.lost() => {
-                let t = ctx.now();
-                ctx.record(&Event::Lost {
-                    worker: ctx.cfg.worker,
-                    grant,
-                    t,
-                    valid_until: ctx.rec.ns(lease.valid_until()),
-                });
+        let lost = |ctx: &Ctx| {
+            ctx.record(&Event::Lost {
+                worker: ctx.cfg.worker,
+                grant,
+                t: ctx.now(),
+                valid_until: ctx.rec.ns(lease.valid_until()),
+            });
+        };
+        let mut seen = lease.valid_until();
+        if let Some(ttl) = renewals {
+            ctx.renewal(grant, seen, ttl);
+        }
+        let mut suspected = false;
+        loop {
+            tokio::select! {
+                biased;
+                () = lease.lost() => return lost(&ctx),
+                released = &mut finished => {
+                    if released == Ok(true) {
+                        tokio::select! {
+                            () = lease.lost() => lost(&ctx),
+                            () = tokio::time::sleep(LINGER) => {}
+                        }
+                    }
+                    return;
+                }
+                () = lease.suspect(), if renewals.is_some() && !suspected => {
+                    let t = ctx.now();
+                    if lease.is_suspect() {
+                        suspected = true;
+                        ctx.record(&Event::Suspect {
+                            worker: ctx.cfg.worker,
+                            grant,
+                            t,
+                            valid_until: ctx.rec.ns(lease.valid_until()),
+                        });
+                    }
+                }
+                () = tokio::time::sleep(Duration::from_millis(5)), if renewals.is_some() => {
+                    let now = lease.valid_until();
+                    if now != seen && !lease.is_lost() {
+                        seen = now;
+                        ctx.renewal(grant, seen, renewals.unwrap_or_default());
+                    }
+                    // A confirmed renewal clears the suspicion: the next failure is news.
+                    suspected = suspected && lease.is_suspect();
+                }
             }
-            _ = &mut finished => {}
         }
     });
-    done
+    Watch(done)
 }
 
 /// The critical section: a few fenced writes, each only after `is_lost()` said the
@@ -463,8 +558,15 @@ async fn section(ctx: &Ctx, grant: u64, lock: &str, lease: &Lease, seed: u64) {
 }
 
 /// Takes a lock with `lock()` (or `try_lock()`), runs the section, then releases or
-/// (when `drop_it`) extends and drops the guard.
-async fn take_and_hold<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng, style: Style) {
+/// (when `drop_it`) extends and drops the guard. A grant on the pooled handle is
+/// recorded as `pool`.
+async fn take_and_hold<T: Taker>(
+    ctx: &Arc<Ctx>,
+    locks: &T,
+    rng: &mut StdRng,
+    style: Style,
+    pooled: bool,
+) {
     let name = pick_name(rng);
     let started = Instant::now();
     let guard = match style {
@@ -494,12 +596,13 @@ async fn take_and_hold<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng, st
     };
     let lease = guard.lease();
     let how = match style {
+        _ if pooled => "pool",
         Style::TryLock => "try_lock",
         _ if guard.attempts() == 0 => "handover",
         _ => "lock",
     };
     let grant = ctx.granted(&name, lease.fencing_token(), how, lease.valid_until());
-    let done = watch(ctx, grant, lease.clone());
+    let done = watch(ctx, grant, lease.clone(), None);
     section(ctx, grant, &name, &lease, rng.random()).await;
     let ending = ctx.releasing(grant);
     let valid_until = lease.valid_until();
@@ -509,13 +612,14 @@ async fn take_and_hold<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng, st
         ctx.call("extend", &name, ending, outcome, String::new());
         drop(guard);
         ctx.ended(grant, "dropped", ending, valid_until);
+        done.finish(false);
     } else {
         let released = guard.release().await;
         let outcome = outcome_of(&released);
         ctx.call("release", &name, ending, outcome, String::new());
         ctx.ended(grant, outcome, ending, valid_until);
+        done.finish(released.is_ok());
     }
-    let _ = done.send(());
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -541,7 +645,7 @@ async fn with_lock_once<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng) {
                     "with_lock",
                     lease.valid_until(),
                 );
-                let done = watch(&ctx, grant, lease.clone());
+                let done = watch(&ctx, grant, lease.clone(), None);
                 *record.lock().unwrap() = Some(WithLock {
                     grant,
                     done,
@@ -558,11 +662,16 @@ async fn with_lock_once<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng) {
     let ended = record.lock().unwrap().take();
     if let Some(r) = ended {
         // The release began when the section ended (or, cut short by the loss, now).
-        let (ending, valid_until) = r
-            .section_end
-            .unwrap_or_else(|| (Instant::now(), r.lease.valid_until()));
+        let (ending, valid_until) = match r.section_end {
+            Some((ending, valid_until)) => {
+                // with_lock's release: from the end of the work to its return.
+                ctx.call("release", &name, ending, outcome_of(&result), String::new());
+                (ending, valid_until)
+            }
+            None => (Instant::now(), r.lease.valid_until()),
+        };
         ctx.ended(r.grant, outcome_of(&result), ending, valid_until);
-        let _ = r.done.send(());
+        r.done.finish(result.is_ok());
     } else {
         // No grant: with_lock's own lock() failed.
         ctx.locked(&name, started, result);
@@ -574,34 +683,42 @@ async fn with_lock_once<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng) {
 /// watcher, its lease, and when the section ended with the validity end it then had.
 struct WithLock {
     grant: u64,
-    done: tokio::sync::oneshot::Sender<()>,
+    done: Watch,
     lease: Lease,
     section_end: Option<(Instant, Instant)>,
 }
 
 /// A `lock()` cancelled after a few milliseconds, or granted and released at once.
-async fn cancelled_lock<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng) {
+async fn cancelled_lock<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng, pooled: bool) {
     let name = pick_name(rng);
     let cutoff = Duration::from_micros(rng.random_range(0..20_000));
     let started = Instant::now();
     if let Ok(Ok(guard)) = tokio::time::timeout(cutoff, locks.lock(&name)).await {
         let lease = guard.lease();
-        let grant = ctx.granted(&name, lease.fencing_token(), "lock", lease.valid_until());
+        let how = if pooled { "pool" } else { "lock" };
+        let grant = ctx.granted(&name, lease.fencing_token(), how, lease.valid_until());
+        let done = watch(ctx, grant, lease.clone(), None);
         let (ending, valid_until) = (ctx.releasing(grant), lease.valid_until());
         let released = guard.release().await;
-        ctx.ended(grant, outcome_of(&released), ending, valid_until);
+        let outcome = outcome_of(&released);
+        ctx.call("release", &name, ending, outcome, String::new());
+        ctx.ended(grant, outcome, ending, valid_until);
+        done.finish(released.is_ok());
     } else {
         ctx.call("cancelled_lock", &name, started, "cancelled", String::new());
         tokio::time::sleep(Duration::from_millis(rng.random_range(1..30))).await;
     }
 }
 
-async fn actor<T: Taker>(ctx: Arc<Ctx>, locks: T, seed: u64, role: u32) {
+/// One actor: `role` 0 locks, 1 tries, 2 runs `with_lock`, 3 locks and half the time
+/// extends and drops its guard, 4 cancels `lock()` futures. `pooled`: its handle is over
+/// a pool of connections (its grants are recorded as `pool`).
+async fn actor<T: Taker>(ctx: Arc<Ctx>, locks: T, seed: u64, role: u32, pooled: bool) {
     let mut rng = StdRng::seed_from_u64(seed);
     while !ctx.stop.load(Ordering::Relaxed) {
         match role {
-            0 => take_and_hold(&ctx, &locks, &mut rng, Style::Lock).await,
-            1 => take_and_hold(&ctx, &locks, &mut rng, Style::TryLock).await,
+            0 => take_and_hold(&ctx, &locks, &mut rng, Style::Lock, pooled).await,
+            1 => take_and_hold(&ctx, &locks, &mut rng, Style::TryLock, pooled).await,
             2 => with_lock_once(&ctx, &locks, &mut rng).await,
             3 => {
                 let style = if rng.random_bool(0.5) {
@@ -609,10 +726,64 @@ async fn actor<T: Taker>(ctx: Arc<Ctx>, locks: T, seed: u64, role: u32) {
                 } else {
                     Style::Lock
                 };
-                take_and_hold(&ctx, &locks, &mut rng, style).await;
+                take_and_hold(&ctx, &locks, &mut rng, style, pooled).await;
             }
-            _ => cancelled_lock(&ctx, &locks, &mut rng).await,
+            _ => cancelled_lock(&ctx, &locks, &mut rng, pooled).await,
         }
+    }
+}
+
+/// The pooled actor: three tasks on one handle over a pool of connections (it locks;
+/// it locks, extends and drops; it cancels `lock()`s), so a lease's commands, a grant
+/// and its background release travel on different connections.
+fn pooled_actors<T: Taker>(ctx: &Arc<Ctx>, locks: &T) -> Vec<tokio::task::JoinHandle<()>> {
+    let seed = ctx.cfg.seed;
+    [0u32, 3, 4]
+        .into_iter()
+        .map(|role| {
+            tokio::spawn(actor(
+                Arc::clone(ctx),
+                locks.clone(),
+                seed ^ (u64::from(role) + 0x90),
+                role,
+                true,
+            ))
+        })
+        .collect()
+}
+
+/// How many connections the pooled actor's pool has (per server).
+const POOL_SIZE: usize = 3;
+
+/// The long-lease actor: `lock()` on a `long*` name with [`LONG_TTL`] leases, held for a
+/// second or two (several renewals) with a write every few hundred ms, released; its
+/// renewals and suspicions recorded (the suspect bound is checked on them).
+async fn long_actor<T: Taker>(ctx: Arc<Ctx>, locks: T, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    while !ctx.stop.load(Ordering::Relaxed) {
+        let name = format!("long{}", rng.random_range(0..2));
+        let started = Instant::now();
+        let Some(guard) = ctx.locked(&name, started, locks.lock(&name).await) else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        let lease = guard.lease();
+        let grant = ctx.granted_for(&name, lease.fencing_token(), "long", &lease, LONG_TTL);
+        let done = watch(&ctx, grant, lease.clone(), Some(LONG_TTL));
+        let writer = format!("w{}g{grant}", ctx.cfg.worker);
+        for _ in 0..rng.random_range(3..=8) {
+            tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
+            if !ctx.may_write(grant, || lease.is_lost()) {
+                break;
+            }
+            ctx.write(grant, &lease, &name, &writer).await;
+        }
+        let (ending, valid_until) = (ctx.releasing(grant), lease.valid_until());
+        let released = guard.release().await;
+        let outcome = outcome_of(&released);
+        ctx.call("release", &name, ending, outcome, String::new());
+        ctx.ended(grant, outcome, ending, valid_until);
+        done.finish(released.is_ok());
     }
 }
 
@@ -633,6 +804,7 @@ where
             shared.clone(),
             seed ^ (i + 1),
             0,
+            false,
         )));
     }
     for role in 0..5u32 {
@@ -642,6 +814,7 @@ where
             own,
             seed ^ (u64::from(role) + 10),
             role,
+            false,
         )));
     }
     tasks
@@ -683,13 +856,15 @@ where
 
 /// Holds a grant of `name` (its `lease`, granted `how`): records it, watches its loss,
 /// runs its section (fenced writes when `writes`, else checks only: a reader or a
-/// permit cannot guard a script), then `release`s it and records the end.
+/// permit cannot guard a script), then `release`s it and records the end. A downgrade
+/// (`downgrades`) ends the grant but not the lease, which the read grant goes on with:
+/// its later loss is the read's.
 async fn hold<F, Fut>(
     ctx: &Arc<Ctx>,
     name: &str,
     lease: &Lease,
     (how, requested): (&str, Instant),
-    writes: bool,
+    (writes, downgrades): (bool, bool),
     seed: u64,
     release: F,
 ) where
@@ -698,7 +873,7 @@ async fn hold<F, Fut>(
 {
     let fence = lease.fencing_token();
     let grant = ctx.granted_after(name, fence, how, lease.valid_until(), Some(requested));
-    let done = watch(ctx, grant, lease.clone());
+    let done = watch(ctx, grant, lease.clone(), None);
     if writes {
         section(ctx, grant, name, lease, seed).await;
     } else {
@@ -717,7 +892,7 @@ async fn hold<F, Fut>(
     let outcome = outcome_of(&released);
     ctx.call("release", name, ending, outcome, String::new());
     ctx.ended(grant, outcome, ending, valid_until);
-    let _ = done.send(());
+    done.finish(released.is_ok() && !downgrades);
 }
 
 /// A fair lock's user: `lock()` on the one `fair*` name (a long queue, so the checker
@@ -764,9 +939,15 @@ async fn take<G, RF>(
         return;
     };
     let lease = lease_of(&guard);
-    hold(ctx, name, &lease, (how, started), writes, seed, || {
-        release(guard)
-    })
+    hold(
+        ctx,
+        name,
+        &lease,
+        (how, started),
+        (writes, false),
+        seed,
+        || release(guard),
+    )
     .await;
 }
 
@@ -821,7 +1002,7 @@ where
             &name,
             &lease,
             ("write", started),
-            true,
+            (true, true),
             rng.random(),
             || async {
                 *downgraded.lock().unwrap() = Instant::now();
@@ -839,7 +1020,7 @@ where
                 &name,
                 &lease,
                 ("downgrade", at),
-                false,
+                (false, false),
                 rng.random(),
                 || read.release(),
             )
@@ -960,7 +1141,10 @@ fn blocking_actor(ctx: &Arc<Ctx>, url: &str) -> Vec<std::thread::JoinHandle<()>>
 /// One thread of the blocking actor.
 fn blocking_thread(ctx: &Arc<Ctx>, locks: &blocking::Locks, mut data: SyncData, thread: u64) {
     let mut rng = StdRng::seed_from_u64(ctx.cfg.seed ^ 0x63 ^ (thread << 8));
+    // Watchers still listening after a release (see [`LINGER`]).
+    let mut lingering: Vec<std::thread::JoinHandle<()>> = Vec::new();
     while !ctx.stop.load(Ordering::Relaxed) {
+        lingering.retain(|w| !w.is_finished());
         let name = pick_name(&mut rng);
         let started = Instant::now();
         let Some(guard) = ctx.locked(&name, started, locks.lock(&name)) else {
@@ -974,20 +1158,26 @@ fn blocking_thread(ctx: &Arc<Ctx>, locks: &blocking::Locks, mut data: SyncData, 
             "blocking",
             lease.valid_until(),
         );
-        let watching = Arc::new(AtomicBool::new(true));
+        // 0: held; 1: done; 2: released (`Ok`), listened to for `LINGER` more.
+        let state = Arc::new(std::sync::atomic::AtomicU8::new(0));
         let watcher = {
-            let (ctx, lease, watching) = (Arc::clone(ctx), lease.clone(), Arc::clone(&watching));
+            let (ctx, lease, state) = (Arc::clone(ctx), lease.clone(), Arc::clone(&state));
             std::thread::spawn(move || {
-                while watching.load(Ordering::Relaxed) {
+                let lost = || {
+                    ctx.record(&Event::Lost {
+                        worker: ctx.cfg.worker,
+                        grant,
+                        t: ctx.now(),
+                        valid_until: ctx.rec.ns(lease.valid_until()),
+                    });
+                };
+                while state.load(Ordering::Relaxed) == 0 {
                     if lease.lost_within(Duration::from_millis(20)) {
-                        ctx.record(&Event::Lost {
-                            worker: ctx.cfg.worker,
-                            grant,
-                            t: ctx.now(),
-                            valid_until: ctx.rec.ns(lease.valid_until()),
-                        });
-                        return;
+                        return lost();
                     }
+                }
+                if state.load(Ordering::Relaxed) == 2 && lease.lost_within(LINGER) {
+                    lost();
                 }
             })
         };
@@ -1012,7 +1202,10 @@ fn blocking_thread(ctx: &Arc<Ctx>, locks: &blocking::Locks, mut data: SyncData, 
         let outcome = outcome_of(&released);
         ctx.call("release", &name, ending, outcome, String::new());
         ctx.ended(grant, outcome, ending, valid_until);
-        watching.store(false, Ordering::Relaxed);
+        state.store(if released.is_ok() { 2 } else { 1 }, Ordering::Relaxed);
+        lingering.push(watcher);
+    }
+    for watcher in lingering {
         let _ = watcher.join();
     }
 }
@@ -1079,33 +1272,55 @@ pub fn run(cfg: WorkerConfig) {
         let delivery = ctx.delivery();
         let urls = ctx.cfg.urls.clone();
         let mut threads = Vec::new();
+        let long_seed = ctx.cfg.seed ^ 0xa0;
         let tasks = match ctx.cfg.topology {
             Topology::Single | Topology::Aof => {
                 let client = redis::Client::open(urls[0].as_str()).expect("the server's url");
                 threads.extend(blocking_actor(&ctx, &urls[0]));
-                let make = || async {
-                    Locks::connect(&client)
-                        .await
-                        .expect("connect")
-                        .ttl(ttl)
-                        .wait_timeout(wait)
-                        .delivery(delivery)
+                let make = |ttl| {
+                    let client = client.clone();
+                    async move {
+                        Locks::connect(&client)
+                            .await
+                            .expect("connect")
+                            .ttl(ttl)
+                            .wait_timeout(wait)
+                            .delivery(delivery)
+                    }
                 };
-                let mut tasks = spawn_actors(&ctx, make).await;
-                tasks.extend(queued_actors(&ctx, make).await);
+                let mut tasks = spawn_actors(&ctx, || make(ttl)).await;
+                tasks.extend(queued_actors(&ctx, || make(ttl)).await);
+                let long = make(LONG_TTL).await;
+                tasks.push(tokio::spawn(long_actor(Arc::clone(&ctx), long, long_seed)));
+                let pool_client =
+                    redis::Client::open(ctx.cfg.pool_urls[0].as_str()).expect("the pool's url");
+                let pool = RoundRobin::connect(&pool_client, POOL_SIZE)
+                    .await
+                    .expect("the pool");
+                let pooled = Locks::new(pool)
+                    .notifications(pool_client)
+                    .ttl(ttl)
+                    .wait_timeout(wait)
+                    .delivery(delivery);
+                tasks.extend(pooled_actors(&ctx, &pooled));
                 tasks
             }
             Topology::Cluster => {
-                let make = || async {
-                    Locks::connect_cluster(urls.clone())
-                        .await
-                        .expect("connect_cluster")
-                        .ttl(ttl)
-                        .wait_timeout(wait)
-                        .delivery(delivery)
+                let make = |ttl| {
+                    let urls = urls.clone();
+                    async move {
+                        Locks::connect_cluster(urls)
+                            .await
+                            .expect("connect_cluster")
+                            .ttl(ttl)
+                            .wait_timeout(wait)
+                            .delivery(delivery)
+                    }
                 };
-                let mut tasks = spawn_actors(&ctx, make).await;
-                tasks.extend(queued_actors(&ctx, make).await);
+                let mut tasks = spawn_actors(&ctx, || make(ttl)).await;
+                tasks.extend(queued_actors(&ctx, || make(ttl)).await);
+                let long = make(LONG_TTL).await;
+                tasks.push(tokio::spawn(long_actor(Arc::clone(&ctx), long, long_seed)));
                 tasks
             }
             Topology::Redlock => {
@@ -1113,15 +1328,35 @@ pub fn run(cfg: WorkerConfig) {
                     .iter()
                     .map(|u| redis::Client::open(u.as_str()).expect("a master's url"))
                     .collect();
-                spawn_actors(&ctx, || async {
-                    Redlock::connect(&clients)
-                        .await
-                        .expect("connect")
-                        .ttl(ttl)
-                        .wait_timeout(wait)
-                        .delivery(delivery)
-                })
-                .await
+                let make = |ttl| {
+                    let clients = clients.clone();
+                    async move {
+                        Redlock::connect(&clients)
+                            .await
+                            .expect("connect")
+                            .ttl(ttl)
+                            .wait_timeout(wait)
+                            .delivery(delivery)
+                    }
+                };
+                let mut tasks = spawn_actors(&ctx, || make(ttl)).await;
+                let long = make(LONG_TTL).await;
+                tasks.push(tokio::spawn(long_actor(Arc::clone(&ctx), long, long_seed)));
+                let mut pools = Vec::new();
+                for url in &ctx.cfg.pool_urls {
+                    let client = redis::Client::open(url.as_str()).expect("a pool's url");
+                    pools.push(
+                        RoundRobin::connect(&client, POOL_SIZE)
+                            .await
+                            .expect("a pool"),
+                    );
+                }
+                let pooled = Redlock::new(pools)
+                    .ttl(ttl)
+                    .wait_timeout(wait)
+                    .delivery(delivery);
+                tasks.extend(pooled_actors(&ctx, &pooled));
+                tasks
             }
         };
         tokio::time::sleep(Duration::from_millis(ctx.cfg.run_for_ms)).await;
@@ -1138,8 +1373,9 @@ pub fn run(cfg: WorkerConfig) {
         })
         .await
         .expect("the blocking actor");
-        // Background releases of dropped guards get a moment to land.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Background releases of dropped guards get a moment to land, and the last
+        // releases' watchers listen out their `LINGER`.
+        tokio::time::sleep(LINGER + Duration::from_millis(50)).await;
         ctx.record(&Event::End {
             worker: ctx.cfg.worker,
             t: ctx.now(),
