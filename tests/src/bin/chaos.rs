@@ -74,6 +74,28 @@ fn main() {
     }
 }
 
+/// The topologies `name` names (`all`, or one).
+fn named_topologies(name: &str) -> Vec<Topology> {
+    if name == "all" {
+        return Topology::ALL.to_vec();
+    }
+    vec![
+        *Topology::ALL
+            .iter()
+            .find(|t| t.name() == name)
+            .unwrap_or_else(|| usage()),
+    ]
+}
+
+/// The fault kinds of a comma-separated list, each a kind's name.
+fn fault_kinds(list: &str) -> Vec<String> {
+    let kinds: Vec<String> = list.split(',').map(str::to_owned).collect();
+    if !kinds.iter().all(|k| nemesis::is_kind(k)) {
+        usage();
+    }
+    kinds
+}
+
 fn run_command(args: &[String]) -> i32 {
     let mut topologies = Topology::ALL.to_vec();
     let mut seed = 1u64;
@@ -87,31 +109,13 @@ fn run_command(args: &[String]) -> i32 {
     while let Some(arg) = it.next() {
         let mut value = || it.next().cloned().unwrap_or_else(|| usage());
         match arg.as_str() {
-            "--topology" => {
-                let name = value();
-                topologies = if name == "all" {
-                    Topology::ALL.to_vec()
-                } else {
-                    vec![
-                        *Topology::ALL
-                            .iter()
-                            .find(|t| t.name() == name)
-                            .unwrap_or_else(|| usage()),
-                    ]
-                };
-            }
+            "--topology" => topologies = named_topologies(&value()),
             "--seed" => seed = value().parse().unwrap_or_else(|_| usage()),
             "--seconds" => seconds = value().parse().unwrap_or_else(|_| usage()),
             "--minutes" => minutes = Some(value().parse::<u64>().unwrap_or_else(|_| usage())),
             "--workers" => workers = value().parse().unwrap_or_else(|_| usage()),
             "--mutant" => mutant = Some(value()),
-            "--faults" => {
-                let kinds: Vec<String> = value().split(',').map(str::to_owned).collect();
-                if !kinds.iter().all(|k| nemesis::is_kind(k)) {
-                    usage();
-                }
-                faults = Some(kinds);
-            }
+            "--faults" => faults = Some(fault_kinds(&value())),
             "--dir" => dir = PathBuf::from(value()),
             _ => usage(),
         }

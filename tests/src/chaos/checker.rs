@@ -737,6 +737,19 @@ fn check_loss(
             }
         }
     }
+    check_release_outcomes(events, grants, by_id, &lost, report);
+}
+
+/// 2 and 7, from each release's outcome: a release that succeeded after the loss was
+/// signalled, or one that returned `Ok` while or before `lost()` fired, or a lease that
+/// ended lost without the signal.
+fn check_release_outcomes(
+    events: &[Event],
+    grants: &[Grant<'_>],
+    by_id: &HashMap<(u32, u64), usize>,
+    lost: &HashMap<(u32, u64), &Event>,
+    report: &mut Report,
+) {
     for e in events {
         if let Event::Release {
             worker,

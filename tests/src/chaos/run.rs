@@ -91,17 +91,13 @@ fn bounds(cfg: &RunConfig) -> Bounds {
     }
 }
 
-/// Runs `cfg` and checks it.
-///
-/// # Panics
-///
-/// If the servers or the worker processes cannot be started.
-pub fn run(cfg: &RunConfig) -> Outcome {
-    std::fs::create_dir_all(&cfg.dir).expect("the run's directory");
-    let t0 = now_ns();
-    let store = RedisServer::start();
-    let mut servers = Servers::start(cfg.topology, &cfg.dir, cfg.other.as_deref().ok());
-    let notes = notes(cfg, &servers);
+/// Starts the worker processes of `cfg` against `servers` and the fenced `store`: each
+/// one's number, process and history file.
+fn spawn_workers(
+    cfg: &RunConfig,
+    servers: &Servers,
+    store: &RedisServer,
+) -> Vec<(u32, Child, PathBuf)> {
     let mut children: Vec<(u32, Child, PathBuf)> = Vec::new();
     for worker in 0..cfg.workers {
         let out = cfg.dir.join(format!("worker-{worker}.jsonl"));
@@ -132,6 +128,21 @@ pub fn run(cfg: &RunConfig) -> Outcome {
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", cfg.exe.display()));
         children.push((worker, child, out));
     }
+    children
+}
+
+/// Runs `cfg` and checks it.
+///
+/// # Panics
+///
+/// If the servers or the worker processes cannot be started.
+pub fn run(cfg: &RunConfig) -> Outcome {
+    std::fs::create_dir_all(&cfg.dir).expect("the run's directory");
+    let t0 = now_ns();
+    let store = RedisServer::start();
+    let mut servers = Servers::start(cfg.topology, &cfg.dir, cfg.other.as_deref().ok());
+    let notes = notes(cfg, &servers);
+    let children = spawn_workers(cfg, &servers, &store);
     let monitor = monitor(&servers, &cfg.dir);
     let pids = children.iter().map(|(_, c, _)| c.id()).collect();
     let mut nemesis = Nemesis::new(

@@ -386,7 +386,6 @@ fn copy_keys(from: &mut redis::Connection, to: &mut redis::Connection) -> Result
         }
         let value: redis::Value = query(from, &get)?;
         let mut items: Vec<Vec<u8>> = match value {
-            redis::Value::Nil => continue,
             redis::Value::BulkString(bytes) => vec![bytes],
             redis::Value::Array(items) => items
                 .into_iter()
@@ -553,7 +552,7 @@ pub fn other_product(primary: &Path) -> Result<PathBuf, String> {
 /// The servers of a topology.
 pub enum Servers {
     /// One server (with or without AOF).
-    One(Node),
+    One(Box<Node>),
     /// A Redis Cluster, each node behind a proxy it announces to clients, each on a
     /// clock of its own.
     Cluster(
@@ -573,10 +572,12 @@ impl Servers {
         let clock = |i: usize| ServerClock::new(dir.join(format!("clock-{i}")));
         let other = other.map(Path::to_path_buf);
         match topology {
-            Topology::Single => {
-                Servers::One(Node::start(RedisServer::builder(), Some(clock(0)), other))
-            }
-            Topology::Aof => Servers::One(Node::start(
+            Topology::Single => Servers::One(Box::new(Node::start(
+                RedisServer::builder(),
+                Some(clock(0)),
+                other,
+            ))),
+            Topology::Aof => Servers::One(Box::new(Node::start(
                 RedisServer::builder()
                     .arg("--appendonly")
                     .arg("yes")
@@ -584,7 +585,7 @@ impl Servers {
                     .arg("always"),
                 Some(clock(0)),
                 other,
-            )),
+            ))),
             Topology::Cluster => {
                 let clocks: Vec<ServerClock> = (0..6).map(clock).collect();
                 let cluster =

@@ -143,9 +143,24 @@ struct Ctx {
     data: Option<Data>,
     /// The fenced store.
     store: redis::aio::MultiplexedConnection,
+    /// Turns `true` once every actor's handle is made: the actors start together, so
+    /// that no measured call overlaps the worker's own start (its connections made).
+    ready: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Ctx {
+    /// Waits until every actor's handle is made.
+    async fn ready(&self) {
+        let _ = self.ready.clone().wait_for(|ready| *ready).await;
+    }
+
+    /// [`ready`](Self::ready), for the blocking actor's threads.
+    fn ready_blocking(&self) {
+        while !*self.ready.borrow() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     fn ttl(&self) -> Duration {
         Duration::from_millis(self.cfg.ttl_ms)
     }
@@ -715,6 +730,7 @@ async fn cancelled_lock<T: Taker>(ctx: &Arc<Ctx>, locks: &T, rng: &mut StdRng, p
 /// a pool of connections (its grants are recorded as `pool`).
 async fn actor<T: Taker>(ctx: Arc<Ctx>, locks: T, seed: u64, role: u32, pooled: bool) {
     let mut rng = StdRng::seed_from_u64(seed);
+    ctx.ready().await;
     while !ctx.stop.load(Ordering::Relaxed) {
         match role {
             0 => take_and_hold(&ctx, &locks, &mut rng, Style::Lock, pooled).await,
@@ -760,6 +776,7 @@ const POOL_SIZE: usize = 3;
 /// renewals and suspicions recorded (the suspect bound is checked on them).
 async fn long_actor<T: Taker>(ctx: Arc<Ctx>, locks: T, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
+    ctx.ready().await;
     while !ctx.stop.load(Ordering::Relaxed) {
         let name = format!("long{}", rng.random_range(0..2));
         let started = Instant::now();
@@ -902,6 +919,7 @@ where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     let mut rng = StdRng::seed_from_u64(seed);
+    ctx.ready().await;
     // The handle's handoff channel subscribed before the first recorded wait.
     let warm = format!("warm-{}-{seed}", ctx.cfg.worker);
     if let Ok(guard) = locks.lock(&warm).await {
@@ -958,6 +976,7 @@ where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     let mut rng = StdRng::seed_from_u64(seed);
+    ctx.ready().await;
     while !ctx.stop.load(Ordering::Relaxed) {
         let name = format!("rw{}", rng.random_range(0..2));
         let seed = rng.random();
@@ -1035,6 +1054,7 @@ where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
     let mut rng = StdRng::seed_from_u64(seed);
+    ctx.ready().await;
     let how = format!("permit:{}", sem.permits());
     while !ctx.stop.load(Ordering::Relaxed) {
         let name = format!("sem{}", rng.random_range(0..2));
@@ -1141,6 +1161,7 @@ fn blocking_actor(ctx: &Arc<Ctx>, url: &str) -> Vec<std::thread::JoinHandle<()>>
 /// One thread of the blocking actor.
 fn blocking_thread(ctx: &Arc<Ctx>, locks: &blocking::Locks, mut data: SyncData, thread: u64) {
     let mut rng = StdRng::seed_from_u64(ctx.cfg.seed ^ 0x63 ^ (thread << 8));
+    ctx.ready_blocking();
     // Watchers still listening after a release (see [`LINGER`]).
     let mut lingering: Vec<std::thread::JoinHandle<()>> = Vec::new();
     while !ctx.stop.load(Ordering::Relaxed) {
@@ -1231,6 +1252,108 @@ async fn data(cfg: &WorkerConfig) -> Option<Data> {
     })
 }
 
+/// Starts every actor of the worker: its tasks, and the blocking actor's threads.
+async fn start_actors(
+    ctx: Arc<Ctx>,
+) -> (
+    Vec<tokio::task::JoinHandle<()>>,
+    Vec<std::thread::JoinHandle<()>>,
+) {
+    let ttl = ctx.ttl();
+    let wait = Duration::from_millis(ctx.cfg.wait_ms);
+    let delivery = ctx.delivery();
+    let urls = ctx.cfg.urls.clone();
+    let mut threads = Vec::new();
+    let long_seed = ctx.cfg.seed ^ 0xa0;
+    let tasks = match ctx.cfg.topology {
+        Topology::Single | Topology::Aof => {
+            let client = redis::Client::open(urls[0].as_str()).expect("the server's url");
+            threads.extend(blocking_actor(&ctx, &urls[0]));
+            let make = |ttl| {
+                let client = client.clone();
+                async move {
+                    Locks::connect(&client)
+                        .await
+                        .expect("connect")
+                        .ttl(ttl)
+                        .wait_timeout(wait)
+                        .delivery(delivery)
+                }
+            };
+            let mut tasks = spawn_actors(&ctx, || make(ttl)).await;
+            tasks.extend(queued_actors(&ctx, || make(ttl)).await);
+            let long = make(LONG_TTL).await;
+            tasks.push(tokio::spawn(long_actor(Arc::clone(&ctx), long, long_seed)));
+            let pool_client =
+                redis::Client::open(ctx.cfg.pool_urls[0].as_str()).expect("the pool's url");
+            let pool = RoundRobin::connect(&pool_client, POOL_SIZE)
+                .await
+                .expect("the pool");
+            let pooled = Locks::new(pool)
+                .notifications(pool_client)
+                .ttl(ttl)
+                .wait_timeout(wait)
+                .delivery(delivery);
+            tasks.extend(pooled_actors(&ctx, &pooled));
+            tasks
+        }
+        Topology::Cluster => {
+            let make = |ttl| {
+                let urls = urls.clone();
+                async move {
+                    Locks::connect_cluster(urls)
+                        .await
+                        .expect("connect_cluster")
+                        .ttl(ttl)
+                        .wait_timeout(wait)
+                        .delivery(delivery)
+                }
+            };
+            let mut tasks = spawn_actors(&ctx, || make(ttl)).await;
+            tasks.extend(queued_actors(&ctx, || make(ttl)).await);
+            let long = make(LONG_TTL).await;
+            tasks.push(tokio::spawn(long_actor(Arc::clone(&ctx), long, long_seed)));
+            tasks
+        }
+        Topology::Redlock => {
+            let clients: Vec<redis::Client> = urls
+                .iter()
+                .map(|u| redis::Client::open(u.as_str()).expect("a master's url"))
+                .collect();
+            let make = |ttl| {
+                let clients = clients.clone();
+                async move {
+                    Redlock::connect(&clients)
+                        .await
+                        .expect("connect")
+                        .ttl(ttl)
+                        .wait_timeout(wait)
+                        .delivery(delivery)
+                }
+            };
+            let mut tasks = spawn_actors(&ctx, || make(ttl)).await;
+            let long = make(LONG_TTL).await;
+            tasks.push(tokio::spawn(long_actor(Arc::clone(&ctx), long, long_seed)));
+            let mut pools = Vec::new();
+            for url in &ctx.cfg.pool_urls {
+                let client = redis::Client::open(url.as_str()).expect("a pool's url");
+                pools.push(
+                    RoundRobin::connect(&client, POOL_SIZE)
+                        .await
+                        .expect("a pool"),
+                );
+            }
+            let pooled = Redlock::new(pools)
+                .ttl(ttl)
+                .wait_timeout(wait)
+                .delivery(delivery);
+            tasks.extend(pooled_actors(&ctx, &pooled));
+            tasks
+        }
+    };
+    (tasks, threads)
+}
+
 /// Runs a worker process: its actors until `run_for`, then lets them finish their grants
 /// and records its end.
 ///
@@ -1259,6 +1382,7 @@ pub fn run(cfg: WorkerConfig) {
             .get_multiplexed_async_connection()
             .await
             .expect("the store");
+        let (go, ready) = tokio::sync::watch::channel(false);
         let ctx = Arc::new(Ctx {
             rec,
             cfg,
@@ -1266,99 +1390,10 @@ pub fn run(cfg: WorkerConfig) {
             stop: AtomicBool::new(false),
             data,
             store,
+            ready,
         });
-        let ttl = ctx.ttl();
-        let wait = Duration::from_millis(ctx.cfg.wait_ms);
-        let delivery = ctx.delivery();
-        let urls = ctx.cfg.urls.clone();
-        let mut threads = Vec::new();
-        let long_seed = ctx.cfg.seed ^ 0xa0;
-        let tasks = match ctx.cfg.topology {
-            Topology::Single | Topology::Aof => {
-                let client = redis::Client::open(urls[0].as_str()).expect("the server's url");
-                threads.extend(blocking_actor(&ctx, &urls[0]));
-                let make = |ttl| {
-                    let client = client.clone();
-                    async move {
-                        Locks::connect(&client)
-                            .await
-                            .expect("connect")
-                            .ttl(ttl)
-                            .wait_timeout(wait)
-                            .delivery(delivery)
-                    }
-                };
-                let mut tasks = spawn_actors(&ctx, || make(ttl)).await;
-                tasks.extend(queued_actors(&ctx, || make(ttl)).await);
-                let long = make(LONG_TTL).await;
-                tasks.push(tokio::spawn(long_actor(Arc::clone(&ctx), long, long_seed)));
-                let pool_client =
-                    redis::Client::open(ctx.cfg.pool_urls[0].as_str()).expect("the pool's url");
-                let pool = RoundRobin::connect(&pool_client, POOL_SIZE)
-                    .await
-                    .expect("the pool");
-                let pooled = Locks::new(pool)
-                    .notifications(pool_client)
-                    .ttl(ttl)
-                    .wait_timeout(wait)
-                    .delivery(delivery);
-                tasks.extend(pooled_actors(&ctx, &pooled));
-                tasks
-            }
-            Topology::Cluster => {
-                let make = |ttl| {
-                    let urls = urls.clone();
-                    async move {
-                        Locks::connect_cluster(urls)
-                            .await
-                            .expect("connect_cluster")
-                            .ttl(ttl)
-                            .wait_timeout(wait)
-                            .delivery(delivery)
-                    }
-                };
-                let mut tasks = spawn_actors(&ctx, || make(ttl)).await;
-                tasks.extend(queued_actors(&ctx, || make(ttl)).await);
-                let long = make(LONG_TTL).await;
-                tasks.push(tokio::spawn(long_actor(Arc::clone(&ctx), long, long_seed)));
-                tasks
-            }
-            Topology::Redlock => {
-                let clients: Vec<redis::Client> = urls
-                    .iter()
-                    .map(|u| redis::Client::open(u.as_str()).expect("a master's url"))
-                    .collect();
-                let make = |ttl| {
-                    let clients = clients.clone();
-                    async move {
-                        Redlock::connect(&clients)
-                            .await
-                            .expect("connect")
-                            .ttl(ttl)
-                            .wait_timeout(wait)
-                            .delivery(delivery)
-                    }
-                };
-                let mut tasks = spawn_actors(&ctx, || make(ttl)).await;
-                let long = make(LONG_TTL).await;
-                tasks.push(tokio::spawn(long_actor(Arc::clone(&ctx), long, long_seed)));
-                let mut pools = Vec::new();
-                for url in &ctx.cfg.pool_urls {
-                    let client = redis::Client::open(url.as_str()).expect("a pool's url");
-                    pools.push(
-                        RoundRobin::connect(&client, POOL_SIZE)
-                            .await
-                            .expect("a pool"),
-                    );
-                }
-                let pooled = Redlock::new(pools)
-                    .ttl(ttl)
-                    .wait_timeout(wait)
-                    .delivery(delivery);
-                tasks.extend(pooled_actors(&ctx, &pooled));
-                tasks
-            }
-        };
+        let (tasks, threads) = start_actors(Arc::clone(&ctx)).await;
+        let _ = go.send(true);
         tokio::time::sleep(Duration::from_millis(ctx.cfg.run_for_ms)).await;
         ctx.stop.store(true, Ordering::Relaxed);
         for task in tasks {
