@@ -239,9 +239,12 @@ local function serve()
       grant(w[2], w[4], ARGV[5], fence)
       return fence, served
     end
-    redis.call('PUBLISH', w[5], string.format('grant %s %d %d %s', w[2], fence, now, w[3]))
-    leave(w[1])
+    -- Written before it is announced: a script that stops midway keeps what it
+    -- wrote (Redis undoes nothing), so a grant the server refused to write (an
+    -- ACL without SET, a full memory) must stop the script before its message.
     grant(w[2], w[4], w[3], fence)
+    leave(w[1])
+    redis.call('PUBLISH', w[5], string.format('grant %s %d %d %s', w[2], fence, now, w[3]))
   end
 end
 

@@ -204,3 +204,81 @@ async fn a_missing_permission_is_an_error_that_names_it() {
         "names the missing key permission: {err:?}"
     );
 }
+
+/// A queued grant is written before it is announced. fair-queue.lua hands the lock to
+/// the first waiter by a message on the waiter's channel; a script that stops midway
+/// keeps what it did (Redis undoes nothing), so a message sent before the grant's
+/// writes announced a grant the server then refused to write (here `SET` taken from
+/// the lock user while a waiter queued): the waiter held a lock nobody recorded, with a
+/// fence the next grant repeated. Found by the chaos checker (`acl_deny`, seed 21).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_grant_the_server_refused_to_write_is_never_announced() {
+    let server = RedisServer::start();
+    let client = create_user(&server, "locker", LOCK_USER_RULES);
+    let fair = || async {
+        connect_as(&client)
+            .await
+            .fair(true)
+            .ttl(Duration::from_secs(3))
+    };
+    let (holder, waiter) = (fair().await, fair().await);
+    let first = holder.lock("queued").await.unwrap();
+    let granted = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let next = {
+        let (granted, waiter) = (granted.clone(), waiter.clone());
+        tokio::spawn(async move {
+            let guard = waiter.lock("queued").await;
+            *granted.lock().unwrap() = Some(std::time::Instant::now());
+            guard
+        })
+    };
+    // The waiter's ticket is queued (it is renewed every second: 3 s lease).
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let admin = |rule: &str| {
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("locker")
+            .arg(rule)
+            .query(&mut server.connection())
+            .unwrap();
+    };
+    admin("-set");
+    let denied_at = std::time::Instant::now();
+    let refused = first.release().await;
+    assert!(
+        matches!(refused, Err(LockError::Permission { .. })),
+        "the release's handoff needs SET: {refused:?}"
+    );
+    // Long enough for a message to arrive and for a renewal of the waiter's ticket.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let restored_at = std::time::Instant::now();
+    admin("+set");
+    // The waiter is granted once SET is allowed again, or its wait fails with the
+    // permission it met (a renewal of its ticket met the refused grant): never granted
+    // while the server could not write the grant.
+    let guard = match next.await.unwrap() {
+        Ok(guard) => {
+            let at = granted.lock().unwrap().expect("granted");
+            assert!(
+                at >= restored_at,
+                "granted {:?} after SET was denied, {:?} before it was allowed again",
+                at - denied_at,
+                restored_at - at
+            );
+            guard
+        }
+        Err(LockError::Permission { command, .. }) => {
+            assert_eq!(command.as_deref(), Some("SET"));
+            waiter.lock("queued").await.unwrap()
+        }
+        Err(other) => panic!("the waiter failed: {other:?}"),
+    };
+    // The grant is the server's: the key holds it and the counter is its fence.
+    let fence: u64 = redis::cmd("GET")
+        .arg("lock:{queued}:fence")
+        .query(&mut server.connection())
+        .unwrap();
+    assert_eq!(guard.fencing_token(), fence);
+    assert!(guard.is_held().await.unwrap());
+    guard.release().await.unwrap();
+}
