@@ -78,3 +78,44 @@ async fn a_grant_made_by_an_attempt_delayed_on_one_connection_of_a_pool_is_relea
     let next = locks.try_lock("o").await.unwrap().expect("free again");
     next.release().await.unwrap();
 }
+
+/// A write lease downgraded while its renewal falls due: the downgrade runs on the
+/// server at once (the write key goes, the holder becomes a reader) but its reply is
+/// held up 300 ms on its connection; the renewal of the write key goes on the pool's
+/// other connection, finds the key gone and is answered first. The downgrade returns
+/// `Ok` with the read guard: it ended the write lease, which must never be reported
+/// lost. Found by the chaos checker (AOF topology, seeds 52 and 55, `lost()` fired
+/// during a downgrade that succeeded): the write lease was stopped only after the
+/// downgrade's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_lease_downgraded_while_its_renewal_is_answered_first_is_never_lost() {
+    let server = RedisServer::start();
+    lockscript_test::load_scripts(&mut server.connection());
+    let proxy = Proxy::start(server.port());
+    let client = redis::Client::open(proxy.url()).unwrap();
+    let ttl = Duration::from_millis(900);
+    // The lease counts from the grant's send time for the ttl less 1% + 2 ms; its
+    // renewal is due a third of the way through (and may go 30 ms early).
+    let validity = Duration::from_millis(900 - 9 - 2);
+    let rw = Locks::new(Pooled::open(&client, 2).await).ttl(ttl).rw();
+    for i in 0..5 {
+        let guard = rw.write(&format!("d{i}")).await.unwrap();
+        let lease = guard.lease();
+        let sent = guard
+            .valid_until()
+            .checked_sub(validity)
+            .expect("after boot");
+        tokio::time::sleep_until((sent + Duration::from_millis(250)).into()).await;
+        proxy.delay_reply_to(b"downgrade", Duration::from_millis(300));
+        let read = guard.downgrade().await.unwrap();
+        assert!(
+            !lease.is_lost(),
+            "write lease d{i} downgraded with Ok reported lost"
+        );
+        read.release().await.unwrap();
+        assert!(
+            !lease.is_lost(),
+            "write lease d{i} lost after the read's release"
+        );
+    }
+}

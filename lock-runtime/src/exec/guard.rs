@@ -92,7 +92,7 @@ impl<B: Backend> Guard<B> {
         let settings = &lease.settings;
         let sent = Instant::now();
         let call = settings.downgrade_call(&lease.keys, lease.token.as_str(), settings.ttl);
-        let done = self.engine.backend.check(settings, call).await?;
+        let done = self.engine.backend.check(settings, call).await;
         let engine = &self.engine;
         let downgraded = (self.owned).downgraded(sent, done, |a| engine.release_in_background(a));
         engine.watchdog.forget(&lease);

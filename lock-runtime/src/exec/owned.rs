@@ -71,28 +71,40 @@ impl Owned {
         outcome
     }
 
-    /// Before a downgrade is sent: [`LockError::NotHeld`] if the write lease is lost.
+    /// Before a downgrade is sent: stops the write lease, as a release does (no renewal
+    /// goes after it: one that reached the server after the downgrade would find the
+    /// write key gone and report a lease lost that the downgrade ended), or
+    /// [`LockError::NotHeld`] if it is lost already.
     pub(crate) fn downgrading(&self) -> Result<(), LockError> {
-        if self.lease().is_lost() {
+        if self.lease().stop() {
             return Err(self.lease().not_held());
         }
         Ok(())
     }
 
-    /// The downgrade sent at `sent` answered `done`: it stops the write lease (which ends
-    /// there, downgraded, when it was done), and gives the read grant, or the caller's
-    /// error; a read grant answered after its validity goes to `release`.
+    /// The downgrade sent at `sent` answered `reply`: the write lease ends there,
+    /// downgraded, when it was done (whatever a renewal's refusal said meanwhile), and
+    /// gives the read grant; else the caller's error (the loss when the server said
+    /// the write lock was not ours, or a renewal's refusal that no answer disproves). A
+    /// read grant answered after its validity goes to `release`; after an error that
+    /// may have left the write grant, the guard's drop releases it.
     pub(crate) fn downgraded(
         &mut self,
         sent: Instant,
-        done: bool,
+        reply: Result<bool, LockError>,
         release: impl FnOnce(Abandoned),
     ) -> Result<Granted, LockError> {
         let lease = Arc::clone(self.lease());
-        lease.stop();
-        self.released = true;
-        if !done {
-            return Err(lease.lost_on_release());
+        match reply {
+            Err(e) => {
+                let (_, outcome) = lease.released(false, Err(e));
+                return outcome.and_then(|()| Err(lease.not_held()));
+            }
+            Ok(false) => {
+                self.released = true;
+                return Err(lease.lost_on_release());
+            }
+            Ok(true) => self.released = true,
         }
         lease.settle(End::Downgraded);
         let downgraded =

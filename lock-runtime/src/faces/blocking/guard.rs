@@ -139,7 +139,7 @@ where
         let settings = &lease.settings;
         let sent = Instant::now();
         let call = settings.downgrade_call(&lease.keys, lease.token.as_str(), settings.ttl);
-        let done = self.shared.conn.check(settings, &call)?;
+        let done = self.shared.conn.check(settings, &call);
         let shared = &self.shared;
         let release = |a| shared.release_in_background(a, settings);
         let downgraded = self.owned.downgraded(sent, done, release);
