@@ -44,6 +44,15 @@ fn main() {
             let config = std::env::var(CONFIG_VAR).unwrap_or_else(|_| usage());
             let config: WorkerConfig =
                 serde_json::from_str(&config).expect("a worker configuration");
+            // `CHAOS_WORKER_LOG=debug|warn...`: the runtime's log in each worker-N.log,
+            // to find out why a history broke a promise.
+            if let Ok(level) = std::env::var("CHAOS_WORKER_LOG") {
+                let level = level.parse().unwrap_or(tracing::Level::WARN);
+                tracing_subscriber::fmt()
+                    .with_max_level(level)
+                    .with_writer(std::io::stderr)
+                    .init();
+            }
             worker::run(config);
         }
         Some("check") => {
