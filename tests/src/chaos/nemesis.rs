@@ -692,6 +692,14 @@ impl Nemesis {
         match fault.kind {
             Kind::FreezeServer => node.server.signal("CONT"),
             Kind::KillRestart => {
+                // Without AOF a restart starts empty, as the topology table says; but a
+                // full sync as a replica (replace_server put back by replication, demote)
+                // leaves the snapshot it received in the server's dir, which the restart
+                // would load: fencing counters from before grants made since (a server
+                // restored from an old snapshot, which no topology promises against).
+                if self.topology != Topology::Aof {
+                    let _ = std::fs::remove_file(node.server.dir().join("dump.rdb"));
+                }
                 node.server.restart();
                 servers::grant_native(&node.server);
             }
