@@ -2,9 +2,11 @@
 //! uses only what all of them offer: a lease's key may live on any primary, and a slot
 //! may move to another. Told apart by each primary's command counts, on both faces, on
 //! a cluster whose primaries agree and on one where a primary lacks `DELIFEQ` (renamed
-//! away, as an operator or an older node would leave it).
+//! away, as an operator or an older node would leave it). And the question costs no
+//! lease: a primary frozen while it is asked (the handle's first question, or one asked
+//! again after the frozen primary's own calls failed) costs only the leases it holds.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use lockscript::NativeCommands;
 use lockscript_test::cluster::RedisCluster;
@@ -144,4 +146,281 @@ fn a_cluster_where_one_primary_lacks_a_command_uses_it_on_none() {
         vec![0; 3],
         "no primary ran DELIFEQ: releases were scripts"
     );
+}
+
+// A stalled primary and the question. What a cluster offers is asked of every primary;
+// one that stops answering (SIGSTOP: the kernel still accepts its TCP, nothing replies)
+// must cost only the leases whose keys it holds, whichever call meets the question.
+
+/// A lease renewed about every 670 ms, lost 2 s after its last confirmed renewal.
+const STALL_TTL: Duration = Duration::from_secs(2);
+/// How long the primary stays frozen: two leases' worth, so its own leases are lost.
+const STALL: Duration = Duration::from_secs(4);
+/// Each call's bound (the default, named for the assertions).
+const RESPONSE: Duration = lockscript::DEFAULT_RESPONSE_TIMEOUT;
+
+/// Which question the frozen primary meets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Meets {
+    /// The handle's first: the handle is made first, the primary frozen, then leases are
+    /// taken on the two healthy primaries (their first renewal asks, while it is frozen).
+    FirstQuestion,
+    /// One asked again: three leases on each primary, the question answered, then the
+    /// freeze; the frozen primary's renewals get no reply, which re-opens the question.
+    QuestionAskedAgain,
+}
+
+/// What became of the leases on the healthy primaries while another was frozen.
+#[derive(Debug, Default)]
+struct Healthy {
+    /// Leases watched through the freeze.
+    leases: usize,
+    /// Those that went suspect (a renewal failed or got no reply within the response
+    /// timeout) or were lost during it.
+    suspect: Vec<String>,
+    /// Those not held when the freeze ended, or whose key had no time to live left.
+    lost: Vec<String>,
+    /// The slowest release of one of them, made while the primary was still frozen.
+    slowest_release: Duration,
+    /// What the handle found the cluster to offer, as the freeze ended.
+    offered: Option<NativeCommands>,
+}
+
+impl Healthy {
+    fn assert_unharmed(&self, face: &str, meets: Meets) {
+        assert!(self.leases >= 6, "{face} {meets:?}: {} leases", self.leases);
+        assert!(
+            self.suspect.is_empty() && self.lost.is_empty(),
+            "{face} {meets:?}: of {} leases on healthy primaries, {} went suspect ({:?}) \
+             and {} were lost ({:?}) while another primary was frozen for {STALL:?}",
+            self.leases,
+            self.suspect.len(),
+            self.suspect,
+            self.lost.len(),
+            self.lost,
+        );
+        // A release returns within one response timeout, and one on a healthy primary
+        // waits for nothing on the frozen one, which would take all of it.
+        assert!(
+            self.slowest_release < RESPONSE / 2,
+            "{face} {meets:?}: a release on a healthy primary took {:?} (response timeout \
+             {RESPONSE:?})",
+            self.slowest_release
+        );
+        // The question met the frozen primary and its outcome was kept: no answer from
+        // one primary, nothing native on any (until a failure opens it again).
+        assert_eq!(
+            self.offered,
+            Some(NativeCommands::default()),
+            "{face} {meets:?}: what the question asked during the freeze found"
+        );
+    }
+}
+
+/// Three lock names on each primary, with the primary (node index) owning each.
+fn names_on_every_master(cluster: &RedisCluster) -> Vec<(String, usize)> {
+    ["a", "b", "c"]
+        .iter()
+        .flat_map(|set| cluster.one_lock_name_per_master(&format!("stall-{set}")))
+        .collect()
+}
+
+/// Whether `name`'s lock key still has time to live on primary `master`.
+fn key_lives(cluster: &RedisCluster, name: &str, master: usize) -> bool {
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg(format!("lock:{{{name}}}"))
+        .query(&mut cluster.node(master).connection())
+        .expect("PTTL on a healthy primary");
+    pttl > 0
+}
+
+/// Three primaries, no replicas, that keep serving their own slots while another is
+/// down (`cluster-require-full-coverage no`): otherwise the healthy ones answer
+/// `CLUSTERDOWN` once the frozen one is flagged as failing, a second in, and every lease
+/// is lost whatever the client does.
+fn partial_cluster() -> RedisCluster {
+    let cluster = RedisCluster::start_with(3, 0, |_, node| {
+        node.arg("--cluster-require-full-coverage").arg("no")
+    });
+    // Every script cached on every primary: a script's first call would otherwise load
+    // it, and a sync cluster connection sends the keyless `SCRIPT LOAD` to every node,
+    // the frozen one included.
+    lockscript::load_scripts(&mut cluster.connection()).expect("load_scripts");
+    cluster
+}
+
+/// The async face through one freeze of primary 3.
+fn stall_async(meets: Meets) -> Healthy {
+    let cluster = partial_cluster();
+    let stalled = cluster.masters()[2];
+    let names = names_on_every_master(&cluster);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let locks = lockscript::Locks::connect_cluster(cluster.urls())
+            .await
+            .expect("connect_cluster")
+            .ttl(STALL_TTL);
+        let take = |names: Vec<(String, usize)>| {
+            let locks = locks.clone();
+            async move {
+                let mut held = Vec::new();
+                for (name, master) in names {
+                    let guard = locks.try_lock(&name).await.expect("try_lock");
+                    held.push((name, master, guard.expect("free")));
+                }
+                held
+            }
+        };
+        let mut held = Vec::new();
+        if meets == Meets::QuestionAskedAgain {
+            held = take(names.clone()).await;
+            // The first renewal asks; its answer comes within a lease.
+            let start = Instant::now();
+            while locks.offered_commands().is_none() {
+                assert!(
+                    start.elapsed() < STALL_TTL,
+                    "the question was never answered"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        cluster.node(stalled).signal("STOP");
+        let frozen = Instant::now();
+        if meets == Meets::FirstQuestion {
+            let healthy = names.iter().filter(|(_, m)| *m != stalled).cloned();
+            held = take(healthy.collect()).await;
+        }
+        let (healthy, on_stalled): (Vec<_>, Vec<_>) =
+            held.into_iter().partition(|(_, m, _)| *m != stalled);
+        let watched = healthy.iter().map(|(name, _, guard)| {
+            let lease = guard.lease();
+            let (name, left) = (name.clone(), STALL.saturating_sub(frozen.elapsed()));
+            tokio::spawn(async move {
+                let suspect = tokio::time::timeout(left, lease.suspect()).await.is_ok();
+                suspect.then_some(name)
+            })
+        });
+        let mut outcome = Healthy {
+            leases: healthy.len(),
+            ..Healthy::default()
+        };
+        for watcher in watched.collect::<Vec<_>>() {
+            outcome.suspect.extend(watcher.await.expect("a watcher"));
+        }
+        outcome.offered = locks.offered_commands();
+        for (name, master, guard) in healthy {
+            if guard.lease().is_lost() || !key_lives(&cluster, &name, master) {
+                outcome.lost.push(name.clone());
+            }
+            let start = Instant::now();
+            let released = guard.release().await;
+            outcome.slowest_release = outcome.slowest_release.max(start.elapsed());
+            if released.is_err() && !outcome.lost.contains(&name) {
+                outcome.lost.push(name);
+            }
+        }
+        cluster.node(stalled).signal("CONT");
+        drop(on_stalled);
+        outcome
+    })
+}
+
+/// The blocking face (one sync cluster connection for the handle) through one freeze
+/// of primary 3 that its first question meets.
+fn stall_blocking() -> Healthy {
+    let cluster = partial_cluster();
+    let stalled = cluster.masters()[2];
+    let names = names_on_every_master(&cluster);
+    // As a user should make it: no re-sends of a script after an I/O error, and every
+    // read bounded by the response timeout.
+    let mut conn = cluster
+        .client_builder()
+        .retries(0)
+        .connection_timeout(RESPONSE)
+        .response_timeout(RESPONSE)
+        .build()
+        .expect("a cluster client")
+        .get_connection()
+        .expect("a cluster connection");
+    // Connected to every primary before the freeze.
+    let every = redis::cluster_routing::RoutingInfo::MultiNode((
+        redis::cluster_routing::MultipleNodeRoutingInfo::AllMasters,
+        None,
+    ));
+    conn.route_command(&redis::cmd("PING"), every)
+        .expect("PING every primary");
+    let locks = lockscript::blocking::Locks::new(conn).ttl(STALL_TTL);
+    cluster.node(stalled).signal("STOP");
+    let frozen = Instant::now();
+    let healthy: Vec<_> = (names.iter())
+        .filter(|(_, m)| *m != stalled)
+        .map(|(name, master)| {
+            let guard = locks.try_lock(name).expect("try_lock").expect("free");
+            (name.clone(), *master, guard)
+        })
+        .collect();
+    let suspect = std::thread::scope(|scope| {
+        let watched: Vec<_> = healthy
+            .iter()
+            .map(|(name, _, guard)| {
+                let lease = guard.lease();
+                let left = STALL.saturating_sub(frozen.elapsed());
+                scope.spawn(move || lease.suspect_within(left).then(|| name.clone()))
+            })
+            .collect();
+        watched
+            .into_iter()
+            .filter_map(|w| w.join().expect("a watcher"))
+            .collect()
+    });
+    let mut outcome = Healthy {
+        leases: healthy.len(),
+        suspect,
+        offered: locks.offered_commands(),
+        ..Healthy::default()
+    };
+    for (name, master, guard) in healthy {
+        if guard.lease().is_lost() || !key_lives(&cluster, &name, master) {
+            outcome.lost.push(name.clone());
+        }
+        let start = Instant::now();
+        let released = guard.release();
+        outcome.slowest_release = outcome.slowest_release.max(start.elapsed());
+        if released.is_err() && !outcome.lost.contains(&name) {
+            outcome.lost.push(name);
+        }
+    }
+    cluster.node(stalled).signal("CONT");
+    outcome
+}
+
+#[test]
+fn a_stalled_primary_met_by_the_first_question_costs_no_lease_elsewhere() {
+    let meets = Meets::FirstQuestion;
+    let faces = [
+        ("Locks", stall_async(meets)),
+        ("blocking", stall_blocking()),
+    ];
+    for (face, healthy) in &faces {
+        eprintln!("{face} {meets:?}: {healthy:?}");
+    }
+    for (face, healthy) in &faces {
+        healthy.assert_unharmed(face, meets);
+    }
+}
+
+/// The async face only: the blocking face's one connection carries the frozen
+/// primary's own renewals too, each holding it for the response timeout, so renewals
+/// behind them in the same round trip fail with or without the question (measured with
+/// scripts only: 4 of 6 leases on the healthy primaries lost).
+#[test]
+fn a_stalled_primary_met_by_a_question_asked_again_costs_no_lease_elsewhere() {
+    let meets = Meets::QuestionAskedAgain;
+    let healthy = stall_async(meets);
+    eprintln!("Locks {meets:?}: {healthy:?}");
+    healthy.assert_unharmed("Locks", meets);
 }

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use futures_util::future::join_all;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 
 use redis::FromRedisValue;
 
@@ -32,9 +33,10 @@ use crate::{Invocation, LockError};
 #[derive(Clone)]
 pub struct Node<C> {
     pub(crate) conn: C,
-    /// What the server offers besides scripts, once asked (on a Cluster, what every
-    /// primary offers, asked again after a redirection; a node that lacks a command all
-    /// the same refuses it, and the call is sent again as the script).
+    /// What the server offers besides scripts, asked beside the first lease call (on a
+    /// Cluster, what every primary offers, asked again after a redirection; a node that
+    /// lacks a command all the same refuses it, and the call is sent again as the
+    /// script).
     pub(crate) offered: Arc<Offered>,
     /// The connection refused a pipeline across slots (a Cluster): batched calls go
     /// one by one, concurrently.
@@ -96,25 +98,21 @@ where
         reply
     }
 
-    /// Asks the server what it offers besides scripts, if `native` commands are allowed
-    /// and nobody has asked on this connection yet. An unanswered question is asked
-    /// again by the next call.
-    async fn ask(&self, conn: &mut C, native: bool) {
-        if !self.offered.to_ask(native) {
+    /// Asks the server what it offers besides scripts, if `settings` allow native
+    /// commands and the question is open ([`Offered::claim`]): in a task of its own,
+    /// bounded by the response timeout on its own, so the lease call that found it open
+    /// goes at once with what is known. Its outcome is remembered whatever it is: a
+    /// server (or a Cluster primary) that stalls is not asked again by every call.
+    fn ask_beside(&self, settings: &Settings) {
+        let Some(question) = self.offered.claim(settings.native) else {
             return;
-        }
-        #[cfg(feature = "cluster")]
-        if let Some(cluster) = (conn as &mut dyn std::any::Any)
-            .downcast_mut::<redis::cluster_async::ClusterConnection>()
-        {
-            // Every primary answers: a Cluster uses what all of them offer.
-            let every = NativeCommands::every_primary();
-            let answers = cluster.route_command(NativeCommands::ask(), every).await;
-            self.offered.answered_by_each(&answers);
-            return;
-        }
-        let answer = NativeCommands::ask().query_async(conn).await;
-        self.offered.answered(&answer);
+        };
+        let (mut conn, offered) = (self.conn.clone(), Arc::clone(&self.offered));
+        let bound = settings.response_timeout;
+        tokio::spawn(async move {
+            let found = tokio::time::timeout(bound, ask(&mut conn)).await;
+            offered.answered(question, found.unwrap_or_default());
+        });
     }
 
     /// A plain lock's renewal or release (`make` builds it for what the server offers),
@@ -133,12 +131,14 @@ where
     }
 
     /// `n` lease calls (`make(i, offered)` builds the `i`th, native where `settings`
-    /// allow), each answered on its own, in order, all within `settings`' response
-    /// timeout: asks the server what it offers first if nobody has on this connection
-    /// yet, then sends them in one round trip; the calls refused as native commands or
-    /// refused for now go again together ([`LeaseCalls`]) until each has its answer or
-    /// the timeout passes. A connection that refuses a pipeline across slots (a
-    /// Cluster) gets each call of a round alone, concurrently, from then on.
+    /// allow and the server was found to offer it), each answered on its own, in order,
+    /// all within `settings`' response timeout: sends them in one round trip (asking the
+    /// server what it offers beside them if the question is open, see
+    /// [`ask_beside`](Self::ask_beside)); the calls refused as native commands or refused
+    /// for now go again together ([`LeaseCalls`]) until each has its answer or the
+    /// timeout passes. A connection that refuses a pipeline across slots (a Cluster)
+    /// gets each call of a round alone, concurrently, from then on, each answer kept as
+    /// it comes: a Cluster primary that stalls costs only the calls sent to it.
     pub(crate) async fn lease_calls(
         &self,
         settings: &Settings,
@@ -148,8 +148,8 @@ where
         let native = settings.native;
         let mut calls = LeaseCalls::new(n, true);
         let mut conn = self.conn.clone();
+        self.ask_beside(settings);
         let rounds = async {
-            self.ask(&mut conn, native).await;
             loop {
                 let round = calls.round(self.offered.usable(native), &make);
                 if round.is_empty() {
@@ -161,8 +161,15 @@ where
                 }
             }
         };
-        // Cut at the bound, the calls on their way are answered by the timeout.
-        let _ = tokio::time::timeout(settings.response_timeout, rounds).await;
+        // Cut at the bound, the calls on their way are answered by the timeout: no reply,
+        // which a reconnect or a failover explains, like any other call's.
+        if tokio::time::timeout(settings.response_timeout, rounds)
+            .await
+            .is_err()
+        {
+            self.offered
+                .met(&LockError::no_reply(settings.response_timeout));
+        }
         calls.answers(settings.response_timeout)
     }
 
@@ -197,14 +204,33 @@ where
             calls.unsent();
             return;
         }
-        let alone = round.iter().map(|(i, call)| {
-            let mut conn = conn.clone();
-            async move { (*i, send(&mut conn, call, offered).await) }
-        });
-        for (i, reply) in join_all(alone).await {
+        let mut alone: FuturesUnordered<_> = (round.iter())
+            .map(|(i, call)| {
+                let mut conn = conn.clone();
+                async move { (*i, send(&mut conn, call, offered).await) }
+            })
+            .collect();
+        // Each answer kept as it comes: cut at the bound, the calls that were answered
+        // keep their answers, and only those still waiting (on a primary that stalls)
+        // are answered by the timeout.
+        while let Some((i, reply)) = alone.next().await {
             calls.answered(i, reply, offered);
         }
     }
+}
+
+/// The server's answer to [`NativeCommands::ask`], read as what it offers; a Redis
+/// Cluster's, from every primary at once (see [`NativeCommands::read_every`]).
+async fn ask<C: redis::aio::ConnectionLike + 'static>(conn: &mut C) -> NativeCommands {
+    #[cfg(feature = "cluster")]
+    if let Some(cluster) =
+        (conn as &mut dyn std::any::Any).downcast_mut::<redis::cluster_async::ClusterConnection>()
+    {
+        let every = NativeCommands::every_primary();
+        let answers = cluster.route_command(NativeCommands::ask(), every).await;
+        return NativeCommands::read_every(&answers);
+    }
+    NativeCommands::read(&NativeCommands::ask().query_async(conn).await)
 }
 
 /// Sends one lease call: its script, or its native commands in one round trip, each

@@ -233,8 +233,10 @@ impl<E: Configure> Handle<E> {
     /// IFEQ` (with the release notification in the same round trip) to release, at a
     /// fraction of a script's server time. Same meaning as the scripts: never a change
     /// to another owner's key, "not held" when not ours, an error means not done.
-    /// The handle asks the server what it offers (`COMMAND INFO`, `COMMAND DOCS`) on
-    /// first use and after a reconnect or a failover; see
+    /// The handle asks the server what it offers (`COMMAND DOCS`; on a Redis Cluster
+    /// every primary) beside its first renewal or release, which goes as its script
+    /// meanwhile (no call waits for the question, which has a bound of its own), and
+    /// again after a call meets a reconnect or a failover; see
     /// [`offered_commands`](Self::offered_commands). Default on; off: always the
     /// scripts (for an audit that wants every lock command to be a script).
     ///
@@ -252,7 +254,10 @@ impl<E: Configure> Handle<E> {
 
 impl<E: OneServer> Handle<E> {
     /// What the server was found to offer for [`native_commands`](Self::native_commands):
-    /// `None` until a renewal or release asked it (and again after a reconnect).
+    /// `None` until the question a renewal or release asked beside it is answered (and
+    /// again after a reconnect, until it is answered again). A question with no answer
+    /// in time (a stalled server, a Cluster primary that did not answer) is kept as
+    /// offering nothing.
     ///
     /// ```no_run
     /// # fn f(locks: lockscript::Locks) {

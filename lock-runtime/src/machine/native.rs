@@ -4,14 +4,19 @@
 //! performance page has the figures).
 //!
 //! What a server offers is asked of it ([`NativeCommands::ask`]: `COMMAND DOCS`),
-//! never guessed from a version string, once per connection (of every primary of a
-//! Redis Cluster, which then uses what all of them offer), and asked again after any
-//! call on it (an acquire as much as a renewal) failed the way a reconnect or a
-//! failover does: the server behind the address may be another one now. A server that
-//! refuses a native command (it lacks it after all, or an ACL denies it), told by that
-//! command's own reply whatever the others in its round trip answered, proves the
-//! command did not run: the call is sent again as the script at once, and the
-//! connection stays on scripts until it is asked again.
+//! never guessed from a version string, and the lease calls go with what is known
+//! ([`Offered`]): the first renewal or release on a connection goes as its script while
+//! the question is asked beside it, bounded on its own, so no call ever waits for the
+//! question, and one server that stalls costs only the calls sent to it. A Redis
+//! Cluster's primaries are all asked at once and the cluster uses only what every one
+//! of them offers; one that does not answer within the question's bound offers
+//! nothing. The outcome is remembered whatever it is, and the question opened again
+//! after any call on the connection (an acquire as much as a renewal) failed the way a
+//! reconnect or a failover does: the server behind the address may be another one now.
+//! A server that refuses a native command (it lacks it after all, or an ACL denies it),
+//! told by that command's own reply whatever the others in its round trip answered,
+//! proves the command did not run: the call is sent again as the script at once, and
+//! the connection stays on scripts until the question is opened again.
 //!
 //! The meaning is the scripts' exactly: a renewal or release of a key that is not ours
 //! changes nothing and answers "not held"; an error reply means not done. A release's
@@ -21,7 +26,7 @@
 //! acquiring, handover, the fair queue, fencing counters and guarded scripts stay
 //! scripts.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use redis::Value;
 
@@ -69,16 +74,17 @@ impl NativeCommands {
         cmd
     }
 
-    /// Where [`ask`](Self::ask) goes on a Redis Cluster: to every primary, each answering
-    /// for itself (see [`Offered::answered_by_each`]).
+    /// Where [`ask`](Self::ask) goes on a Redis Cluster: to every primary at once, each
+    /// answering for itself (see [`read_every`](Self::read_every)).
     #[cfg(feature = "cluster")]
     pub(crate) fn every_primary() -> redis::cluster_routing::RoutingInfo {
         use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
         RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None))
     }
 
-    /// What the server's answer to [`ask`](Self::ask) says it offers. A refused answer
-    /// (a server before 7.0 has no `COMMAND DOCS`; an ACL may deny `COMMAND`) offers
+    /// What the server's answer to [`ask`](Self::ask) says it offers. An answer that is
+    /// an error (a server before 7.0 has no `COMMAND DOCS`; an ACL may deny `COMMAND`)
+    /// or never came (no reply within the question's bound, a broken connection) offers
     /// nothing.
     pub(crate) fn read(answer: &redis::RedisResult<Value>) -> Self {
         let docs = answer.as_ref().ok();
@@ -105,6 +111,20 @@ impl NativeCommands {
                 delex_ifeq: a.delex_ifeq && b.delex_ifeq,
             })
             .unwrap_or_default()
+    }
+
+    /// What a Redis Cluster offers, from the answers of its primaries to one question
+    /// sent to all of them ([`every_primary`](Self::every_primary): a map of node
+    /// address to answer). A primary that did not answer within the question's bound,
+    /// or answered an error, offers nothing, and so does the cluster (see
+    /// [`read_each`](Self::read_each)): one missing answer decides the whole, which is
+    /// why the primaries are asked at once and the question is bounded as one.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn read_every(answers: &redis::RedisResult<Value>) -> Self {
+        match answers {
+            Ok(Value::Map(by_node)) => Self::read_each(by_node.iter().map(|(_, a)| a.clone())),
+            other => Self::read(other),
+        }
     }
 
     /// Whether `error`, the reply to a native command, proves the server will not run
@@ -154,77 +174,125 @@ fn mentions(value: &Value, word: &str) -> bool {
     }
 }
 
-/// What one connection's server offers, once asked; shared by the clones of a handle.
+/// What one connection's server offers, and where the question stands; shared by the
+/// clones of a handle. I/O-free: the executors ask, this remembers.
+///
+/// The question is **open** (nobody asked since the connection was made or re-opened
+/// by a reconnect or a failover), **out** (one question on its way, at most one at a
+/// time) or **answered**. A lease call never waits for it: it goes with what is
+/// answered, and with scripts, which every server runs, while nothing is; the call
+/// that finds the question open [`claim`](Self::claim)s it and its executor asks
+/// beside it, bounded by a timeout of its own. Whatever that question's outcome, it is
+/// remembered ([`answered`](Self::answered)): no answer within its bound counts as
+/// offering nothing, so a server that stalls is not asked again by every call, each of
+/// which would wait for it. Only a failure that a reconnect or a failover explains,
+/// met by any call on the connection, an acquire's included ([`met`](Self::met)),
+/// opens the question again.
 #[derive(Debug, Default)]
 pub(crate) struct Offered {
-    bits: AtomicU8,
+    /// The flags below in the low byte; above them, how many questions were claimed
+    /// (so an answer that comes after the question was opened again is left out).
+    state: AtomicU32,
     /// A release notification was refused, and said so (once per handle).
     told: AtomicBool,
 }
 
-const ASKED: u8 = 1;
-const SET_IFEQ: u8 = 2;
-const DELIFEQ: u8 = 4;
-const DELEX_IFEQ: u8 = 8;
+/// The answer is known (with the commands below).
+const ANSWERED: u32 = 1;
+const SET_IFEQ: u32 = 2;
+const DELIFEQ: u32 = 4;
+const DELEX_IFEQ: u32 = 8;
+/// A question is on its way.
+const OUT: u32 = 16;
+/// The question was opened again while one was out: that one's answer is left out.
+const REOPENED: u32 = 32;
+const FLAGS: u32 = 0xff;
+/// One claimed question, in [`Offered::state`]'s counter.
+const CLAIMED: u32 = 0x100;
+
+/// A question claimed by [`Offered::claim`], to answer with [`Offered::answered`].
+#[derive(Clone, Copy, Debug)]
+#[must_use = "a claimed question stays out until it is answered"]
+pub(crate) struct Question {
+    /// The claim's count, which [`Offered::answered`] checks.
+    claim: u32,
+}
 
 impl Offered {
-    /// What the server was found to offer; `None` until asked (or after [`forget`]).
-    ///
-    /// [`forget`]: Self::forget
+    /// What the server was found to offer; `None` while the question is open or out.
     pub(crate) fn get(&self) -> Option<NativeCommands> {
-        let bits = self.bits.load(Ordering::Relaxed);
-        (bits & ASKED != 0).then_some(NativeCommands {
-            set_ifeq: bits & SET_IFEQ != 0,
-            delifeq: bits & DELIFEQ != 0,
-            delex_ifeq: bits & DELEX_IFEQ != 0,
-        })
+        let state = self.state.load(Ordering::Relaxed);
+        (state & ANSWERED != 0).then(|| commands(state))
     }
 
-    /// Whether a lease call on this connection should ask first: native commands are
-    /// allowed (`native`) and nobody asked since the connection was (re)made.
-    pub(crate) fn to_ask(&self, native: bool) -> bool {
-        native && self.bits.load(Ordering::Relaxed) & ASKED == 0
-    }
-
-    /// The commands a lease call may use: none when the handle forces scripts or the
-    /// server was not asked.
+    /// The commands a lease call may use: none when the handle forces scripts or no
+    /// answer is known (scripts, which every server runs, until one is).
     pub(crate) fn usable(&self, native: bool) -> NativeCommands {
         self.get().filter(|_| native).unwrap_or_default()
     }
 
-    /// Remembers what the server's answer to [`NativeCommands::ask`] says; an answer that
-    /// never came (an I/O error, a timeout) is no answer, and the next call asks again.
-    /// An error reply is an answer: nothing offered.
-    pub(crate) fn answered(&self, answer: &redis::RedisResult<Value>) {
-        if let Err(e) = answer
-            && (e.is_io_error() || e.is_timeout())
-        {
-            return;
+    /// The question, for a lease call that finds it open and native commands allowed
+    /// (`native`): the caller's executor asks it beside the call, bounded on its own,
+    /// and gives the outcome to [`answered`](Self::answered). `None` when it is out or
+    /// answered already, or the handle forces scripts.
+    pub(crate) fn claim(&self, native: bool) -> Option<Question> {
+        if !native {
+            return None;
         }
-        self.set(NativeCommands::read(answer));
+        let open = |state: u32| state & (ANSWERED | OUT) == 0;
+        let claimed = self
+            .state
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |state| {
+                open(state).then(|| (state & !FLAGS).wrapping_add(CLAIMED) | OUT)
+            })
+            .ok()?;
+        Some(Question {
+            claim: (claimed & !FLAGS).wrapping_add(CLAIMED),
+        })
     }
 
-    /// [`answered`](Self::answered), for the answers of every primary of a Redis Cluster
-    /// to one question routed to all of them (a map of node address to answer).
-    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
-    pub(crate) fn answered_by_each(&self, answers: &redis::RedisResult<Value>) {
-        match answers {
-            Ok(Value::Map(by_node)) => {
-                let answers = by_node.iter().map(|(_, answer)| answer.clone());
-                self.set(NativeCommands::read_each(answers));
-            }
-            _ => self.answered(answers),
-        }
+    /// Remembers the outcome of `question` (see [`NativeCommands::ask`]), whatever it
+    /// is: an error reply, no reply within its bound or a broken connection all offer
+    /// nothing (on a Redis Cluster, see [`NativeCommands::read_every`]). Left out when
+    /// the question was opened again meanwhile (the server may be another one now):
+    /// then it is open again.
+    pub(crate) fn answered(&self, question: Question, found: NativeCommands) {
+        let _ = self
+            .state
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |state| {
+                let ours = state & OUT != 0 && state & !FLAGS == question.claim;
+                if !ours {
+                    return None;
+                }
+                let counter = state & !FLAGS;
+                Some(if state & REOPENED != 0 {
+                    counter
+                } else {
+                    counter | ANSWERED | bits(found)
+                })
+            });
     }
 
-    /// Remembers the server's answer.
+    /// `question` was never sent (its executor found no turn for it in time): the
+    /// question is open again, for the next lease call to claim.
+    #[cfg_attr(not(feature = "blocking"), allow(dead_code))]
+    pub(crate) fn withdrawn(&self, question: Question) {
+        let _ = self
+            .state
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |state| {
+                let ours = state & OUT != 0 && state & !FLAGS == question.claim;
+                ours.then_some(state & !FLAGS)
+            });
+    }
+
+    /// Remembers `found` at once, dropping any question out: a native command the
+    /// server refused proves more than an answer on its way could.
     pub(crate) fn set(&self, found: NativeCommands) {
-        let bit = |on: bool, bit: u8| if on { bit } else { 0 };
-        let bits = ASKED
-            | bit(found.set_ifeq, SET_IFEQ)
-            | bit(found.delifeq, DELIFEQ)
-            | bit(found.delex_ifeq, DELEX_IFEQ);
-        self.bits.store(bits, Ordering::Relaxed);
+        let _ = self
+            .state
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |state| {
+                Some((state & !FLAGS) | ANSWERED | bits(found))
+            });
     }
 
     /// After a lease call failed with `error`: a refused native command keeps the
@@ -242,8 +310,9 @@ impl Offered {
 
     /// After any call on the connection failed with `error` (an acquire's too): a
     /// failure that a reconnect or a failover explains (no reply, a broken connection,
-    /// `READONLY`, `MOVED`, `LOADING`...) makes the next call ask again, since the server
-    /// behind the address may be another one now.
+    /// `READONLY`, `MOVED`, `LOADING`...) opens the question again, since the server
+    /// behind the address may be another one now. The question's own failures never
+    /// come here: they are its outcome.
     pub(crate) fn met(&self, error: &LockError) {
         if error.is_transient() {
             self.forget();
@@ -264,10 +333,35 @@ impl Offered {
         }
     }
 
-    /// The server may have changed (a reconnect, a failover): ask again.
+    /// The server may have changed (a reconnect, a failover): the question is open
+    /// again, and a question out now is answered for the server that was.
     pub(crate) fn forget(&self) {
-        self.bits.store(0, Ordering::Relaxed);
+        let _ = self
+            .state
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |state| {
+                let counter = state & !FLAGS;
+                Some(if state & OUT != 0 {
+                    counter | OUT | REOPENED
+                } else {
+                    counter
+                })
+            });
     }
+}
+
+/// The commands among `state`'s flags.
+fn commands(state: u32) -> NativeCommands {
+    NativeCommands {
+        set_ifeq: state & SET_IFEQ != 0,
+        delifeq: state & DELIFEQ != 0,
+        delex_ifeq: state & DELEX_IFEQ != 0,
+    }
+}
+
+/// `found` as [`Offered::state`]'s flags.
+fn bits(found: NativeCommands) -> u32 {
+    let bit = |on: bool, bit: u32| if on { bit } else { 0 };
+    bit(found.set_ifeq, SET_IFEQ) | bit(found.delifeq, DELIFEQ) | bit(found.delex_ifeq, DELEX_IFEQ)
 }
 
 #[cfg(test)]
@@ -316,15 +410,20 @@ mod tests {
         assert_eq!(NativeCommands::read(&refused), NativeCommands::default());
     }
 
+    const BOTH: NativeCommands = NativeCommands {
+        set_ifeq: true,
+        delifeq: true,
+        delex_ifeq: false,
+    };
+
+    fn error(kind: redis::ErrorKind, text: &'static str) -> LockError {
+        LockError::Redis(redis::RedisError::from((kind, text)))
+    }
+
     #[test]
     fn a_refused_native_command_keeps_the_connection_on_scripts_until_asked_again() {
         let offered = Offered::default();
-        assert!(offered.to_ask(true) && !offered.to_ask(false));
-        offered.set(NativeCommands {
-            set_ifeq: true,
-            delifeq: true,
-            delex_ifeq: false,
-        });
+        offered.set(BOTH);
         assert!(offered.usable(true).renews());
         assert!(!offered.usable(false).renews(), "the handle forces scripts");
         let unknown = LockError::Redis(redis::RedisError::from((
@@ -338,36 +437,102 @@ mod tests {
         );
         assert!(offered.failed(&unknown, true));
         assert_eq!(offered.get(), Some(NativeCommands::default()));
-        assert!(!offered.to_ask(true));
-        // An answer that never came is no answer; an error reply is one.
-        let fresh = Offered::default();
-        fresh.answered(&Err(redis::RedisError::from((
-            redis::ErrorKind::Io,
-            "gone",
-        ))));
-        assert!(fresh.to_ask(true));
-        let denied = redis::RedisError::from((
-            redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm),
-            "no permission",
-        ));
-        fresh.answered(&Err(denied));
-        assert_eq!(fresh.get(), Some(NativeCommands::default()));
-        let io = LockError::Redis(redis::RedisError::from((redis::ErrorKind::Io, "reset")));
+        assert!(offered.claim(true).is_none(), "not asked again");
+        let io = error(redis::ErrorKind::Io, "reset");
         assert!(!offered.failed(&io, true));
-        assert!(offered.to_ask(true), "a reconnect asks again");
+        assert!(offered.claim(true).is_some(), "a reconnect asks again");
         // Any call's failure counts (an acquire's too): a failover asks again, a refused
         // permission does not.
         offered.set(NativeCommands::default());
-        let perm = LockError::Redis(redis::RedisError::from((
+        let perm = error(
             redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm),
             "no permission",
-        )));
+        );
         offered.met(&perm);
-        assert!(!offered.to_ask(true));
-        offered.met(&LockError::Redis(redis::RedisError::from((
+        assert!(offered.claim(true).is_none());
+        offered.met(&error(
             redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly),
             "a replica now",
-        ))));
-        assert!(offered.to_ask(true), "a failover asks again");
+        ));
+        assert!(offered.claim(true).is_some(), "a failover asks again");
+    }
+
+    #[test]
+    fn one_question_at_a_time_its_outcome_kept_whatever_it_is() {
+        let offered = Offered::default();
+        assert!(offered.claim(false).is_none(), "the handle forces scripts");
+        let question = offered.claim(true).expect("open at first");
+        assert!(offered.claim(true).is_none(), "one question out at a time");
+        assert_eq!(offered.get(), None, "nothing known while it is out");
+        assert_eq!(offered.usable(true), NativeCommands::default(), "scripts");
+        // No reply within its bound: nothing offered, and remembered, so the calls that
+        // follow do not ask (and wait) again.
+        let silent = Err(redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "no reply",
+        )));
+        offered.answered(question, NativeCommands::read(&silent));
+        assert_eq!(offered.get(), Some(NativeCommands::default()));
+        assert!(offered.claim(true).is_none(), "not asked again");
+        // Until a call meets a reconnect or a failover.
+        offered.met(&LockError::no_reply(std::time::Duration::from_millis(500)));
+        let question = offered.claim(true).expect("open again");
+        offered.answered(question, BOTH);
+        assert_eq!(offered.get(), Some(BOTH));
+    }
+
+    #[test]
+    fn an_answer_for_the_server_that_was_is_left_out() {
+        let offered = Offered::default();
+        let question = offered.claim(true).expect("open");
+        // A call meets a failover while the question is out.
+        offered.met(&error(redis::ErrorKind::Io, "reset"));
+        assert!(offered.claim(true).is_none(), "still one out");
+        offered.answered(question, BOTH);
+        assert_eq!(
+            offered.get(),
+            None,
+            "the answer came from the server that was"
+        );
+        let again = offered.claim(true).expect("open again");
+        // A refusal settles it at once; the question out then answers nothing.
+        offered.set(NativeCommands::default());
+        offered.answered(again, BOTH);
+        assert_eq!(offered.get(), Some(NativeCommands::default()));
+        // An answer to an earlier claim never settles a later one.
+        offered.met(&error(redis::ErrorKind::Io, "reset"));
+        let later = offered.claim(true).expect("open");
+        offered.answered(question, BOTH);
+        assert_eq!(offered.get(), None);
+        offered.answered(later, NativeCommands::default());
+        assert_eq!(offered.get(), Some(NativeCommands::default()));
+        // A question never sent leaves it open for the next call.
+        offered.met(&error(redis::ErrorKind::Io, "reset"));
+        let unsent = offered.claim(true).expect("open");
+        offered.withdrawn(unsent);
+        assert_eq!(offered.get(), None);
+        assert!(offered.claim(true).is_some(), "open again");
+    }
+
+    #[test]
+    fn a_cluster_primary_without_an_answer_offers_nothing() {
+        let valkey = Value::Map(vec![(bulk("delifeq"), Value::Array(vec![bulk("summary")]))]);
+        let by_node = |answers: Vec<Value>| {
+            let nodes = answers.into_iter().enumerate();
+            Ok(Value::Map(
+                nodes.map(|(i, a)| (bulk(&format!("n{i}")), a)).collect(),
+            ))
+        };
+        let two = NativeCommands::read_every(&by_node(vec![valkey.clone(), valkey.clone()]));
+        assert!(two.delifeq);
+        let silent = Err(redis::RedisError::from((redis::ErrorKind::Io, "timed out")));
+        assert_eq!(
+            NativeCommands::read_every(&silent),
+            NativeCommands::default()
+        );
+        let refused = redis::parse_redis_value(b"-NOPERM no permission\r\n").unwrap();
+        assert!(matches!(refused, Value::ServerError(_)));
+        let one_refused = NativeCommands::read_every(&by_node(vec![valkey, refused]));
+        assert_eq!(one_refused, NativeCommands::default());
     }
 }

@@ -2,7 +2,7 @@
 //! on it bounded from its start ([`Bounded`]), and the lock protocol's calls on it (the
 //! verbs of the async [`Backend`](crate::exec::backend::Backend), in sync form).
 
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::exec::queue::Offer;
@@ -11,7 +11,7 @@ use crate::machine::fair::Ticket;
 use crate::machine::grant::{Abandoned, Outcome};
 use crate::machine::key::Keys;
 use crate::machine::lease::{LeaseState, Sending};
-use crate::machine::native::{NativeCommands, Offered};
+use crate::machine::native::{NativeCommands, Offered, Question};
 use crate::machine::reply::Confirmed;
 use crate::machine::settings::Settings;
 use crate::{Invocation, LockError};
@@ -20,6 +20,14 @@ use crate::{Invocation, LockError};
 pub(crate) type Reopen<C> = Arc<dyn Fn(Duration) -> redis::RedisResult<C> + Send + Sync>;
 /// Applies a response timeout to a connection.
 pub(crate) type Tune<C> = Arc<dyn Fn(&C, Duration) -> redis::RedisResult<()> + Send + Sync>;
+/// Sends a pipeline of `n` commands and reads its `n` replies one by one, each read
+/// given what is left until the deadline ([`read_each`] for a `redis::Connection`).
+pub(crate) type ReadEach<C> = Arc<
+    dyn Fn(&mut C, &[u8], usize, Instant) -> redis::RedisResult<Vec<redis::Value>> + Send + Sync,
+>;
+/// Has a claimed question asked in the background, bounded by at most the given
+/// response timeout (see [`Conn::ask`]).
+pub(crate) type AskBeside = Box<dyn Fn(Question, Duration) + Send + Sync>;
 
 /// The answers of the background thread's round trip ([`Conn::renew_all`]): each
 /// renewal's (renewed, counting from when; or refused), each release's (whether it
@@ -43,9 +51,14 @@ pub(crate) struct Conn<C> {
     returned: Condvar,
     reopen: Option<Reopen<C>>,
     tune: Option<Tune<C>>,
+    /// Reads a batch's replies one by one, when the handle made the connection.
+    read_each: Option<ReadEach<C>>,
     /// What the server offers besides scripts, once asked; asked again after the
     /// connection is re-opened.
     pub(crate) offered: Offered,
+    /// Who asks the question when a lease call finds it open: the background thread, in
+    /// a turn of its own (see [`Conn::ask`]). Unset, nobody asks and calls stay scripts.
+    asker: OnceLock<AskBeside>,
 }
 
 /// The connection's place while no call has it.
@@ -107,7 +120,48 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
             returned: Condvar::new(),
             reopen,
             tune,
+            read_each: None,
             offered: Offered::default(),
+            asker: OnceLock::new(),
+        }
+    }
+
+    /// Reads the replies of a batch ([`with_batch`](Self::with_batch)) with `read_each`.
+    pub(crate) fn reading_each(mut self, read_each: ReadEach<C>) -> Self {
+        self.read_each = Some(read_each);
+        self
+    }
+
+    /// Sets who asks the question when a lease call finds it open (once).
+    pub(crate) fn asked_by(&self, asker: AskBeside) {
+        let _ = self.asker.set(asker);
+    }
+
+    /// After a lease call (which went with what was known): if native commands are
+    /// allowed and the question is open, it is claimed and handed to the asker. After,
+    /// not before: the asker takes the connection for a turn of its own, and the call
+    /// that found the question open must not wait behind it.
+    fn ask_beside(&self, native: bool, timeout: Duration) {
+        if let Some(ask) = self.asker.get()
+            && let Some(question) = self.offered.claim(native)
+        {
+            ask(question, timeout);
+        }
+    }
+
+    /// Asks the server what it offers (every primary of a Redis Cluster), in a turn of
+    /// its own on the connection bounded by `timeout`, and remembers the outcome
+    /// whatever it is: no answer in time offers nothing, and is not a failure that
+    /// opens the question again (a reconnect or a failover met by a call is). The
+    /// background thread asks, in the time before its next renewal is due, so the
+    /// question never delays one; a call of another thread that wants the connection
+    /// meanwhile waits its turn, as it waits for any call.
+    pub(crate) fn ask(&self, question: Question, timeout: Duration) {
+        match self.call(Some(timeout), false, |c| Ok(c.ask())) {
+            Ok(found) => self.offered.answered(question, found),
+            // Other calls held the connection all that time: it was not asked.
+            Err(e) if !e.may_have_run() => self.offered.withdrawn(question),
+            Err(_) => self.offered.answered(question, NativeCommands::default()),
         }
     }
 
@@ -151,10 +205,12 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
     /// [`with`](Self::with) for a pipeline whose replies must not share the time evenly:
     /// the watchdog's batch of renewals (many renewals would give each reply a sliver of
     /// the timeout, and a slow server would fail them all) and `wait_for_replicas`'
-    /// renewal and `WAIT` (whose reply comes up to its own timeout after the first). The
-    /// first read gets the whole share instead; once it times out the client fails the
-    /// pipeline's further reads at once (measured: 16 renewals to a stopped server fail
-    /// together ~500 ms after they were sent, `tests/tests/suspect.rs`).
+    /// renewal and `WAIT` (whose reply comes up to its own timeout after the first). On
+    /// a connection the handle made, its replies are read one by one ([`read_each`]),
+    /// each given what is left of the call, so the first waits as long as the server
+    /// may take and the others fail at once after it timed out (16 renewals to a
+    /// silent server are suspect within the bound, `tests/tests/suspect.rs`); on a
+    /// connection of the caller's own, its own timeouts bound each read.
     pub(crate) fn with_batch<T>(
         &self,
         timeout: Option<Duration>,
@@ -194,6 +250,7 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
         let reply = f(&mut Bounded {
             held,
             tune: self.tune.as_ref(),
+            read_each: self.read_each.as_ref(),
             started,
             timeout,
             deadline,
@@ -212,12 +269,14 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
         settings: &Settings,
         make: impl Fn(NativeCommands) -> LeaseCall,
     ) -> Result<Confirmed, LockError> {
-        self.with(Some(settings.response_timeout), |c| {
+        let reply = self.with(Some(settings.response_timeout), |c| {
             let mut replies = c.lease_calls(&self.offered, settings.native, 1, |_, n| make(n));
             replies
                 .pop()
                 .unwrap_or_else(|| Err(LockError::no_reply(settings.response_timeout)))
-        })
+        });
+        self.ask_beside(settings.native, settings.response_timeout);
+        reply
     }
 }
 
@@ -308,6 +367,7 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
             sent = Instant::now();
             Ok(c.lease_calls(&self.offered, native, calls_count, make))
         });
+        self.ask_beside(native, timeout);
         let mut replies = match replies {
             Ok(replies) => replies,
             Err(e) => (0..calls_count).map(|_| Err(e.for_each())).collect(),
@@ -370,6 +430,7 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
 pub(crate) struct Bounded<'a, C> {
     held: &'a mut Held<C>,
     tune: Option<&'a Tune<C>>,
+    read_each: Option<&'a ReadEach<C>>,
     /// When the call started (its wait for the connection included).
     started: Instant,
     /// The call's response timeout.
@@ -377,6 +438,40 @@ pub(crate) struct Bounded<'a, C> {
     deadline: Instant,
     /// The watchdog's batch of renewals: its pipeline's first read gets the whole share.
     batch: bool,
+}
+
+/// A pipeline of `count` commands (`cmd`, packed) on `conn`, its replies read one by
+/// one, each read given what is left until `deadline` (1 ms at least): the first waits
+/// as long as the server may take, and once one gets no reply in time the others fail
+/// within a millisecond each, each counted by the connection as a reply to skip later.
+/// (redis-rs reads every reply of a pipeline with the socket's whole timeout afresh: a
+/// batch of 16 renewals to a silent server took 1.4 s of a 500 ms bound.) Replies and
+/// errors as `req_packed_commands` gives them: the first read that failed fails the
+/// whole.
+pub(crate) fn read_each(
+    conn: &mut redis::Connection,
+    cmd: &[u8],
+    count: usize,
+    deadline: Instant,
+) -> redis::RedisResult<Vec<redis::Value>> {
+    conn.send_packed_command(cmd)?;
+    let mut replies = Vec::with_capacity(count);
+    let mut first_error = None;
+    let mut read = 0;
+    while read < count {
+        let left = deadline.saturating_duration_since(Instant::now());
+        conn.set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
+        match conn.recv_response() {
+            // RESP3 pushes come between replies; they answer nothing.
+            Ok(redis::Value::Push { .. }) => continue,
+            Ok(reply) => replies.push(reply),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+        read += 1;
+    }
+    first_error.map_or(Ok(replies), Err)
 }
 
 impl<C: redis::ConnectionLike> Bounded<'_, C> {
@@ -431,17 +526,12 @@ impl<C: redis::ConnectionLike> Bounded<'_, C> {
 }
 
 impl<C: redis::ConnectionLike + 'static> Bounded<'_, C> {
-    /// Asks the server what it offers besides scripts, if `native` commands are allowed
-    /// and nobody has asked on this connection yet (on a Redis Cluster, every primary:
-    /// it uses what all of them offer). An unanswered question is asked again by the
-    /// next call.
-    pub(crate) fn ask(&mut self, offered: &Offered, native: bool) {
-        if !offered.to_ask(native) {
-            return;
-        }
+    /// The server's answer to [`NativeCommands::ask`], within this call's time, read as
+    /// what it offers; on a Redis Cluster, every primary's (see
+    /// [`NativeCommands::read_every`]).
+    fn ask(&mut self) -> NativeCommands {
         #[cfg(feature = "cluster")]
         if (&self.held.conn as &dyn std::any::Any).is::<redis::cluster::ClusterConnection>() {
-            // Every primary answers, within the call's time like any command.
             let answers = self.budget(1).and_then(|()| {
                 let any = &mut self.held.conn as &mut dyn std::any::Any;
                 match any.downcast_mut::<redis::cluster::ClusterConnection>() {
@@ -452,20 +542,20 @@ impl<C: redis::ConnectionLike + 'static> Bounded<'_, C> {
                 }
             });
             self.account(&answers);
-            return offered.answered_by_each(&answers);
+            return NativeCommands::read_every(&answers);
         }
-        offered.answered(&NativeCommands::ask().query(self));
+        NativeCommands::read(&NativeCommands::ask().query(self))
     }
 }
 
 impl<C: redis::ConnectionLike + 'static> Bounded<'_, C> {
     /// `n` lease calls (`make(i, offered)` builds the `i`th, native where `native`
-    /// allows), each answered on its own, in order, within this call's time: asks the
-    /// server what it offers first if nobody has on this connection yet, then sends
-    /// them in one round trip where the connection takes a pipeline; a call refused as a
-    /// native command goes again as its script, all of them together
-    /// ([`LeaseCalls`]). A call refused for now (`READONLY`, `MOVED`...) has that
-    /// answer: the connection is the whole handle's, and the watchdog tries again soon.
+    /// allows and the server was found to offer it), each answered on its own, in
+    /// order, within this call's time, in one round trip where the connection takes a
+    /// pipeline; a call refused as a native command goes again as its script, all of
+    /// them together ([`LeaseCalls`]). A call refused for now (`READONLY`, `MOVED`...)
+    /// has that answer: the connection is the whole handle's, and the watchdog tries
+    /// again soon.
     pub(crate) fn lease_calls(
         &mut self,
         offered: &Offered,
@@ -474,7 +564,6 @@ impl<C: redis::ConnectionLike + 'static> Bounded<'_, C> {
         make: impl Fn(usize, NativeCommands) -> LeaseCall,
     ) -> Vec<Result<Confirmed, LockError>> {
         let mut calls = LeaseCalls::new(n, false);
-        self.ask(offered, native);
         loop {
             let round = calls.round(offered.usable(native), &make);
             if round.is_empty() {
@@ -546,7 +635,14 @@ impl<C: redis::ConnectionLike> redis::ConnectionLike for Bounded<'_, C> {
         count: usize,
     ) -> redis::RedisResult<Vec<redis::Value>> {
         self.budget(offset + count)?;
-        let result = self.held.conn.req_packed_commands(cmd, offset, count);
+        let result = match self.read_each {
+            Some(read_each) if self.batch && offset == 0 => {
+                // The socket's timeouts are read_each's now.
+                self.held.applied = None;
+                read_each(&mut self.held.conn, cmd, count, self.deadline)
+            }
+            _ => self.held.conn.req_packed_commands(cmd, offset, count),
+        };
         self.account(&result);
         result
     }

@@ -11,7 +11,7 @@ mod worker;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-pub(crate) use self::conn::{Conn, Tune};
+pub(crate) use self::conn::{Conn, Tune, read_each};
 pub(crate) use self::worker::Worker;
 use crate::LockError;
 use crate::exec::block::block_within;
@@ -23,6 +23,7 @@ use crate::machine::call::Owner;
 use crate::machine::grant::Abandoned;
 use crate::machine::grant::Granted;
 use crate::machine::lease::LeaseState;
+use crate::machine::native::NativeCommands;
 use crate::machine::settings::Settings;
 
 /// Everything a blocking handle is: its connection and background thread, its settings
@@ -53,6 +54,29 @@ pub(crate) struct Shared<C> {
 }
 
 impl<C: redis::ConnectionLike + Send + 'static> Shared<C> {
+    /// What a handle and its clones share, over `conn`: the background thread (started
+    /// on first use) asks the server what it offers when a lease call finds that
+    /// question open.
+    pub(crate) fn new(conn: Conn<C>) -> Arc<Self> {
+        let shared = Arc::new(Self {
+            conn: Arc::new(conn),
+            worker: OnceLock::new(),
+            queue: Arc::default(),
+        });
+        let weak = Arc::downgrade(&shared);
+        shared.conn.asked_by(Box::new(move |question, timeout| {
+            let Some(shared) = weak.upgrade() else {
+                return;
+            };
+            match shared.worker() {
+                Some(worker) => worker.ask(question, timeout),
+                // Nobody to ask: scripts, which every server runs.
+                None => (shared.conn.offered).answered(question, NativeCommands::default()),
+            }
+        }));
+        shared
+    }
+
     /// The background thread, started on first use.
     pub(crate) fn worker(&self) -> Option<&Arc<Worker>> {
         self.worker

@@ -6,16 +6,20 @@
 //! handle's connection, one round trip at a time, each bounded by the response timeout:
 //! the renewals that are due together, with the background releases due by then; a
 //! release goes on its own only when its round trip ends before the next renewal is due
-//! ([`releases_at`]), so no release delays a renewal. The loss of a lease does not
-//! depend on this thread at all ([`LeaseState`] evaluates it on the clock).
+//! ([`releases_at`]), so no release delays a renewal. It also asks the server what it
+//! offers besides scripts when a lease call finds that question open, in the time left
+//! before its next renewal is due ([`Conn::ask`]), so the question never delays one.
+//! The loss of a lease does not depend on this thread at all ([`LeaseState`] evaluates
+//! it on the clock).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::conn::Conn;
 use crate::machine::grant::Abandoned;
-use crate::machine::lease::{BATCH_HORIZON, LeaseState};
+use crate::machine::lease::{BATCH_HORIZON, LeaseState, Sending};
+use crate::machine::native::Question;
 use crate::machine::schedule::{Schedule, releases_at};
 use crate::machine::settings::Settings;
 
@@ -26,10 +30,18 @@ enum Job {
     /// Release a grant nobody owns, with its handle's settings (their delivery), after
     /// `failures` failed tries.
     Release(Abandoned, Arc<Settings>, u32),
+    /// Ask the server what it offers, bounded by at most this response timeout.
+    Ask(Question, Duration),
 }
 
 /// Release jobs take ids from here; leases use their own (below 2^63).
 static RELEASE_IDS: AtomicU64 = AtomicU64::new(1 << 63);
+/// The question's job (one out at a time).
+const ASK_ID: u64 = u64::MAX;
+/// The least time before the next renewal worth a question: one given less would
+/// time out on most networks, and count as offering nothing. With less, it waits for
+/// the time after that renewal.
+const QUESTION_ROOM: Duration = Duration::from_millis(10);
 
 struct State {
     schedule: Schedule<Job>,
@@ -106,6 +118,12 @@ impl Worker {
         self.queue(id, Instant::now(), Job::Release(abandoned, settings, 0));
     }
 
+    /// Asks the server what it offers (`question`, claimed by a lease call) as soon as a
+    /// turn on the connection cannot delay a renewal.
+    pub(crate) fn ask(&self, question: Question, timeout: Duration) {
+        self.queue(ASK_ID, Instant::now(), Job::Ask(question, timeout));
+    }
+
     /// The handle is gone: the thread ends once no release is left to do.
     pub(crate) fn close(&self) {
         self.state().closed = true;
@@ -148,10 +166,12 @@ impl Worker {
 
     /// Does the jobs that are due in one round trip: every renewal, with the releases;
     /// releases alone only if they cannot delay the next renewal (else they wait for it).
+    /// Then the question, if one is due ([`ask_before_renewal`](Self::ask_before_renewal)).
     fn act<C: redis::ConnectionLike + Send + 'static>(&self, conn: &Conn<C>, due: Vec<Job>) {
         let now = Instant::now();
         let mut renewals = Vec::new();
         let mut releases = Vec::new();
+        let mut question = None;
         for job in due {
             match job {
                 Job::Lease(lease) => match lease.begin_renewal(now) {
@@ -161,8 +181,43 @@ impl Worker {
                 Job::Release(abandoned, settings, failures) => {
                     releases.push((abandoned, settings, failures));
                 }
+                Job::Ask(asked, timeout) => question = Some((asked, timeout)),
             }
         }
+        self.renew_and_release(conn, now, renewals, releases);
+        if let Some((question, timeout)) = question {
+            self.ask_before_renewal(conn, question, timeout);
+        }
+    }
+
+    /// Asks the question in the time left before the next renewal is due, bounded by
+    /// that time (at most `timeout`), so a server or a Cluster primary that stalls
+    /// costs no renewal; with too little time left, after that renewal.
+    fn ask_before_renewal<C: redis::ConnectionLike + Send + 'static>(
+        &self,
+        conn: &Conn<C>,
+        question: Question,
+        timeout: Duration,
+    ) {
+        let now = Instant::now();
+        let next_lease = (self.state().schedule).first_at(|job| matches!(job, Job::Lease(_)));
+        let left = next_lease.map_or(timeout, |at| at.saturating_duration_since(now));
+        match next_lease {
+            Some(at) if left < QUESTION_ROOM => {
+                self.queue(ASK_ID, at, Job::Ask(question, timeout));
+            }
+            _ => conn.ask(question, left.min(timeout)),
+        }
+    }
+
+    /// The renewals and releases of [`act`](Self::act), due at `now`.
+    fn renew_and_release<C: redis::ConnectionLike + Send + 'static>(
+        &self,
+        conn: &Conn<C>,
+        now: Instant,
+        renewals: Vec<(Arc<LeaseState>, Sending)>,
+        mut releases: Vec<(Abandoned, Arc<Settings>, u32)>,
+    ) {
         let bound = releases.iter().map(|(_, s, _)| s.response_timeout).max();
         if let Some(bound) = bound {
             let next_lease = (self.state().schedule).first_at(|job| matches!(job, Job::Lease(_)));

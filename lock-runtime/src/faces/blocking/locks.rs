@@ -1,11 +1,11 @@
 //! [`Locks`], the blocking handle: builder, `try_lock`, `lock`, `with_lock`.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::guard::LockGuard;
 use crate::LockError;
-use crate::exec::blocking::{Conn, Engine, Shared, Tune};
+use crate::exec::blocking::{Conn, Engine, Shared, Tune, read_each};
 use crate::faces::handle::Handle;
 use crate::machine::acquire::Acquire;
 use crate::machine::grant::Granted;
@@ -67,8 +67,9 @@ impl Locks<redis::Connection> {
             conn.set_read_timeout(Some(timeout))?;
             conn.set_write_timeout(Some(timeout))
         });
-        let locks = Self::with_conn(Conn::new(conn, Some(Arc::new(open)), Some(tune)))
-            .notifications(client.clone());
+        let conn = Conn::new(conn, Some(Arc::new(open)), Some(tune));
+        let locks =
+            Self::with_conn(conn.reading_each(Arc::new(read_each))).notifications(client.clone());
         // The background thread and its connection now, while connecting anyway: opened
         // on first use, they would cost the first lock() (or the first guard dropped) a
         // connect of up to a response timeout, beyond its bound when the server is slow.
@@ -100,11 +101,7 @@ where
     }
 
     fn with_conn(conn: Conn<C>) -> Self {
-        let shared = Arc::new(Shared {
-            conn: Arc::new(conn),
-            worker: OnceLock::new(),
-            queue: Arc::default(),
-        });
+        let shared = Shared::new(conn);
         let settings = Arc::new(Settings::default());
         let engine = Engine {
             shared,
