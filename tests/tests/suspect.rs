@@ -97,6 +97,27 @@ fn a_failed_renewal_makes_the_lease_suspect_in_time_and_a_confirmed_one_clears_i
     guard.release().unwrap();
 }
 
+/// Each of `guards` (whose validity ends were `ends` when their renewals began to fail)
+/// turns suspect within the bound after its renewal was due, while still valid.
+fn each_suspect_in_time<F: Face, G: Held>(guards: &[G], ends: &[Instant]) {
+    let leases = guards.len();
+    for (i, (guard, end)) in guards.iter().zip(ends).enumerate() {
+        let due = sent_at(*end) + TTL / 3;
+        assert!(
+            guard.suspect_within(TTL * 2),
+            "{}: lease {i} suspect",
+            F::NAME
+        );
+        let became = Instant::now();
+        assert_suspect_in_time(F::NAME, &format!("lease {i} of {leases}"), became, due);
+        assert!(
+            !guard.is_lost() && became < *end,
+            "{}: lease {i} valid",
+            F::NAME
+        );
+    }
+}
+
 /// Leases taken together are renewed together, in one round trip; when it fails, each
 /// of them is suspect within the same bound as one lease alone (a batch of renewals
 /// ends within one response timeout however many replies it waits for), and each is
@@ -109,21 +130,7 @@ fn every_lease_of_a_failed_batch_of_renewals_is_suspect_in_time<F: Face>() {
         .collect();
     let ends: Vec<Instant> = guards.iter().map(Held::valid_until).collect();
     proxy.set_blackhole(true);
-    for (i, guard) in guards.iter().enumerate() {
-        let due = sent_at(ends[i]) + TTL / 3;
-        assert!(
-            guard.suspect_within(TTL * 2),
-            "{}: lease {i} suspect",
-            F::NAME
-        );
-        let became = Instant::now();
-        assert_suspect_in_time(F::NAME, &format!("lease {i} of {LEASES}"), became, due);
-        assert!(
-            !guard.is_lost() && became < ends[i],
-            "{}: lease {i} valid",
-            F::NAME
-        );
-    }
+    each_suspect_in_time::<F, _>(&guards, &ends);
     proxy.set_blackhole(false);
     for (i, guard) in guards.into_iter().enumerate() {
         while guard.is_suspect() && Instant::now() < ends[i] {
@@ -163,21 +170,7 @@ fn every_lease_of_a_batch_the_server_refuses_for_now_is_suspect_in_time<F: Face>
         .arg(primary.port())
         .exec(&mut server.connection())
         .expect("REPLICAOF");
-    for (i, guard) in guards.iter().enumerate() {
-        let due = sent_at(ends[i]) + TTL / 3;
-        assert!(
-            guard.suspect_within(TTL * 2),
-            "{}: lease {i} suspect",
-            F::NAME
-        );
-        let became = Instant::now();
-        assert_suspect_in_time(F::NAME, &format!("lease {i} of {LEASES}"), became, due);
-        assert!(
-            !guard.is_lost() && became < ends[i],
-            "{}: lease {i} valid",
-            F::NAME
-        );
-    }
+    each_suspect_in_time::<F, _>(&guards, &ends);
 }
 
 fn a_lease_whose_renewals_succeed_is_never_suspect<F: Face>() {
