@@ -282,3 +282,55 @@ async fn a_queued_grant_the_server_refused_to_write_is_never_announced() {
     assert!(guard.is_held().await.unwrap());
     guard.release().await.unwrap();
 }
+
+/// A fair waiter whose handle's subscription the server refused (the lock user's channel
+/// rights were revoked a moment, as an operator might) takes its place in the queue at
+/// once, and polls: it is served before a waiter that came after it. It used to wait up
+/// to a response timeout for its channel to go live first, so a waiter that came 100 ms
+/// later took its place; found by the chaos checker (cluster, Valkey 9.1, seed 136,
+/// after `acl_channels`: the handles' handoff channels stayed refused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_waiter_whose_channel_was_refused_keeps_its_place_in_line() {
+    let server = RedisServer::start();
+    let client = create_user(&server, "locker", LOCK_USER_RULES);
+    let fair = || async {
+        connect_as(&client)
+            .await
+            .fair(true)
+            .ttl(Duration::from_secs(3))
+    };
+    let channels = |rule: &str| {
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("locker")
+            .arg(rule)
+            .query(&mut server.connection())
+            .unwrap();
+    };
+    let holder = fair().await.lock("line").await.unwrap();
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let wait = |locks: Locks, who: &'static str| {
+        let order = order.clone();
+        tokio::spawn(async move {
+            let guard = locks.lock("line").await.unwrap();
+            order.lock().unwrap().push(who);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            guard.release().await.unwrap();
+        })
+    };
+    let (first, second) = (fair().await, fair().await);
+    channels("resetchannels");
+    let first = wait(first, "refused, first in line");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    channels("&lock:*");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let second = wait(second, "subscribed, second");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    holder.release().await.unwrap();
+    first.await.unwrap();
+    second.await.unwrap();
+    assert_eq!(
+        *order.lock().unwrap(),
+        ["refused, first in line", "subscribed, second"]
+    );
+}

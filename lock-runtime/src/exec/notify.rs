@@ -44,6 +44,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// connection is given up as broken.
 const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// How long a channel the server refused (an ACL without it) goes unasked on the same
+/// connection: rights given back are found this late, and a user that never has them
+/// costs one refused `SUBSCRIBE` per channel this often.
+const REFUSED_RETRY: Duration = Duration::from_secs(5);
+
 /// The servers the task may subscribe on: one, or any node of a Redis Cluster.
 struct Nodes {
     clients: Vec<redis::Client>,
@@ -107,6 +112,10 @@ struct Channel {
     idle_since: Option<Instant>,
     /// Kept subscribed while the handle lives (its fair handoff channel).
     pinned: bool,
+    /// The server refused the subscription on the current connection (an ACL without
+    /// the channel), at this instant: its waiters poll, and nobody waits for it to go
+    /// live; asked again [`REFUSED_RETRY`] later.
+    refused: Option<Instant>,
 }
 
 /// What the task and the waiters share.
@@ -156,7 +165,10 @@ impl Shared {
                 || channel.waiters > 0
                 || lingering_until.is_some_and(|until| now < until);
             let has = subscribed.contains(name);
-            if wanted && !has {
+            let retry = channel.refused.map(|at| at + REFUSED_RETRY);
+            if let Some(at) = retry.filter(|at| wanted && now < *at) {
+                next = Some(next.map_or(at, |n| n.min(at)));
+            } else if wanted && !has {
                 add.push(name.clone());
             } else if !wanted && has {
                 remove.push(name.clone());
@@ -173,8 +185,20 @@ impl Shared {
     fn set_live(&self, channel: &str, live: bool) {
         if let Some(c) = self.channels().get_mut(channel) {
             c.live = live;
+            c.refused = None;
         }
         self.live_changed.notify_waiters();
+    }
+
+    /// The server refused `channel` at `now`: its waiters stop waiting for it to go live.
+    /// Whether it was not refused before (the refusal is news, worth a warning).
+    fn set_refused(&self, channel: &str, now: Instant) -> bool {
+        let news = self
+            .channels()
+            .get_mut(channel)
+            .is_some_and(|c| c.refused.replace(now).is_none());
+        self.live_changed.notify_waiters();
+        news
     }
 
     /// The connection dropped: no subscription is live, and releases may have been
@@ -182,6 +206,8 @@ impl Shared {
     fn disconnected(&self) {
         for channel in self.channels().values_mut() {
             channel.live = false;
+            // A new connection asks again (the rights may be back).
+            channel.refused = None;
             channel.wake.notify_waiters();
         }
         self.live_changed.notify_waiters();
@@ -302,6 +328,7 @@ impl Notifications {
                     live: false,
                     idle_since: None,
                     pinned: false,
+                    refused: None,
                 });
             entry.waiters += 1;
             entry.idle_since = None;
@@ -334,19 +361,32 @@ impl Subscription {
             .is_some_and(|c| c.live)
     }
 
-    /// Waits at most `within` for the server to confirm the subscription; whether it
-    /// is live. From then on, no release is missed.
+    /// `Some(true)` once the server confirmed the subscription, `Some(false)` once it
+    /// refused it (nothing to wait for), `None` while it may still come.
+    fn state(&self) -> Option<bool> {
+        let channels = self.shared.channels();
+        let c = channels.get(&self.channel)?;
+        if c.live {
+            Some(true)
+        } else {
+            c.refused.map(|_| false)
+        }
+    }
+
+    /// Waits at most `within` for the server to confirm the subscription (or to refuse
+    /// it: then at once); whether it is live. From then on, no release is missed.
     pub(crate) async fn live_within(&self, within: Duration) -> bool {
         let give_up = tokio::time::Instant::now() + within;
         loop {
             let changed = self.shared.live_changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            if self.is_live() {
-                return true;
-            }
-            if tokio::time::timeout_at(give_up, changed).await.is_err() {
-                return self.is_live();
+            match self.state() {
+                Some(live) => return live,
+                None if tokio::time::timeout_at(give_up, changed).await.is_err() => {
+                    return self.is_live();
+                }
+                None => {}
             }
         }
     }
@@ -367,8 +407,8 @@ impl Subscription {
             let changed = self.shared.live_changed.notified();
             let mut changed = std::pin::pin!(changed);
             changed.as_mut().enable();
-            if self.is_live() {
-                return true;
+            if let Some(live) = self.state() {
+                return live;
             }
             let left = give_up.saturating_duration_since(Instant::now());
             if left.is_zero() || block_within(changed, left).is_none() {
@@ -481,12 +521,10 @@ async fn run(mut nodes: Nodes, shared: Arc<Shared>) {
 /// messages, until the connection drops or stops answering.
 async fn session(shared: &Shared, sink: &mut PubSubSink, stream: &mut PubSubStream) {
     let mut subscribed = HashSet::new();
-    // Channels the server refused (an ACL without them): not asked again on this
-    // connection; their waiters poll.
-    let mut refused = HashSet::new();
     loop {
+        // Channels the server refused (an ACL without them) are left out of `add` for a
+        // while; their waiters poll.
         let (add, remove, linger) = shared.plan(&subscribed, Instant::now());
-        let add: Vec<String> = add.into_iter().filter(|c| !refused.contains(c)).collect();
         for channel in add {
             match tokio::time::timeout(SUBSCRIBE_TIMEOUT, sink.subscribe(&channel)).await {
                 Ok(Ok(())) => {
@@ -494,8 +532,9 @@ async fn session(shared: &Shared, sink: &mut PubSubSink, stream: &mut PubSubStre
                     shared.set_live(&channel, true);
                 }
                 Ok(Err(e)) if !e.is_io_error() => {
-                    tracing::warn!(error = %e, "release notifications: subscribe refused; waiters poll");
-                    refused.insert(channel);
+                    if shared.set_refused(&channel, Instant::now()) {
+                        tracing::warn!(error = %e, %channel, "release notifications: subscribe refused; waiters poll");
+                    }
                 }
                 _ => return,
             }
