@@ -1,7 +1,7 @@
 //! lockscript's own test harness, not published: what lockscript-test offers users (its
 //! whole API, re-exported here under the same name, so that our suites read
 //! `lockscript_test::server` and `#[lockscript_test::test]` as a user's tests do), and
-//! what only our suites need: clusters ([`cluster`]), a fault proxy ([`proxy`]),
+//! what only our suites need: the guide's lock user ([`acl`]), clusters ([`cluster`]), a fault proxy ([`proxy`]),
 //! PostgreSQL for the fencing tests ([`postgres`]), contenders in other processes
 //! ([`contenders`]), histories checked for overlaps ([`history`]), every face of the lock
 //! behind one interface ([`faces`]), a pool of connections as a handle's connection
@@ -11,6 +11,7 @@
 // Test support fails loudly by design: every helper panics with the reason.
 #![allow(clippy::missing_panics_doc)]
 
+pub mod acl;
 #[cfg(feature = "chaos")]
 pub mod chaos;
 pub mod cluster;

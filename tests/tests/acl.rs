@@ -7,43 +7,12 @@ use std::time::Duration;
 use lockscript::{LockError, Locks, RetryPolicy};
 use lockscript_test::server::RedisServer;
 
-/// The README's rules for a lock user (default key prefix `lock:`).
-const LOCK_USER_RULES: &[&str] = &[
-    "on",
-    ">s3cret",
-    "resetkeys",
-    "~lock:*",
-    "resetchannels",
-    "&lock:*",
-    "-@all",
-    // What the client sends.
-    "+evalsha",
-    "+eval",
-    "+script|load",
-    "+get",
-    "+subscribe",
-    "+unsubscribe",
-    "+ping",
-    // What the scripts call.
-    "+exists",
-    "+set",
-    "+incr",
-    "+pttl",
-    "+del",
-    "+pexpire",
-    "+publish",
-    "+time",
-    // What fair-queue.lua calls too (fair mode, read/write locks, semaphores).
-    "+zadd",
-    "+zrem",
-    "+zrange",
-    "+zrangebyscore",
-    "+zscore",
-    "+zcard",
-    "+hset",
-    "+hget",
-    "+hdel",
-];
+/// The guide's rules for a lock user (default key prefix `lock:`), with its password.
+fn lock_user_rules() -> Vec<&'static str> {
+    let mut rules = vec!["on", ">s3cret"];
+    rules.extend(lockscript_test::acl::LOCK_USER_RULES);
+    rules
+}
 
 fn create_user(server: &RedisServer, name: &str, rules: &[&str]) -> redis::Client {
     let mut cmd = redis::cmd("ACL");
@@ -71,7 +40,7 @@ async fn connect_as(client: &redis::Client) -> Locks {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_documented_rules_are_enough_for_the_whole_lock_cycle() {
     let server = RedisServer::start();
-    let client = create_user(&server, "locker", LOCK_USER_RULES);
+    let client = create_user(&server, "locker", &lock_user_rules());
     let connect = || async {
         connect_as(&client).await.retry(RetryPolicy::new(
             Duration::from_secs(30),
@@ -108,7 +77,7 @@ async fn the_documented_rules_are_enough_for_the_whole_lock_cycle() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_documented_rules_are_enough_for_fair_locks_read_write_locks_and_semaphores() {
     let server = RedisServer::start();
-    let client = create_user(&server, "locker", LOCK_USER_RULES);
+    let client = create_user(&server, "locker", &lock_user_rules());
     let connect = || connect_as(&client);
     // Fair: a waiter of another handle is handed the lock on its own channel (a 3 s
     // lease: its ticket is renewed every 666 ms, so one call is all it makes here).
@@ -153,7 +122,7 @@ async fn the_documented_rules_are_enough_for_fair_locks_read_write_locks_and_sem
 #[tokio::test]
 async fn a_missing_permission_is_an_error_that_names_it() {
     let server = RedisServer::start();
-    let rules: Vec<&str> = LOCK_USER_RULES
+    let rules: Vec<&str> = lock_user_rules()
         .iter()
         .copied()
         .filter(|r| *r != "+publish")
@@ -187,7 +156,7 @@ async fn a_missing_permission_is_an_error_that_names_it() {
         "says what to grant: {err}"
     );
 
-    let rules: Vec<&str> = LOCK_USER_RULES
+    let rules: Vec<&str> = lock_user_rules()
         .iter()
         .copied()
         .filter(|r| *r != "~lock:*")
@@ -214,7 +183,7 @@ async fn a_missing_permission_is_an_error_that_names_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_grant_the_server_refused_to_write_is_never_announced() {
     let server = RedisServer::start();
-    let client = create_user(&server, "locker", LOCK_USER_RULES);
+    let client = create_user(&server, "locker", &lock_user_rules());
     let fair = || async {
         connect_as(&client)
             .await
@@ -292,7 +261,7 @@ async fn a_queued_grant_the_server_refused_to_write_is_never_announced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fair_waiter_whose_channel_was_refused_keeps_its_place_in_line() {
     let server = RedisServer::start();
-    let client = create_user(&server, "locker", LOCK_USER_RULES);
+    let client = create_user(&server, "locker", &lock_user_rules());
     let fair = || async {
         connect_as(&client)
             .await

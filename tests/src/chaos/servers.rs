@@ -26,56 +26,21 @@ pub const PASSWORD: &str = "chaos-secret";
 
 /// The channels the lock user may use: the release notifications and the handoff
 /// channels. The `acl_channels` fault takes them away and gives them back.
-pub const CHANNELS: &str = "&lock:*";
+pub use crate::acl::CHANNELS;
 
-/// The lock user's rules as the guide gives them, plus what the chaos workers do beyond
-/// locks: Functions delivery (odd workers), the native commands' question, the guarded
-/// writes' keys and `RPUSH` (`tests/chaos/append.lua`), and on a cluster the slot map.
-/// Given at start (`--user`), so a restart keeps them.
-const RULES: &[&str] = &[
-    "on",
-    "resetkeys",
-    "~lock:*",
+/// What the chaos workers do beyond the guide's lock user
+/// ([`LOCK_USER_RULES`](crate::acl::LOCK_USER_RULES)): the guarded writes' keys and
+/// `RPUSH` (`tests/chaos/append.lua`), Functions delivery (odd workers), the native
+/// commands' question, and on a cluster the slot map. Given at start (`--user`), so a
+/// restart keeps them.
+const BEYOND_LOCKS: &[&str] = &[
     "~data:*",
-    "resetchannels",
-    CHANNELS,
-    "-@all",
-    // What the client sends.
-    "+evalsha",
-    "+eval",
-    "+script|load",
-    "+get",
-    "+subscribe",
-    "+unsubscribe",
-    "+ping",
-    // What the scripts call.
-    "+exists",
-    "+set",
-    "+incr",
-    "+pttl",
-    "+del",
-    "+pexpire",
-    "+publish",
-    "+time",
-    "+zadd",
-    "+zrem",
-    "+zrange",
-    "+zrangebyscore",
-    "+zscore",
-    "+zcard",
-    "+hset",
-    "+hget",
-    "+hdel",
-    // Functions delivery.
+    "+rpush",
     "+fcall",
     "+fcall_ro",
     "+function|load",
-    // The native path's question.
     "+command|info",
     "+command|docs",
-    // The chaos workers' guarded writes.
-    "+rpush",
-    // A cluster client's slot map and redirections.
     "+cluster|slots",
     "+cluster|shards",
     "+asking",
@@ -89,7 +54,8 @@ const NATIVE: [&str; 2] = ["delifeq", "delex"];
 pub fn with_user(builder: ServerBuilder) -> ServerBuilder {
     let password = format!(">{PASSWORD}");
     let builder = builder.arg("--user").arg(USER).arg(password);
-    RULES.iter().fold(builder, |b, rule| b.arg(*rule))
+    let rules = crate::acl::LOCK_USER_RULES.iter().chain(BEYOND_LOCKS);
+    rules.fold(builder.arg("on"), |b, rule| b.arg(*rule))
 }
 
 /// Grants the lock user the native release commands `server` has (after every start).
