@@ -37,6 +37,24 @@ async fn connect_as(client: &redis::Client) -> Locks {
         .wait_timeout(Duration::from_secs(5))
 }
 
+/// A fair handle for the user of `client`: 3 s leases (its ticket renewed every second).
+async fn fair_as(client: &redis::Client) -> Locks {
+    connect_as(client)
+        .await
+        .fair(true)
+        .ttl(Duration::from_secs(3))
+}
+
+/// `ACL SETUSER locker <rule>`, as the server's administrator.
+fn set_locker(server: &RedisServer, rule: &str) {
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("locker")
+        .arg(rule)
+        .query(&mut server.connection())
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_documented_rules_are_enough_for_the_whole_lock_cycle() {
     let server = RedisServer::start();
@@ -184,12 +202,7 @@ async fn a_missing_permission_is_an_error_that_names_it() {
 async fn a_queued_grant_the_server_refused_to_write_is_never_announced() {
     let server = RedisServer::start();
     let client = create_user(&server, "locker", &lock_user_rules());
-    let fair = || async {
-        connect_as(&client)
-            .await
-            .fair(true)
-            .ttl(Duration::from_secs(3))
-    };
+    let fair = || fair_as(&client);
     let (holder, waiter) = (fair().await, fair().await);
     let first = holder.lock("queued").await.unwrap();
     let granted = std::sync::Arc::new(std::sync::Mutex::new(None));
@@ -203,14 +216,7 @@ async fn a_queued_grant_the_server_refused_to_write_is_never_announced() {
     };
     // The waiter's ticket is queued (it is renewed every second: 3 s lease).
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let admin = |rule: &str| {
-        let _: () = redis::cmd("ACL")
-            .arg("SETUSER")
-            .arg("locker")
-            .arg(rule)
-            .query(&mut server.connection())
-            .unwrap();
-    };
+    let admin = |rule: &str| set_locker(&server, rule);
     admin("-set");
     let denied_at = std::time::Instant::now();
     let refused = first.release().await;
@@ -262,20 +268,8 @@ async fn a_queued_grant_the_server_refused_to_write_is_never_announced() {
 async fn a_fair_waiter_whose_channel_was_refused_keeps_its_place_in_line() {
     let server = RedisServer::start();
     let client = create_user(&server, "locker", &lock_user_rules());
-    let fair = || async {
-        connect_as(&client)
-            .await
-            .fair(true)
-            .ttl(Duration::from_secs(3))
-    };
-    let channels = |rule: &str| {
-        let _: () = redis::cmd("ACL")
-            .arg("SETUSER")
-            .arg("locker")
-            .arg(rule)
-            .query(&mut server.connection())
-            .unwrap();
-    };
+    let fair = || fair_as(&client);
+    let channels = |rule: &str| set_locker(&server, rule);
     let holder = fair().await.lock("line").await.unwrap();
     let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let wait = |locks: Locks, who: &'static str| {
