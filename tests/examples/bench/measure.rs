@@ -108,10 +108,14 @@ impl PerCycle {
 }
 
 /// Contenders measured in interleaved blocks: a round's `n` cycles per contender are cut
-/// into [`BLOCKS`] blocks, and in each block every contender runs its share, the order
-/// rotated from block to block. A slow second of the machine then falls on a face and
+/// into [`BLOCKS`] blocks, and in each block every contender runs its share, in an order
+/// shuffled from block to block. A slow second of the machine then falls on a face and
 /// its floor alike: measured whole one after the other, they were seconds apart, and on
-/// this VM the ratio of one round to the next moved from 0.58 to 1.92.
+/// this VM the ratio of one round to the next moved from 0.58 to 1.92. Shuffled, not
+/// rotated: rotation keeps each contender behind the same one in every block, and
+/// whichever face ran first after the sync floors paid about 10 µs a cycle more
+/// (2026-11-27: the sync face read 1.10 to 1.12 x its floor behind the `FCALL` floor;
+/// moved behind its own twin with a recorder, 1.01, and the twin 1.10).
 pub struct Interleaved<'a> {
     contenders: Vec<Contender<'a>>,
 }
@@ -151,9 +155,12 @@ impl<'a> Interleaved<'a> {
     pub fn round(mut self, n: usize, samples: &mut Samples) -> Result<(), BoxError> {
         let share = n.div_ceil(BLOCKS);
         let count = self.contenders.len();
-        for block in 0..BLOCKS {
-            for i in 0..count {
-                let c = &mut self.contenders[(block + i) % count];
+        let mut order: Vec<usize> = (0..count).collect();
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        for _ in 0..BLOCKS {
+            shuffle(&mut order, &mut seed);
+            for &i in &order {
+                let c = &mut self.contenders[i];
                 let cpu_before = threads_cpu_ns()?;
                 let started = Instant::now();
                 (c.cycles)(share)?;
@@ -170,6 +177,18 @@ impl<'a> Interleaved<'a> {
             per_cycle.push(samples, &c.stem);
         }
         Ok(())
+    }
+}
+
+/// Puts `order` in a fresh order drawn from `seed` (xorshift64, Fisher-Yates): the
+/// bench's own fixed sequence, the same in every run.
+fn shuffle(order: &mut [usize], seed: &mut u64) {
+    for i in (1..order.len()).rev() {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        let j = usize::try_from(*seed % (i as u64 + 1)).unwrap_or(0);
+        order.swap(i, j);
     }
 }
 
