@@ -131,7 +131,7 @@ impl<B: Backend> Engine<B> {
                         Ok(turn) => {
                             let channel = &machine.keys().channel;
                             let live = self.notifications.as_ref().and_then(|n| n.join(channel));
-                            machine.turned(run.waiting.turned(turn, live));
+                            machine.turned(run.waiting.turned(turn, live), Instant::now());
                         }
                         Err(_) => machine.no_turn(Instant::now()),
                     }

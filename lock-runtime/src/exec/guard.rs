@@ -52,7 +52,7 @@ impl<B: Backend> Guard<B> {
     /// Stops the lease, then hands the lock to a local waiter or deletes it.
     pub(crate) async fn release(mut self) -> Result<(), LockError> {
         let queue = B::HANDOVER.then_some(&*self.engine.queue);
-        let (lost_before, offer) = self.owned.give_up(queue);
+        let (lost_before, offer) = self.owned.give_up(queue, Instant::now());
         self.engine.watchdog.forget(self.owned.lease());
         if let Some(offer) = offer {
             return self.hand_over(offer).await;
@@ -159,7 +159,7 @@ impl<B: Backend> Engine<B> {
 
 impl<B: Backend> Drop for Guard<B> {
     fn drop(&mut self) {
-        if let Some(abandoned) = self.owned.abandoned() {
+        if let Some(abandoned) = self.owned.abandoned(Instant::now()) {
             self.engine.watchdog.forget(self.owned.lease());
             self.engine.release_in_background(abandoned);
         }

@@ -35,11 +35,15 @@ impl Owned {
         &self.held.lease
     }
 
-    /// Begins a release: stops the lease (no renewal is sent after it); whether it was
-    /// lost before, and the waiter of `queue` (the handle's, when its releases can hand
-    /// over) to hand the lock to, if the rules let it.
-    pub(crate) fn give_up(&self, queue: Option<&LocalQueue>) -> (bool, Option<Offer>) {
-        let lost_before = self.lease().stop();
+    /// Begins a release at `now`: stops the lease (no renewal is sent after it); whether
+    /// it was lost before, and the waiter of `queue` (the handle's, when its releases can
+    /// hand over) to hand the lock to, if the rules let it.
+    pub(crate) fn give_up(
+        &self,
+        queue: Option<&LocalQueue>,
+        now: Instant,
+    ) -> (bool, Option<Offer>) {
+        let lost_before = self.lease().stop(now);
         let offer = queue.and_then(|q| q.handover_for(self.lease(), lost_before, self.handovers));
         (lost_before, offer)
     }
@@ -76,7 +80,7 @@ impl Owned {
     /// write key gone and report a lease lost that the downgrade ended), or
     /// [`LockError::NotHeld`] if it is lost already.
     pub(crate) fn downgrading(&self) -> Result<(), LockError> {
-        if self.lease().stop() {
+        if self.lease().stop(Instant::now()) {
             return Err(self.lease().not_held());
         }
         Ok(())
@@ -117,14 +121,14 @@ impl Owned {
         Ok(granted)
     }
 
-    /// The guard is dropped: when it was not given up, its lease stops at once and the
-    /// grant is to be released in the background with its own token.
-    pub(crate) fn abandoned(&self) -> Option<Abandoned> {
+    /// The guard is dropped at `now`: when it was not given up, its lease stops at once and
+    /// the grant is to be released in the background with its own token.
+    pub(crate) fn abandoned(&self, now: Instant) -> Option<Abandoned> {
         if self.released {
             return None;
         }
         let lease = self.lease();
-        lease.stop();
+        lease.stop(now);
         tracing::debug!(lock = %lease.keys.name, "guard dropped without release; releasing in the background");
         Some(Abandoned {
             keys: lease.keys.clone(),

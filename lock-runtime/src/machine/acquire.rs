@@ -413,10 +413,9 @@ impl Acquire {
         });
     }
 
-    /// The caller's turn came; `just_granted` says the previous local waiter got the
-    /// lock a moment ago while a live subscription stands.
-    pub(crate) fn turned(&mut self, just_granted: bool) {
-        let now = Instant::now();
+    /// The caller's turn came at `now`; `just_granted` says the previous local waiter got
+    /// the lock a moment ago while a live subscription stands.
+    pub(crate) fn turned(&mut self, just_granted: bool, now: Instant) {
         self.todo = Todo::Step(self.wait.start(now, just_granted));
     }
 
@@ -723,7 +722,7 @@ mod tests {
     fn waiting(s: &Settings, handover: bool, now: Instant) -> (Acquire, Token) {
         let mut m = Acquire::wait(keys(s), s, true, false, handover, now);
         assert!(matches!(m.next(now), Next::Turn { .. }));
-        m.turned(false);
+        m.turned(false, now);
         let token = attempt(&mut m, now);
         (m, token)
     }

@@ -335,13 +335,14 @@ impl LeaseState {
         }
     }
 
-    /// Stops the lease for good (release or drop): no more renewals, and its validity end
-    /// no longer makes it lost; only the server's word can (the release finding the key
-    /// gone, or failing after a renewal was refused; see [`refused`](Self::refused)).
-    /// Returns whether it was already lost, which the release reports.
-    pub(crate) fn stop(&self) -> bool {
+    /// Stops the lease for good (release or drop) at `now`: no more renewals, and its
+    /// validity end no longer makes it lost; only the server's word can (the release
+    /// finding the key gone, or failing after a renewal was refused; see
+    /// [`refused`](Self::refused)). Returns whether it was already lost, which the release
+    /// reports.
+    pub(crate) fn stop(&self, now: Instant) -> bool {
         let mut times = self.times();
-        let lost = self.status_locked(&mut times, Instant::now()) == Status::Lost;
+        let lost = self.status_locked(&mut times, now) == Status::Lost;
         if times.ending == Ending::Held {
             times.ending = Ending::Stopped { refusal: None };
         }
@@ -386,7 +387,7 @@ impl LeaseState {
     /// ttl is out of range or the lease is lost already (nothing is sent then).
     pub(crate) fn extending(&self, ttl: Duration, now: Instant) -> Result<Sending, LockError> {
         crate::machine::limit::check_ttl(ttl)?;
-        if self.is_lost() {
+        if self.status(now) == Status::Lost {
             return Err(self.not_held());
         }
         Ok(self.sending(ttl, now))
@@ -1166,7 +1167,7 @@ mod tests {
         let sending = lease
             .begin_renewal(sent + Duration::from_secs(20))
             .expect("due");
-        lease.stop();
+        lease.stop(Instant::now());
         lease.renewal_done(
             sending,
             Err(LockError::no_reply(Duration::ZERO)),
@@ -1211,7 +1212,7 @@ mod tests {
     #[test]
     fn a_stopped_lease_does_not_run_out_and_a_lost_one_says_so_on_stop() {
         let (lease, sent) = new_lease(100, true);
-        assert!(!lease.stop());
+        assert!(!lease.stop(sent));
         assert_eq!(
             lease.status(sent + Duration::from_secs(5)),
             Status::Released
@@ -1220,7 +1221,10 @@ mod tests {
 
         let (lease, _) = new_lease(100, true);
         lease.refused("gone");
-        assert!(lease.stop(), "a release after the loss reports it");
+        assert!(
+            lease.stop(Instant::now()),
+            "a release after the loss reports it"
+        );
         assert!(lease.is_lost());
     }
 
@@ -1240,7 +1244,7 @@ mod tests {
         let renewal = lease
             .begin_renewal(sent + Duration::from_millis(100))
             .unwrap();
-        let lost_before = lease.stop();
+        let lost_before = lease.stop(Instant::now());
         assert!(!lost_before);
         lease.renewal_done(renewal, Ok(None), sent + Duration::from_millis(400));
         let (done, reported) = lease.released(lost_before, Err(timed_out()));
@@ -1251,7 +1255,7 @@ mod tests {
         );
         // Without the refusal, the delete's failure is what the caller hears.
         let (lease, _) = new_lease(300, true);
-        let (_, reported) = lease.released(lease.stop(), Err(timed_out()));
+        let (_, reported) = lease.released(lease.stop(Instant::now()), Err(timed_out()));
         assert!(matches!(reported, Err(LockError::Redis(_))), "{reported:?}");
     }
 
@@ -1264,7 +1268,7 @@ mod tests {
         let renewal = lease
             .begin_renewal(sent + Duration::from_millis(300))
             .unwrap();
-        let lost_before = lease.stop();
+        let lost_before = lease.stop(Instant::now());
         let (done, reported) = lease.released(lost_before, Ok(true));
         assert!(done && reported.is_ok(), "{reported:?}");
         lease.renewal_done(renewal, Ok(None), sent + Duration::from_millis(320));
@@ -1275,7 +1279,7 @@ mod tests {
         let renewal = lease
             .begin_renewal(sent + Duration::from_millis(300))
             .unwrap();
-        let lost_before = lease.stop();
+        let lost_before = lease.stop(Instant::now());
         lease.renewal_done(renewal, Ok(None), sent + Duration::from_millis(310));
         assert!(
             !lease.is_lost(),
@@ -1290,7 +1294,7 @@ mod tests {
         let renewal = lease
             .begin_renewal(sent + Duration::from_millis(300))
             .unwrap();
-        let lost_before = lease.stop();
+        let lost_before = lease.stop(Instant::now());
         lease.renewal_done(renewal, Ok(None), sent + Duration::from_millis(310));
         let (_, reported) = lease.released(lost_before, Ok(false));
         assert!(matches!(reported, Err(LockError::NotHeld { .. })));
@@ -1303,7 +1307,7 @@ mod tests {
         let renewal = lease
             .begin_renewal(sent + Duration::from_millis(300))
             .unwrap();
-        lease.stop();
+        lease.stop(Instant::now());
         lease.settle(End::Downgraded);
         lease.renewal_done(renewal, Ok(None), sent + Duration::from_millis(320));
         assert!(!lease.is_lost());

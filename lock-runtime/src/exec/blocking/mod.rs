@@ -137,7 +137,7 @@ impl<C: redis::ConnectionLike + Send + 'static> Shared<C> {
                     match block_within(self.queue.turn(&machine.keys().name), left) {
                         Some(turn) => {
                             let live = notifications.and_then(|n| n.join(&machine.keys().channel));
-                            machine.turned(run.waiting.turned(turn, live));
+                            machine.turned(run.waiting.turned(turn, live), Instant::now());
                         }
                         None => machine.no_turn(Instant::now()),
                     }

@@ -107,7 +107,7 @@ where
     /// # }
     /// ```
     pub fn release(mut self) -> Result<(), LockError> {
-        let (lost_before, offer) = self.owned.give_up(Some(&self.shared.queue));
+        let (lost_before, offer) = self.owned.give_up(Some(&self.shared.queue), Instant::now());
         let lease = Arc::clone(self.owned.lease());
         self.shared.forget(&lease);
         if let Some(offer) = offer {
@@ -153,7 +153,7 @@ where
     C: redis::ConnectionLike + Send + 'static,
 {
     fn drop(&mut self) {
-        if let Some(abandoned) = self.owned.abandoned() {
+        if let Some(abandoned) = self.owned.abandoned(Instant::now()) {
             let lease = self.owned.lease();
             self.shared.forget(lease);
             self.shared
