@@ -152,15 +152,19 @@ pub mod guide {
 /// Not public API: what `#[lock_script]` expands to. May change in any release.
 #[doc(hidden)]
 pub mod __private {
+    /// The lock machine driven by a model world, for the model checker (feature `model`).
+    #[cfg(feature = "model")]
+    pub use crate::exec::model;
     #[cfg(any(feature = "tokio", feature = "blocking"))]
     pub use crate::faces::guarded::GuardRef;
     pub use crate::script::invocation::Invocation;
     pub use crate::script::registry::SCRIPTS;
     pub use crate::script::script::Script;
     pub use linkme;
-    /// Known bugs put back, for the chaos checker's own tests (feature `mutants`).
+    /// Known bugs put back, for the chaos checker's and the model checker's own tests
+    /// (feature `mutants`).
     #[cfg(all(feature = "mutants", any(feature = "tokio", feature = "blocking")))]
     pub mod mutants {
-        pub use crate::machine::mutants::set_no_deadline;
+        pub use crate::machine::mutants::{set_no_deadline, set_refusal_after_stop_loses};
     }
 }

@@ -3,7 +3,9 @@
 //! tokio over a [`backend::Backend`] (one server or a Cluster: [`node`]; N masters:
 //! [`quorum`]); the blocking one ([`blocking`]) over the same verbs on a sync connection,
 //! and the handle's one background thread. Both share the local queue ([`queue`]), what a
-//! waiter waits on ([`waiting`]) and the release notifications ([`notify`]).
+//! waiter waits on ([`waiting`]) and the release notifications ([`notify`]). With the
+//! `model` feature a third one, `model`, hands every call to a model world as data, for
+//! the model checker of lockscript's own tests.
 
 #[cfg(feature = "tokio")]
 pub(crate) mod backend;
@@ -15,6 +17,8 @@ pub(crate) mod blocking;
 pub(crate) mod engine;
 #[cfg(feature = "tokio")]
 pub(crate) mod guard;
+#[cfg(feature = "model")]
+pub mod model;
 #[cfg(feature = "tokio")]
 pub(crate) mod node;
 pub(crate) mod notify;

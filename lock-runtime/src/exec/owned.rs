@@ -35,6 +35,18 @@ impl Owned {
         &self.held.lease
     }
 
+    /// A copy that goes on alone from here, its lease forked (the model checker's
+    /// branches; see [`LeaseState::fork`]).
+    #[cfg(feature = "model")]
+    pub(crate) fn fork(&self) -> Self {
+        Self {
+            held: Lease {
+                lease: Arc::new(self.lease().fork()),
+            },
+            ..*self
+        }
+    }
+
     /// Begins a release at `now`: stops the lease (no renewal is sent after it); whether
     /// it was lost before, and the waiter of `queue` (the handle's, when its releases can
     /// hand over) to hand the lock to, if the rules let it.

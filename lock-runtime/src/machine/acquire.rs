@@ -88,6 +88,7 @@ pub(crate) struct Handover {
 }
 
 /// A command in flight.
+#[derive(Clone)]
 struct Flight {
     token: Token,
     sent: Instant,
@@ -98,6 +99,7 @@ struct Flight {
 }
 
 /// A fair waiter's place in the lock's queue on the server.
+#[derive(Clone)]
 struct Place {
     ticket: Ticket,
     /// A queue call for this ticket got no answer: it may still reach the server after
@@ -125,6 +127,7 @@ enum Todo {
 
 /// Which acquisition.
 #[derive(Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "model", derive(Hash))]
 enum Shape {
     /// A single try: a refusal ends it.
     Once,
@@ -688,6 +691,85 @@ impl Acquire {
             self.orphan(granted.token, granted.grant.sent, self.ttl, false);
         }
         std::mem::take(&mut self.orphans)
+    }
+}
+
+/// For the model checker (feature `model`): what tells two acquisitions apart, and a copy
+/// for each branch it takes.
+#[cfg(feature = "model")]
+impl Acquire {
+    /// Everything of the acquisition that a later call can depend on, except owner tokens
+    /// (drawn at random, they differ between two runs of one history; the model names
+    /// them by where they are used) and a fair place (not modelled yet). Called between
+    /// the model's steps, when [`next`](Self::next) has answered and nothing is left to
+    /// do but wait: what is still to do is told by its kind.
+    pub(crate) fn digest(&self, state: &mut impl std::hash::Hasher) {
+        use std::hash::Hash;
+        (self.started, self.watchdog, self.confirm, self.shape).hash(state);
+        self.wait.digest(state);
+        self.place.is_some().hash(state);
+        let flight = self.flight.as_ref().map(|f| (f.sent, f.limit, f.fence));
+        flight.hash(state);
+        self.offer.is_some().hash(state);
+        for orphan in &self.orphans {
+            (orphan.until, orphan.unanswered, &orphan.ticket).hash(state);
+        }
+        std::mem::discriminant(&self.todo).hash(state);
+    }
+
+    /// A copy that goes on alone from here, for the model checker's branches (errors
+    /// kept as [`LockError::for_each`] copies them: every one the model feeds is a
+    /// `redis` error, copied whole).
+    pub(crate) fn fork(&self) -> Self {
+        let todo = match &self.todo {
+            Todo::Step(step) => Todo::Step(step.fork()),
+            Todo::Await => Todo::Await,
+            Todo::Enter => Todo::Enter,
+            Todo::Turn => Todo::Turn,
+            Todo::Done(next) => Todo::Done(next.fork()),
+        };
+        Self {
+            keys: self.keys.clone(),
+            wait: self.wait.fork(),
+            place: self.place.clone(),
+            flight: self.flight.clone(),
+            offer: self.offer.clone(),
+            orphans: self.orphans.clone(),
+            todo,
+            ..*self
+        }
+    }
+}
+
+#[cfg(feature = "model")]
+impl Next {
+    fn fork(&self) -> Self {
+        match self {
+            Next::Turn { until } => Next::Turn { until: *until },
+            Next::Attempt { token, limit } => Next::Attempt {
+                token: token.clone(),
+                limit: *limit,
+            },
+            Next::Confirm { token, left } => Next::Confirm {
+                token: token.clone(),
+                left: *left,
+            },
+            Next::Enter => Next::Enter,
+            Next::Queue { limit } => Next::Queue { limit: *limit },
+            Next::Listen { within, offer } => Next::Listen {
+                within: *within,
+                offer: offer.clone(),
+            },
+            Next::Sleep { nap, offer } => Next::Sleep {
+                nap: *nap,
+                offer: offer.clone(),
+            },
+            Next::Release(abandoned) => Next::Release(abandoned.clone()),
+            Next::Done(done) => Next::Done(match done {
+                Ok(granted) => Ok(granted.clone()),
+                Err(e) => Err(e.for_each()),
+            }),
+        }
     }
 }
 

@@ -43,7 +43,7 @@ pub(crate) fn claim(ttl: Duration, watchdog: bool) -> Duration {
 }
 
 /// A waiter's place in a fair queue.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Ticket {
     /// The owner token a grant to this waiter carries.
     pub(crate) token: Token,

@@ -85,6 +85,7 @@ pub(crate) struct Grant {
 }
 
 /// A grant made to a caller, before it becomes a guard.
+#[derive(Clone)]
 pub(crate) struct Granted {
     pub(crate) keys: Keys,
     pub(crate) token: Token,
@@ -99,7 +100,7 @@ pub(crate) struct Granted {
 }
 
 /// A grant that nobody owns, to be released in the background with its own token.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Abandoned {
     pub(crate) keys: Keys,
     pub(crate) token: Token,

@@ -66,7 +66,8 @@ pub(crate) enum Status {
 }
 
 /// The mutable part of a lease.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "model", derive(Hash))]
 struct Times {
     /// Until when this process may rely on the lease.
     valid_until: Instant,
@@ -117,6 +118,7 @@ impl Times {
 
 /// Where a lease is in being given up by its guard.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "model", derive(Hash))]
 enum Ending {
     /// The guard holds it.
     Held,
@@ -133,6 +135,7 @@ enum Ending {
 
 /// A renewal or extension in flight: its id and the ttl it sets.
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "model", derive(Hash))]
 struct Flight {
     id: u64,
     ttl: Duration,
@@ -144,6 +147,7 @@ const RAN_OUT: &str = "the lease ran out before a renewal was confirmed";
 /// A renewal or extension the lease knows is on its way to the server (see
 /// [`LeaseState::sending`]); its answer goes back to the lease with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "model", derive(Hash))]
 pub struct Sending {
     id: u64,
     /// The lease length the command sets.
@@ -328,6 +332,9 @@ impl LeaseState {
         let mut times = self.times();
         match times.ending {
             Ending::Held => self.lose(&mut times, why),
+            Ending::Stopped { .. } if crate::machine::mutants::refusal_after_stop_loses() => {
+                self.lose(&mut times, why);
+            }
             Ending::Stopped { refusal: None } => {
                 times.ending = Ending::Stopped { refusal: Some(why) };
             }
@@ -781,6 +788,41 @@ impl LeaseState {
             if give_up.is_some_and(|g| Instant::now() >= g) {
                 return self.watch(&mut times, Instant::now(), awaited).is_ok();
             }
+        }
+    }
+}
+
+/// For the model checker (feature `model`): what tells two leases apart (it finds the
+/// states it has seen by their digests), and a copy for each branch it takes.
+#[cfg(feature = "model")]
+impl LeaseState {
+    /// Everything of the lease that a later call can depend on, except the owner token:
+    /// drawn at random, it differs between two runs of one history (the model names
+    /// tokens by where they are used). The instants are the model's own, the same in
+    /// every run.
+    pub(crate) fn digest(&self, state: &mut impl std::hash::Hasher) {
+        use std::hash::Hash;
+        (self.fence, self.renews, self.renew_until).hash(state);
+        self.times().hash(state);
+    }
+
+    /// When the renewal that [`renewed`](Self::renewed) counts from was sent: what a
+    /// confirmed renewal reports to [`renewal_done`](Self::renewal_done).
+    pub(crate) fn sent_at(sending: &Sending) -> Instant {
+        sending.at
+    }
+
+    /// A copy that goes on alone from here, for the model checker's branches: the same
+    /// lease (token, fence, times), with waiters of its own.
+    pub(crate) fn fork(&self) -> Self {
+        Self {
+            keys: self.keys.clone(),
+            token: self.token.clone(),
+            settings: Arc::clone(&self.settings),
+            times: Mutex::new(self.times().clone()),
+            changed: Notify::new(),
+            changed_sync: Condvar::new(),
+            ..*self
         }
     }
 }

@@ -220,6 +220,42 @@ impl Wait {
     }
 }
 
+/// For the model checker (feature `model`): what tells two waits apart, and a copy.
+#[cfg(feature = "model")]
+impl Wait {
+    /// Everything of the wait that a later step can depend on (the last failure by its
+    /// message). The naps themselves are drawn at random and not kept: the model decides
+    /// when a sleeper wakes.
+    pub(crate) fn digest(&self, state: &mut impl std::hash::Hasher) {
+        use std::hash::Hash;
+        (self.started, self.deadline, self.attempts, self.naps).hash(state);
+        (self.subscribe, self.queued).hash(state);
+        self.failure.as_ref().map(ToString::to_string).hash(state);
+    }
+
+    /// A copy that goes on alone from here (see `Acquire::fork`).
+    pub(crate) fn fork(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            failure: self.failure.as_ref().map(LockError::for_each),
+            ..*self
+        }
+    }
+}
+
+#[cfg(feature = "model")]
+impl Step {
+    /// A copy of the step (see `Acquire::fork`).
+    pub(crate) fn fork(&self) -> Self {
+        match self {
+            Step::Attempt => Step::Attempt,
+            Step::Subscribe { within } => Step::Subscribe { within: *within },
+            Step::Sleep { nap } => Step::Sleep { nap: *nap },
+            Step::GiveUp(e) => Step::GiveUp(e.for_each()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
