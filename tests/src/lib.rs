@@ -5,8 +5,8 @@
 //! PostgreSQL for the fencing tests ([`postgres`]), contenders in other processes
 //! ([`contenders`]), histories checked for overlaps ([`history`]), every face of the lock
 //! behind one interface ([`faces`]), a pool of connections as a handle's connection
-//! ([`pool`]), the scripts of the tests ([`fixtures`]) and, with the `chaos` feature, the
-//! chaos checker.
+//! ([`pool`]), the scripts of the tests ([`fixtures`]), with the `chaos` feature the
+//! chaos checker, and with the `model` feature the model checker.
 
 // Test support fails loudly by design: every helper panics with the reason.
 #![allow(clippy::missing_panics_doc)]
@@ -19,6 +19,8 @@ pub mod contenders;
 pub mod faces;
 pub mod fixtures;
 pub mod history;
+#[cfg(feature = "model")]
+pub mod model;
 pub mod pool;
 pub mod postgres;
 pub mod proxy;

@@ -1,0 +1,47 @@
+//! The model checker's deeper search, by hand (`./run model --depth N`): the world of
+//! the bounded search CI runs, searched further; prints the states explored, the depth
+//! reached and the time, and a shortest history of the first violation found (then
+//! exits with 1).
+//!
+//! ```text
+//! model [--depth N] [--horizon TICKS] [--clients N] [--rounds N] [--restarts N] [--faults N]
+//! ```
+
+use std::process::ExitCode;
+
+use lockscript_test::model::{Config, explore};
+
+fn main() -> ExitCode {
+    let mut config = Config::default();
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args.next().and_then(|v| v.parse::<u32>().ok());
+        let Some(value) = value else {
+            eprintln!(
+                "usage: model [--depth N] [--horizon TICKS] [--clients N] [--rounds N] \
+                 [--restarts N] [--faults N]"
+            );
+            return ExitCode::from(2);
+        };
+        match flag.as_str() {
+            "--depth" => config.depth = value as usize,
+            "--horizon" => config.horizon = value,
+            "--clients" => config.clients = value as usize,
+            "--rounds" => config.rounds = u8::try_from(value).unwrap_or(u8::MAX),
+            "--restarts" => config.events.restarts = value,
+            "--faults" => config.faults = value,
+            other => {
+                eprintln!("unknown flag {other}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    println!("searching {config:?}");
+    let report = explore(&config);
+    println!("{report}");
+    if report.violation.is_some() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

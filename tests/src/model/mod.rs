@@ -1,0 +1,165 @@
+//! The model checker (issue 42, first slice): the real lock machine driven through every
+//! order of events a small world allows, and the guide's promises checked in every state
+//! it reaches.
+//!
+//! `cargo test -p lockscript-harness --features model --test model_checker` runs the
+//! bounded search CI runs (`./run tests` includes it); `./run model --depth N` a deeper
+//! one by hand (the `model` binary, in release).
+//!
+//! # What is modelled
+//!
+//! - **Clients** of one lock name (2 by default), each a task that calls `lock()`
+//!   (attempts, sleeps, its deadline), holds the lease with the watchdog renewing it, and
+//!   releases it, `rounds` times; each runs lockscript's own machine through its model
+//!   executor (`lockscript::__private::model`): the same `Acquire`, `LeaseState`, guard
+//!   ownership and background releases of grants nobody owns as the async and blocking
+//!   faces, fed replies and the model's clock. No rule of the lock is written again here.
+//! - **The server** ([`server`]): the lock key and the fencing counter with their TTLs on
+//!   the server's clock; acquire-with-retry.lua, renew.lua and compare-del.lua each one
+//!   atomic step; the counter restarting from the server's clock in microseconds.
+//! - **The world's events** ([`world`]), each switchable in [`Events`] and each a fault
+//!   counted against a budget ([`Config::faults`]): an answer that misses its caller's
+//!   bound (a timeout, a reset, a lost reply), the request still able to run later; a
+//!   request run ahead of one its handle sent earlier (two connections of one handle: a
+//!   pool, a reconnect); a watchdog that lets a due renewal wait while the clock moves (a
+//!   GC pause, SIGSTOP), past the lease too; the server restarted without its data.
+//!   Within their bounds answers come in any order and at any time, sleepers wake at any
+//!   later tick, holders release at any time: those are not faults.
+//! - **The properties** ([`property`]): exclusion by the holders' own clocks; the server
+//!   holding what a holder believes; fences rising in grant order; a lease released with
+//!   `Ok` never reported lost; `lost` by the validity end.
+//!
+//! Not yet: a client's or the server's clock stepping or drifting (every clock is the
+//! model's), a refused native command, release notifications and their loss, handover
+//! between callers of one handle, `try_lock`, `extend`, a dropped `lock()` future or
+//! guard, a grant nobody owns left to its TTL when its release could find it, the fair
+//! queue, read/write locks, semaphores, Redlock, and the executors' own timing (the chaos
+//! checker and the bounds tests keep that).
+//!
+//! # Why a search of its own
+//!
+//! `stateright` (0.30 on docs.rs) explores a model whose state is a value: its
+//! `Model::next_state` makes a new state from a borrowed one for every branch, and its
+//! checkers keep the states they have yet to expand, compared by `Hash` and `Eq`. The
+//! machine's state is not such a value: a lease is an `Arc<LeaseState>` whose times sit
+//! behind a `Mutex` beside tokio's `Notify` and a `Condvar`, an acquisition keeps
+//! `LockError`s (a `redis::RedisError` inside, not `Clone`), and owner tokens are drawn
+//! at random, so two equal situations are never equal values. A copy of the machine made
+//! for the model would check the copy.
+//!
+//! So the model executor gives each machine object two things, with the `model` feature
+//! only: a `fork` (a copy that goes on alone: a new lease with a copy of its times, errors
+//! copied as the executors copy them) and a `digest` (everything a later call can depend
+//! on, the random tokens left out). This search keeps no state in memory, only the way to
+//! each (its parent and the action from it: 14 bytes a state, so millions fit): when a
+//! state's turn comes it is rebuilt by running its history again on fresh machine
+//! objects (the machine is deterministic given its inputs and the instants it is fed;
+//! the naps it draws at random are not kept: the model decides when a sleeper wakes),
+//! and each branch from it is a fork. States are told apart by a 64-bit
+//! [`fingerprint`] of the world: the model's own data and each machine object's digest,
+//! owner tokens named by where they are first met, calls walked in an order of what they
+//! are, and the clients (all alike) in an order of their own digests, so that histories
+//! that reach the same situation by different orders, with different random tokens or
+//! with the clients' parts swapped, count once. Breadth first, the first violation comes
+//! with a shortest history, printed as a readable trace.
+//!
+//! Time moves in ticks of [`world::TICK`] (100 ms): leases of three ticks, renewals due
+//! every tick, calls bounded at one, so that a lease running out, a renewal due, a call
+//! given up and a key expiring all happen within a short history.
+
+pub mod explore;
+pub mod fingerprint;
+pub mod property;
+pub mod server;
+pub mod world;
+
+pub use explore::{Report, Violation, explore};
+pub use property::Property;
+
+/// The world's events, each switchable.
+#[derive(Clone, Debug)]
+#[allow(clippy::struct_excessive_bools)]
+pub struct Events {
+    /// An answer may miss its caller's bound (a slow or lost request or reply, a reset):
+    /// the caller gives up, and the request may still run later.
+    pub timeouts: bool,
+    /// A client's request may run ahead of one its handle sent earlier (two connections
+    /// of one handle: a pool, a reconnect); else requests run in the order sent.
+    pub reorder: bool,
+    /// A watchdog may let a due renewal wait while the clock moves (a GC pause, SIGSTOP),
+    /// for as long as the faults allow.
+    pub pauses: bool,
+    /// Restarts of the server without its data, at most.
+    pub restarts: u32,
+}
+
+impl Default for Events {
+    /// Every event on, one restart.
+    fn default() -> Self {
+        Self {
+            timeouts: true,
+            reorder: true,
+            pauses: true,
+            restarts: 1,
+        }
+    }
+}
+
+/// The world to search, and how far.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Clients of the one lock name.
+    pub clients: usize,
+    /// `lock()` calls each client makes, one after the other.
+    pub rounds: u8,
+    /// The lease, in ticks.
+    pub ttl: u32,
+    /// The bound on one call's answer, in ticks.
+    pub response_timeout: u32,
+    /// How long `lock()` waits at most, in ticks.
+    pub wait_timeout: u32,
+    /// How long a fencing counter outlives its grant's lease, in ticks.
+    pub fence_retention: u32,
+    /// The latest a request may run after it was sent, in ticks; later it never does.
+    pub late: u32,
+    /// The clock stops here (ticks).
+    pub horizon: u32,
+    /// Histories are cut at this many actions.
+    pub depth: usize,
+    /// What the world may do (each a fault, counted against [`faults`](Self::faults)).
+    pub events: Events,
+    /// Faults a history may have: each answer that misses its caller's bound, each
+    /// request run ahead of one its handle sent earlier, each tick a due renewal waits,
+    /// each restart. Within their bound answers come in any order and at any time,
+    /// sleepers wake at any tick, holders release at any time: none of that is a fault.
+    pub faults: u32,
+    /// A defect planted in the model server, for the fence check's own test: a counter
+    /// that restarts from 1 instead of the server's clock.
+    pub counter_from_one: bool,
+    /// The properties checked.
+    pub properties: Vec<Property>,
+}
+
+impl Default for Config {
+    /// The bounded search CI runs: two clients, one `lock()` each, 300 ms leases, calls
+    /// bounded at 100 ms and run up to 200 ms after they were sent, `lock()` waiting up
+    /// to 500 ms, the clock stopping at 800 ms; every world event on, two faults a
+    /// history (one of them may be a restart); every history of up to 18 actions.
+    fn default() -> Self {
+        Self {
+            clients: 2,
+            rounds: 1,
+            ttl: 3,
+            response_timeout: 1,
+            wait_timeout: 5,
+            fence_retention: 1,
+            late: 2,
+            horizon: 8,
+            depth: 18,
+            events: Events::default(),
+            faults: 2,
+            counter_from_one: false,
+            properties: Property::ALL.to_vec(),
+        }
+    }
+}

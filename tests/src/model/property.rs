@@ -1,0 +1,136 @@
+//! What must hold in every state the search reaches, each as the guide promises it
+//! ([What a lock promises](lockscript::guide::locks)), read from the world after each
+//! action.
+
+use lockscript::__private::model::Belief;
+
+use super::world::{Released, Stage, World, name};
+
+/// One promise the model checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Property {
+    /// No two leases of one name valid at once by their holders' own clocks. Leases
+    /// granted on either side of a restart that lost the data are not held to it: the
+    /// topology table promises nothing there (fencing does).
+    Exclusion,
+    /// A lease its holder finds valid is held on the server by its token: the holder
+    /// believes in it no longer than the server keeps it (the rule exclusion rests on;
+    /// it needs no second client to fail). Not across a restart that lost the data.
+    ServerAgrees,
+    /// Fencing tokens rise strictly in the order the server grants, restarts included.
+    FencesRise,
+    /// A lease whose `release()` returned `Ok` is never reported lost afterwards.
+    ReleasedNotLost,
+    /// `lost` is true from the validity end on: no holder finds its lease valid past it.
+    LostByValidityEnd,
+}
+
+impl Property {
+    /// Every property, in the order they are checked.
+    pub const ALL: [Property; 5] = [
+        Property::LostByValidityEnd,
+        Property::ReleasedNotLost,
+        Property::FencesRise,
+        Property::ServerAgrees,
+        Property::Exclusion,
+    ];
+
+    /// The property's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Property::Exclusion => "exclusion",
+            Property::ServerAgrees => "the server holds what a holder believes",
+            Property::FencesRise => "fences rise in grant order",
+            Property::ReleasedNotLost => "released with Ok, never lost",
+            Property::LostByValidityEnd => "lost by the validity end",
+        }
+    }
+
+    /// What breaks the property in `world`, if anything does.
+    pub fn broken(self, world: &World<'_>) -> Option<String> {
+        let now = world.now();
+        let held = || {
+            world.clients.iter().enumerate().flat_map(|(c, client)| {
+                let c = u8::try_from(c).unwrap_or(u8::MAX);
+                client
+                    .slots
+                    .iter()
+                    .filter_map(move |slot| match slot.belief {
+                        Belief::Held { valid_until } => Some((c, slot, valid_until)),
+                        Belief::Lost | Belief::Released => None,
+                    })
+            })
+        };
+        match self {
+            Property::Exclusion => {
+                let held: Vec<_> = held().collect();
+                held.iter().enumerate().find_map(|(i, (a, first, _))| {
+                    held[i + 1..]
+                        .iter()
+                        .find(|(_, second, _)| second.epoch == first.epoch)
+                        .map(|(b, second, _)| {
+                            format!(
+                                "{} (fence {}) and {} (fence {}) both find their leases valid",
+                                name(*a),
+                                first.holder.fence(),
+                                name(*b),
+                                second.holder.fence()
+                            )
+                        })
+                })
+            }
+            Property::ServerAgrees => {
+                let now_ms = world.server_ms();
+                held()
+                    .filter(|(_, slot, _)| slot.epoch == world.server.epoch)
+                    .find(|(_, slot, _)| world.server.holder(now_ms) != Some(slot.holder.token()))
+                    .map(|(c, slot, _)| {
+                        let on_server = match world.server.holder(now_ms) {
+                            Some(_) => "another owner's token",
+                            None => "no key",
+                        };
+                        format!(
+                            "{} finds its lease (fence {}) valid; the server has {on_server}",
+                            name(c),
+                            slot.holder.fence()
+                        )
+                    })
+            }
+            Property::FencesRise => world.server.fence_fault.map(|f| {
+                format!(
+                    "the server granted fence {} after fence {}",
+                    f.granted, f.before
+                )
+            }),
+            Property::ReleasedNotLost => {
+                world.clients.iter().enumerate().find_map(|(c, client)| {
+                    client
+                        .slots
+                        .iter()
+                        .find(|s| {
+                            s.stage == Stage::Released(Released::Ok) && s.belief == Belief::Lost
+                        })
+                        .map(|s| {
+                            let c = u8::try_from(c).unwrap_or(u8::MAX);
+                            format!(
+                                "{}'s release (fence {}) returned Ok, and the lease is lost",
+                                name(c),
+                                s.holder.fence()
+                            )
+                        })
+                })
+            }
+            Property::LostByValidityEnd => held()
+                .find(|&(_, _, valid_until)| now >= valid_until)
+                .map(|(c, slot, valid_until)| {
+                    let late = now.saturating_duration_since(valid_until);
+                    format!(
+                        "{} finds its lease (fence {}) valid {} ms past its validity end",
+                        name(c),
+                        slot.holder.fence(),
+                        late.as_millis()
+                    )
+                }),
+        }
+    }
+}

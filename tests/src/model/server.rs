@@ -1,0 +1,218 @@
+//! The model's Redis: one lock name's keys with their TTLs on the server's clock, each
+//! script the lock protocol sends run as one atomic step, and a restart that loses the
+//! data.
+//!
+//! The steps are the scripts' meaning, written from `scripts/*.lua` (and the native
+//! `SET … IFEQ` / `DELIFEQ`, which mean the same): acquire-with-retry.lua (`SET NX PX`,
+//! the fencing counter raised or restarted from the server's clock), renew.lua
+//! (`PEXPIRE` only while the key holds the caller's token) and compare-del.lua.
+//!
+//! **Time passes on the server during a step.** The fencing counter restarts from the
+//! server's clock in microseconds, and acquire-with-retry.lua relies on the counter
+//! never running ahead of that clock, since a grant takes the server more than a
+//! microsecond. The model's clock moves in ticks, and several grants may run in one
+//! tick; so each grant runs at its own microsecond, one past the last step's at least.
+
+use std::hash::{Hash, Hasher};
+
+/// What a step answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Answer {
+    /// acquire-with-retry.lua: `{1, fence}` or `{0, pttl}`, and the server's epoch (how
+    /// many restarts without data it had been through) when it ran.
+    Acquire(i64, i64, u32),
+    /// renew.lua, compare-del.lua: whether the key held the caller's token.
+    Done(bool),
+}
+
+/// A key and when it expires, in milliseconds of the server's clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Expiring<T> {
+    value: T,
+    until_ms: u64,
+}
+
+/// A fencing counter that went down or repeated: the grant order's rule broken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FenceFault {
+    /// The highest fence granted before.
+    pub before: u64,
+    /// The fence this grant got.
+    pub granted: u64,
+}
+
+/// The server's state.
+#[derive(Clone, Debug, Default)]
+pub struct Server {
+    /// `lock:{name}`: the holder's owner token.
+    lock: Option<Expiring<String>>,
+    /// `lock:{name}:fence`.
+    fence: Option<Expiring<u64>>,
+    /// The microsecond the last step ran at.
+    step_us: u64,
+    /// Restarts without data so far.
+    pub epoch: u32,
+    /// The highest fence granted so far (on this name, across restarts).
+    highest: u64,
+    /// The first grant whose fence was not above every earlier one.
+    pub fence_fault: Option<FenceFault>,
+}
+
+impl Server {
+    /// The holder's token at `now_ms`, if the key is there.
+    pub fn holder(&self, now_ms: u64) -> Option<&str> {
+        self.lock
+            .as_ref()
+            .filter(|k| now_ms < k.until_ms)
+            .map(|k| k.value.as_str())
+    }
+
+    /// Keys whose TTL has passed at `now_ms` are gone (the server's own expiry; every
+    /// step also checks the TTL itself, so this only keeps equal states equal).
+    pub fn expire(&mut self, now_ms: u64) {
+        if self.lock.as_ref().is_some_and(|k| now_ms >= k.until_ms) {
+            self.lock = None;
+        }
+        if self.fence.as_ref().is_some_and(|k| now_ms >= k.until_ms) {
+            self.fence = None;
+        }
+    }
+
+    /// acquire-with-retry.lua for `token`: a lease of `ttl_ms`, the counter kept
+    /// `fence_ms` past the grant. `restart_from_one` plants a defect in the model server
+    /// (a counter that restarts from 1, not from the clock), for the fence check's test.
+    pub fn acquire(
+        &mut self,
+        token: &str,
+        ttl_ms: u64,
+        fence_ms: u64,
+        now_ms: u64,
+        restart_from_one: bool,
+    ) -> Answer {
+        self.expire(now_ms);
+        if let Some(held) = &self.lock {
+            let pttl = i64::try_from(held.until_ms - now_ms).unwrap_or(i64::MAX);
+            return Answer::Acquire(0, pttl, self.epoch);
+        }
+        self.lock = Some(Expiring {
+            value: token.to_owned(),
+            until_ms: now_ms + ttl_ms,
+        });
+        self.step_us = (now_ms * 1_000).max(self.step_us + 1);
+        let fence = match &self.fence {
+            Some(counter) => counter.value + 1,
+            None if restart_from_one => 1,
+            None => self.step_us,
+        };
+        self.fence = Some(Expiring {
+            value: fence,
+            until_ms: now_ms + fence_ms,
+        });
+        if fence <= self.highest && self.fence_fault.is_none() {
+            self.fence_fault = Some(FenceFault {
+                before: self.highest,
+                granted: fence,
+            });
+        }
+        self.highest = self.highest.max(fence);
+        Answer::Acquire(1, i64::try_from(fence).unwrap_or(i64::MAX), self.epoch)
+    }
+
+    /// renew.lua for `token`: a lease of `ttl_ms` from now, only if the key is ours.
+    pub fn renew(&mut self, token: &str, ttl_ms: u64, now_ms: u64) -> Answer {
+        self.expire(now_ms);
+        match &mut self.lock {
+            Some(held) if held.value == token => {
+                held.until_ms = now_ms + ttl_ms;
+                Answer::Done(true)
+            }
+            _ => Answer::Done(false),
+        }
+    }
+
+    /// compare-del.lua for `token`: the key deleted only if it is ours.
+    pub fn delete(&mut self, token: &str, now_ms: u64) -> Answer {
+        self.expire(now_ms);
+        if self.lock.as_ref().is_some_and(|held| held.value == token) {
+            self.lock = None;
+            return Answer::Done(true);
+        }
+        Answer::Done(false)
+    }
+
+    /// A restart without persistence: every key is gone; the clock (the machine's, not
+    /// the data) goes on.
+    pub fn restart_empty(&mut self) {
+        self.lock = None;
+        self.fence = None;
+        self.epoch += 1;
+    }
+
+    /// The state, tokens named by `name` (see [`super::world::World::digest`]).
+    pub fn digest<'a>(&'a self, state: &mut impl Hasher, name: &mut impl FnMut(&'a str) -> u32) {
+        let lock = self.lock.as_ref().map(|k| (name(&k.value), k.until_ms));
+        let fence = self.fence.as_ref().map(|k| (k.value, k.until_ms));
+        (lock, fence, self.step_us, self.epoch, self.highest).hash(state);
+        self.fence_fault.map(|f| (f.before, f.granted)).hash(state);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grant_raises_the_counter_and_a_held_lock_answers_its_pttl() {
+        let mut s = Server::default();
+        let Answer::Acquire(1, first, 0) = s.acquire("a", 600, 700, 0, false) else {
+            panic!("granted")
+        };
+        assert_eq!(
+            first, 1,
+            "the counter restarts from the clock (1 µs at time 0)"
+        );
+        assert_eq!(
+            s.acquire("b", 600, 700, 100, false),
+            Answer::Acquire(0, 500, 0)
+        );
+        assert_eq!(s.delete("b", 100), Answer::Done(false), "not b's");
+        assert_eq!(s.renew("a", 600, 200), Answer::Done(true));
+        assert_eq!(s.delete("a", 300), Answer::Done(true));
+        assert_eq!(
+            s.acquire("b", 600, 700, 300, false),
+            Answer::Acquire(1, 2, 0)
+        );
+        assert!(s.fence_fault.is_none());
+    }
+
+    #[test]
+    fn keys_expire_on_the_servers_clock_and_a_counter_restarts_above_every_fence() {
+        let mut s = Server::default();
+        s.acquire("a", 600, 700, 1_000, false);
+        assert_eq!(s.holder(1_599), Some("a"));
+        assert_eq!(s.holder(1_600), None);
+        assert_eq!(s.renew("a", 600, 1_600), Answer::Done(false), "expired");
+        // Grants in one tick each take a microsecond; a counter lost then restarts above.
+        let mut fences = Vec::new();
+        for (i, token) in ["b", "c", "d"].into_iter().enumerate() {
+            s.restart_empty();
+            let Answer::Acquire(1, fence, epoch) = s.acquire(token, 600, 700, 2_000, false) else {
+                panic!("granted")
+            };
+            assert_eq!(epoch as usize, i + 1);
+            fences.push(fence);
+        }
+        assert_eq!(fences, [2_000_000, 2_000_001, 2_000_002]);
+        assert!(s.fence_fault.is_none());
+        // A counter that restarts from 1 repeats: the fault is recorded.
+        s.restart_empty();
+        s.acquire("e", 600, 700, 2_000, true);
+        assert_eq!(
+            s.fence_fault,
+            Some(FenceFault {
+                before: 2_000_002,
+                granted: 1
+            })
+        );
+    }
+}

@@ -1,0 +1,1095 @@
+//! The model's world: clients of one lock name, each running the real lock machine
+//! (through lockscript's model executor), the calls between them and the model server,
+//! and one clock that moves in ticks.
+//!
+//! Every client calls `lock()` at time 0 (and again when a release returns or a `lock()`
+//! fails, while it has rounds left). From there a state changes by one [`Action`] at a
+//! time, and every action the world allows in a state is one branch of the search: the
+//! server runs one pending request; an answer reaches its caller; a caller gives up on a
+//! call whose bound has passed (the request may still run later, until [`Config::late`]);
+//! a sleeper wakes; the watchdog sends a due renewal; a holder releases; a background
+//! release sends its compare-and-delete; the server restarts without its data; the clock
+//! ticks.
+//!
+//! Some of these are faults, each counted against [`Config::faults`] and switchable in
+//! [`super::Events`]: a tick that leaves an answer short of its caller's bound (a
+//! timeout), a request run ahead of one its handle sent earlier (another connection), a
+//! tick while a watchdog lets a due renewal wait (a pause), a restart. Everything else
+//! comes at any time and in any order at no cost.
+//!
+//! After every action each lease is looked at on its holder's clock, as `is_lost()` and
+//! the watchdog do; the properties read the world then.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::hash::{Hash, Hasher};
+use std::time::{Duration, Instant};
+
+use lockscript::__private::model::{Acquisition, Ask, Belief, Handle, Holder, Orphan, Reply};
+use lockscript::LockError;
+
+use super::Config;
+use super::fingerprint::Fingerprint;
+use super::server::{Answer, Server};
+
+/// One tick of the model's clock.
+pub const TICK: Duration = Duration::from_millis(100);
+
+/// One step of the world. Calls are named by their number in the run (the same in
+/// every replay of one history).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// The clock moves one tick.
+    Tick,
+    /// The server runs the request of call `id`.
+    Run(u32),
+    /// The answer of call `id` reaches its caller.
+    Deliver(u32),
+    /// The caller of call `id` gives up on it (its bound has passed: a timeout, a reset,
+    /// a reply lost); the request may still run.
+    GiveUp(u32),
+    /// Client `c`'s sleeping `lock()` wakes (a release notification, its nap's end).
+    Wake(u8),
+    /// The watchdog of client `c` sends the renewal due on its lease `slot`.
+    Renew(u8, u8),
+    /// Client `c` releases its lease `slot`.
+    Release(u8, u8),
+    /// Client `c`'s background release `job` sends its compare-and-delete.
+    Retry(u8, u8),
+    /// The server restarts without its data.
+    Restart,
+}
+
+/// A request on its way to the server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Request {
+    Acquire { token: String },
+    Renew { token: String, ttl: Duration },
+    Delete { token: String },
+}
+
+impl Request {
+    fn token(&self) -> &str {
+        match self {
+            Request::Acquire { token }
+            | Request::Renew { token, .. }
+            | Request::Delete { token } => token,
+        }
+    }
+}
+
+/// Where a call's request and answer are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Flight {
+    /// Not run yet.
+    Pending,
+    /// Run; the answer is on its way back.
+    Answered(Answer),
+    /// Neither the request nor an answer will come (a restart cut the connection).
+    Dropped,
+}
+
+/// Who waits for a call's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Waiter {
+    /// The client's `lock()`.
+    Attempt,
+    /// The watchdog, for the renewal of lease `slot`.
+    Renewal(u8),
+    /// The release of lease `slot`.
+    Release(u8),
+    /// Background release `job`.
+    Background(u8),
+}
+
+/// A call between a client and the server.
+#[derive(Clone)]
+struct Call {
+    id: u32,
+    client: u8,
+    request: Request,
+    /// The tick it was sent at.
+    sent: u32,
+    /// When its caller gives up on the answer.
+    give_up: Instant,
+    flight: Flight,
+    /// Who waits for the answer; `None` once the caller gave up (the request may still
+    /// run, and its answer goes nowhere).
+    waiter: Option<Waiter>,
+}
+
+/// What `release()` returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Released {
+    /// `Ok(())`.
+    Ok,
+    /// `Err(NotHeld)`: the lease had been lost.
+    NotHeld,
+    /// Another error (no reply): the guard's drop releases again in the background.
+    Failed,
+}
+
+/// Where a lease is in its guard's hands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stage {
+    /// Its guard holds it.
+    Held,
+    /// `release()` is on its way.
+    Releasing,
+    /// `release()` returned.
+    Released(Released),
+}
+
+/// A lease a client was granted, kept after its release for the properties.
+pub struct Slot {
+    /// The guard's lease, as the machine keeps it.
+    pub holder: Holder,
+    /// The server's epoch when the grant ran.
+    pub epoch: u32,
+    /// Where its guard is.
+    pub stage: Stage,
+    /// What its holder found at the last look.
+    pub belief: Belief,
+    renewing: bool,
+}
+
+/// A grant nobody owns, being released in the background.
+struct Job {
+    orphan: Orphan,
+    /// When it sends next; `None` while a try is on its way, or once it is over.
+    next: Option<Instant>,
+    done: bool,
+}
+
+/// A `lock()` in progress.
+struct Acquiring {
+    machine: Acquisition,
+    /// The tick it went to sleep at, while it sleeps. A nap lasts a few milliseconds at
+    /// least, so it wakes at a later tick (this model's waiters have no release
+    /// notifications that could wake them sooner).
+    slept: Option<u32>,
+    /// The server's epoch of the last grant answered to it.
+    epoch: u32,
+}
+
+/// One client: a task that calls `lock()`, holds, releases, `rounds` times.
+pub struct Client {
+    handle: Handle,
+    rounds: u8,
+    acquiring: Option<Acquiring>,
+    /// Every lease it was granted, in order.
+    pub slots: Vec<Slot>,
+    jobs: Vec<Job>,
+    /// Errors `lock()` returned.
+    failed: u8,
+    /// For the readable history: how many tokens it has drawn.
+    tokens: u32,
+}
+
+/// A rule the machine (or the model driving it) broke outright, seen while acting.
+#[derive(Clone, Debug)]
+pub struct Broken {
+    /// Which of the machine's steps.
+    pub what: &'static str,
+    /// What it did.
+    pub detail: String,
+}
+
+/// The whole world at one state.
+pub struct World<'c> {
+    /// The world's settings and bounds.
+    pub config: &'c Config,
+    base: Instant,
+    /// Ticks since the start.
+    pub time: u32,
+    /// The model server.
+    pub server: Server,
+    /// The clients, A first.
+    pub clients: Vec<Client>,
+    calls: Vec<Call>,
+    next_call: u32,
+    /// Faults spent so far (see [`Config::faults`]).
+    faults: u32,
+    /// Set when an action found the machine asking for something it must not.
+    pub broken: Option<Broken>,
+    /// The readable history, when kept (to print a trace).
+    log: Option<Vec<String>>,
+    /// Readable names of tokens, for the history.
+    labels: HashMap<String, String>,
+}
+
+impl<'c> World<'c> {
+    /// The world at time 0: every client idle, the server empty. `base` is the instant
+    /// time 0 stands for; every run of one search uses the same, so that the machine's
+    /// instants are equal in equal states.
+    pub fn new(config: &'c Config, base: Instant, log: bool) -> Self {
+        let ms = |ticks: u32| TICK * ticks;
+        let clients = (0..config.clients)
+            .map(|_| Client {
+                handle: Handle::new(
+                    "m",
+                    ms(config.ttl),
+                    ms(config.response_timeout),
+                    ms(config.wait_timeout),
+                    ms(config.fence_retention),
+                )
+                .unwrap_or_else(|e| panic!("the model's settings: {e}")),
+                rounds: config.rounds,
+                acquiring: None,
+                slots: Vec::new(),
+                jobs: Vec::new(),
+                failed: 0,
+                tokens: 0,
+            })
+            .collect();
+        let mut world = Self {
+            config,
+            base,
+            time: 0,
+            server: Server::default(),
+            clients,
+            calls: Vec::new(),
+            next_call: 0,
+            faults: 0,
+            broken: None,
+            log: log.then(Vec::new),
+            labels: HashMap::new(),
+        };
+        for c in 0..config.clients {
+            world.start(u8::try_from(c).unwrap_or(u8::MAX));
+        }
+        world
+    }
+
+    /// Client `c` calls `lock()`, if it has a round left. Clients call it at time 0 and
+    /// again as soon as a release returns or a `lock()` fails: a client that calls later
+    /// is one whose attempts come later, which its sleeps already cover.
+    fn start(&mut self, c: u8) {
+        let now = self.now();
+        let client = &mut self.clients[usize::from(c)];
+        if client.rounds == 0 {
+            return;
+        }
+        client.rounds -= 1;
+        let machine = client.handle.lock(now);
+        client.acquiring = Some(Acquiring {
+            machine,
+            slept: None,
+            epoch: 0,
+        });
+        self.note(|| format!("{} calls lock()", name(c)));
+        self.drive(c);
+    }
+
+    /// The instant a client's clock shows (every clock is the model's in this model).
+    pub fn now(&self) -> Instant {
+        self.at(self.time)
+    }
+
+    fn at(&self, tick: u32) -> Instant {
+        self.base + TICK * tick
+    }
+
+    /// The server's clock in milliseconds.
+    pub fn server_ms(&self) -> u64 {
+        u64::from(self.time) * millis(TICK)
+    }
+
+    /// What may happen next, in a fixed order (the search's, and so which of the
+    /// shortest traces it finds).
+    pub fn enabled(&self) -> Vec<Action> {
+        let mut actions = Vec::new();
+        let now = self.now();
+        for (c, client) in self.clients.iter().enumerate() {
+            let c = u8::try_from(c).unwrap_or(u8::MAX);
+            if (client.acquiring.as_ref()).is_some_and(|a| a.slept.is_some_and(|t| t < self.time)) {
+                actions.push(Action::Wake(c));
+            }
+            for (i, slot) in client.slots.iter().enumerate() {
+                let i = u8::try_from(i).unwrap_or(u8::MAX);
+                if slot.stage == Stage::Held {
+                    if !slot.renewing && slot.holder.renewal_due(now) {
+                        actions.push(Action::Renew(c, i));
+                    }
+                    actions.push(Action::Release(c, i));
+                }
+            }
+            for (j, job) in client.jobs.iter().enumerate() {
+                if !job.done && job.next.is_some_and(|at| at <= now) {
+                    actions.push(Action::Retry(c, u8::try_from(j).unwrap_or(u8::MAX)));
+                }
+            }
+        }
+        for call in &self.calls {
+            match call.flight {
+                Flight::Pending if self.affords(self.run_cost(call)) => {
+                    actions.push(Action::Run(call.id));
+                }
+                Flight::Answered(_) if call.waiter.is_some() => {
+                    actions.push(Action::Deliver(call.id));
+                }
+                _ => {}
+            }
+            if call.waiter.is_some() && now >= call.give_up {
+                actions.push(Action::GiveUp(call.id));
+            }
+        }
+        if self.server.epoch < self.config.events.restarts && self.affords(Some(1)) {
+            actions.push(Action::Restart);
+        }
+        if self.time < self.config.horizon && self.affords(self.tick_cost()) {
+            actions.push(Action::Tick);
+        }
+        actions
+    }
+
+    /// Whether the faults left pay for `cost` (`None`: not allowed at all).
+    fn affords(&self, cost: Option<u32>) -> bool {
+        cost.is_some_and(|cost| self.faults + cost <= self.config.faults)
+    }
+
+    /// What running `call` now costs: nothing when it is its client's oldest pending
+    /// request, else one fault (a handle's second connection overtaking the first), when
+    /// the world reorders.
+    fn run_cost(&self, call: &Call) -> Option<u32> {
+        let overtakes = self.calls.iter().any(|other| {
+            other.client == call.client && other.id < call.id && other.flight == Flight::Pending
+        });
+        match (overtakes, self.config.events.reorder) {
+            (false, _) => Some(0),
+            (true, true) => Some(1),
+            (true, false) => None,
+        }
+    }
+
+    /// What moving the clock costs: a fault for each call whose answer has not reached
+    /// its caller by the caller's bound (a timeout: the request or the reply was slow or
+    /// lost), when the world has timeouts; and one for each lease whose watchdog lets a
+    /// due renewal wait (a pause), when it has pauses.
+    fn tick_cost(&self) -> Option<u32> {
+        let late = self.overdue().count();
+        let paused = self.paused().count();
+        if (late > 0 && !self.config.events.timeouts) || (paused > 0 && !self.config.events.pauses)
+        {
+            return None;
+        }
+        u32::try_from(late + paused).ok()
+    }
+
+    /// The calls whose answers will not have reached their callers by their bounds once
+    /// the clock moves on.
+    fn overdue(&self) -> impl Iterator<Item = &Call> {
+        let next = self.at(self.time + 1);
+        (self.calls.iter())
+            .filter(move |c| c.waiter.is_some() && c.flight != Flight::Dropped && next >= c.give_up)
+    }
+
+    /// The held leases whose renewal is due and not sent: (client, fence).
+    fn paused(&self) -> impl Iterator<Item = (u8, u64)> {
+        let now = self.now();
+        self.clients
+            .iter()
+            .enumerate()
+            .flat_map(move |(c, client)| {
+                let c = u8::try_from(c).unwrap_or(u8::MAX);
+                (client.slots.iter())
+                    .filter(move |s| {
+                        s.stage == Stage::Held && !s.renewing && s.holder.renewal_due(now)
+                    })
+                    .map(move |s| (c, s.holder.fence()))
+            })
+    }
+
+    /// A copy of this state that goes on alone: the model's data copied, each machine
+    /// object forked (its own lease, its own waiters).
+    #[must_use]
+    pub fn fork(&self) -> Self {
+        let clients = self
+            .clients
+            .iter()
+            .map(|client| Client {
+                handle: client.handle.clone(),
+                rounds: client.rounds,
+                acquiring: client.acquiring.as_ref().map(|a| Acquiring {
+                    machine: a.machine.fork(),
+                    slept: a.slept,
+                    epoch: a.epoch,
+                }),
+                slots: (client.slots.iter())
+                    .map(|slot| Slot {
+                        holder: slot.holder.fork(),
+                        epoch: slot.epoch,
+                        stage: slot.stage,
+                        belief: slot.belief,
+                        renewing: slot.renewing,
+                    })
+                    .collect(),
+                jobs: (client.jobs.iter())
+                    .map(|job| Job {
+                        orphan: job.orphan.fork(),
+                        next: job.next,
+                        done: job.done,
+                    })
+                    .collect(),
+                failed: client.failed,
+                tokens: client.tokens,
+            })
+            .collect();
+        Self {
+            config: self.config,
+            base: self.base,
+            time: self.time,
+            server: self.server.clone(),
+            clients,
+            calls: self.calls.clone(),
+            next_call: self.next_call,
+            faults: self.faults,
+            broken: self.broken.clone(),
+            log: self.log.clone(),
+            labels: self.labels.clone(),
+        }
+    }
+
+    /// Carries `action` out, then looks at every lease.
+    pub fn apply(&mut self, action: Action) {
+        match action {
+            Action::Tick => self.tick(),
+            Action::Wake(c) => {
+                let now = self.now();
+                if let Some(a) = &mut self.clients[usize::from(c)].acquiring {
+                    a.slept = None;
+                    a.machine.woke(now);
+                }
+                self.note(|| format!("{} wakes from its nap", name(c)));
+                self.drive(c);
+            }
+            Action::Run(id) => {
+                let call = self.calls.iter().find(|c| c.id == id);
+                if let Some(call) = call.filter(|c| self.run_cost(c) == Some(1)) {
+                    let c = call.client;
+                    self.fault(|| {
+                        format!(
+                            "{}'s #{id} overtakes a request its handle sent earlier (another \
+                             connection)",
+                            name(c)
+                        )
+                    });
+                }
+                self.run(id);
+            }
+            Action::Deliver(id) => self.deliver(id, None),
+            Action::GiveUp(id) => self.deliver(id, Some(())),
+            Action::Renew(c, i) => {
+                let now = self.now();
+                let slot = &mut self.clients[usize::from(c)].slots[usize::from(i)];
+                let Some((ttl, give_up)) = slot.holder.begin_renewal(now) else {
+                    self.broke(
+                        "renewal",
+                        "the watchdog found a due renewal that did not go".into(),
+                    );
+                    return;
+                };
+                slot.renewing = true;
+                let token = slot.holder.token().to_owned();
+                let id = self.send(
+                    c,
+                    Request::Renew { token, ttl },
+                    give_up,
+                    Waiter::Renewal(i),
+                );
+                self.note(|| format!("{}'s watchdog renews (#{id})", name(c)));
+            }
+            Action::Release(c, i) => {
+                let now = self.now();
+                let slot = &mut self.clients[usize::from(c)].slots[usize::from(i)];
+                let give_up = slot.holder.release(now);
+                slot.stage = Stage::Releasing;
+                let token = slot.holder.token().to_owned();
+                let id = self.send(c, Request::Delete { token }, give_up, Waiter::Release(i));
+                self.note(|| format!("{} calls release() (#{id})", name(c)));
+            }
+            Action::Retry(c, j) => {
+                let now = self.now();
+                let job = &mut self.clients[usize::from(c)].jobs[usize::from(j)];
+                job.next = None;
+                let give_up = job.orphan.sending(now);
+                let token = job.orphan.token().to_owned();
+                let label = self.label(&token);
+                let id = self.send(c, Request::Delete { token }, give_up, Waiter::Background(j));
+                self.note(|| {
+                    format!(
+                        "{}'s background release of {label} sends compare-del (#{id})",
+                        name(c)
+                    )
+                });
+            }
+            Action::Restart => {
+                self.fault(|| "the server restarts".into());
+                self.server.restart_empty();
+                self.calls.retain_mut(|call| {
+                    call.flight = Flight::Dropped;
+                    call.waiter.is_some()
+                });
+                self.note(|| "the server restarts without its data; connections drop".into());
+            }
+        }
+        self.observe();
+    }
+
+    /// The clock moves one tick: keys expire, and requests that can no longer arrive
+    /// (older than the latest a request may run) are gone.
+    fn tick(&mut self) {
+        let late: Vec<(u8, u32)> = self.overdue().map(|c| (c.client, c.id)).collect();
+        let paused: Vec<(u8, u64)> = self.paused().collect();
+        self.time += 1;
+        self.note(|| "the clock ticks".into());
+        for (c, id) in late {
+            self.fault(|| format!("{}'s #{id} got no answer within its bound", name(c)));
+        }
+        for (c, fence) in paused {
+            self.fault(|| {
+                format!(
+                    "{}'s watchdog lets the due renewal of fence {fence} wait",
+                    name(c)
+                )
+            });
+        }
+        let now_ms = self.server_ms();
+        self.server.expire(now_ms);
+        let (time, late) = (self.time, self.config.late);
+        for call in &mut self.calls {
+            if call.flight == Flight::Pending && time > call.sent + late {
+                call.flight = Flight::Dropped;
+            }
+        }
+        self.calls
+            .retain(|c| c.waiter.is_some() || c.flight == Flight::Pending);
+    }
+
+    fn send(&mut self, c: u8, request: Request, give_up: Instant, waiter: Waiter) -> u32 {
+        let id = self.next_call;
+        self.next_call += 1;
+        self.calls.push(Call {
+            id,
+            client: c,
+            request,
+            sent: self.time,
+            give_up,
+            flight: Flight::Pending,
+            waiter: Some(waiter),
+        });
+        id
+    }
+
+    /// The server runs call `id`'s request.
+    fn run(&mut self, id: u32) {
+        let now_ms = self.server_ms();
+        let ttl = millis(self.clients[0].handle.ttl());
+        let fence = millis(self.clients[0].handle.fence_lifetime());
+        let restart_from_one = self.config.counter_from_one;
+        let Some(at) = self.calls.iter().position(|c| c.id == id) else {
+            return;
+        };
+        let request = self.calls[at].request.clone();
+        let answer = match &request {
+            Request::Acquire { token } => {
+                self.server
+                    .acquire(token, ttl, fence, now_ms, restart_from_one)
+            }
+            Request::Renew { token, ttl } => self.server.renew(token, millis(*ttl), now_ms),
+            Request::Delete { token } => self.server.delete(token, now_ms),
+        };
+        let label = self.label(request.token());
+        let what = || match (&request, answer) {
+            (Request::Acquire { .. }, Answer::Acquire(1, fence, _)) => {
+                format!("acquire({label}): granted, fence {fence}")
+            }
+            (Request::Acquire { .. }, Answer::Acquire(_, pttl, _)) => {
+                format!("acquire({label}): held, {pttl} ms left")
+            }
+            (Request::Renew { .. }, Answer::Done(done)) => format!("renew({label}): {}", int(done)),
+            (Request::Delete { .. }, Answer::Done(done)) => {
+                format!("compare-del({label}): {}", int(done))
+            }
+            _ => format!("{request:?}: {answer:?}"),
+        };
+        let call = &mut self.calls[at];
+        if call.waiter.is_some() {
+            call.flight = Flight::Answered(answer);
+        } else {
+            self.calls.remove(at);
+        }
+        self.note(|| format!("the server runs #{id} {}", what()));
+    }
+
+    /// The answer of call `id` reaches its caller, or (`gave_up`) the caller gives up on
+    /// it and hears "no reply".
+    fn deliver(&mut self, id: u32, gave_up: Option<()>) {
+        let Some(at) = self.calls.iter().position(|c| c.id == id) else {
+            return;
+        };
+        let call = &mut self.calls[at];
+        let (client, waiter, flight) = (call.client, call.waiter.take(), call.flight);
+        if gave_up.is_none() || flight != Flight::Pending {
+            self.calls.remove(at);
+        }
+        let Some(waiter) = waiter else {
+            return;
+        };
+        let answer = match (gave_up, flight) {
+            (None, Flight::Answered(answer)) => Some(answer),
+            _ => None,
+        };
+        let heard = || match answer {
+            Some(Answer::Acquire(1, fence, _)) => format!("granted, fence {fence}"),
+            Some(Answer::Acquire(_, pttl, _)) => format!("held, {pttl} ms left"),
+            Some(Answer::Done(done)) => int(done).to_owned(),
+            None => "no reply (gives up)".to_owned(),
+        };
+        self.note(|| format!("{} hears #{id}: {}", name(client), heard()));
+        let now = self.now();
+        let c = usize::from(client);
+        match waiter {
+            Waiter::Attempt => {
+                let Some(acquiring) = &mut self.clients[c].acquiring else {
+                    return;
+                };
+                let reply = match answer {
+                    Some(Answer::Acquire(acquired, value, epoch)) => {
+                        acquiring.epoch = epoch;
+                        Reply::Answered((acquired, value))
+                    }
+                    Some(Answer::Done(_)) => Reply::Refused,
+                    None => Reply::NoReply,
+                };
+                acquiring.machine.attempted(reply, now);
+                self.drive(client);
+            }
+            Waiter::Renewal(i) => {
+                let slot = &mut self.clients[c].slots[usize::from(i)];
+                slot.renewing = false;
+                slot.holder.renewal_done(done(answer), now);
+            }
+            Waiter::Release(i) => {
+                let slot = &mut self.clients[c].slots[usize::from(i)];
+                let (returned, orphan) = slot.holder.released(done(answer), now);
+                let released = match &returned {
+                    Ok(()) => Released::Ok,
+                    Err(LockError::NotHeld { .. }) => Released::NotHeld,
+                    Err(_) => Released::Failed,
+                };
+                slot.stage = Stage::Released(released);
+                let said = || match &returned {
+                    Ok(()) => "Ok".to_owned(),
+                    Err(e) => format!("Err({e})"),
+                };
+                self.note(|| format!("{}'s release() returns {}", name(client), said()));
+                if let Some(orphan) = orphan {
+                    self.background(client, orphan);
+                }
+                self.start(client);
+            }
+            Waiter::Background(j) => {
+                let job = &mut self.clients[c].jobs[usize::from(j)];
+                job.next = job.orphan.released(done(answer), now);
+                job.done = job.next.is_none();
+                let done = job.done;
+                if done {
+                    self.note(|| format!("{}'s background release is over", name(client)));
+                }
+            }
+        }
+    }
+
+    /// Carries client `c`'s `lock()` on until it waits for something.
+    fn drive(&mut self, c: u8) {
+        let now = self.now();
+        let time = self.time;
+        loop {
+            let ask = match &mut self.clients[usize::from(c)].acquiring {
+                Some(acquiring) => acquiring.machine.next(now),
+                None => return,
+            };
+            match ask {
+                Ask::Attempt { token, give_up } => {
+                    let label = self.name_token(c, &token);
+                    let id = self.send(c, Request::Acquire { token }, give_up, Waiter::Attempt);
+                    self.note(|| format!("{} sends acquire({label}) (#{id})", name(c)));
+                    return;
+                }
+                Ask::Sleep => {
+                    if let Some(acquiring) = &mut self.clients[usize::from(c)].acquiring {
+                        acquiring.slept = Some(time);
+                    }
+                    self.note(|| format!("{} sleeps before its next attempt", name(c)));
+                    return;
+                }
+                Ask::Release(orphan) => self.background(c, orphan),
+                Ask::Granted(holder) => {
+                    let client = &mut self.clients[usize::from(c)];
+                    let epoch = client.acquiring.take().map_or(0, |a| a.epoch);
+                    let belief = holder.belief(now);
+                    let (fence, label) = (holder.fence(), self.label(holder.token()));
+                    self.clients[usize::from(c)].slots.push(Slot {
+                        holder,
+                        epoch,
+                        stage: Stage::Held,
+                        belief,
+                        renewing: false,
+                    });
+                    let belief = self.describe(belief);
+                    self.note(|| {
+                        format!(
+                            "{}'s lock() returns a guard: token {label}, fence {fence}, {belief}",
+                            name(c)
+                        )
+                    });
+                    return;
+                }
+                Ask::Failed(e) => {
+                    let client = &mut self.clients[usize::from(c)];
+                    client.acquiring = None;
+                    client.failed += 1;
+                    self.note(|| format!("{}'s lock() returns Err({e})", name(c)));
+                    if e.to_string().contains("internal") {
+                        self.broke("lock()", format!("the machine failed: {e}"));
+                    }
+                    self.start(c);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// A grant nobody owns goes to client `c`'s background releaser, which sends at once.
+    fn background(&mut self, c: u8, orphan: Orphan) {
+        let label = self.label(orphan.token());
+        self.note(|| format!("{} hands {label} to a background release", name(c)));
+        let now = self.now();
+        self.clients[usize::from(c)].jobs.push(Job {
+            orphan,
+            next: Some(now),
+            done: false,
+        });
+    }
+
+    /// Every lease looked at on its holder's clock, as `is_lost()` and the watchdog do.
+    fn observe(&mut self) {
+        let now = self.now();
+        let mut changes = Vec::new();
+        for (c, client) in self.clients.iter_mut().enumerate() {
+            for slot in &mut client.slots {
+                let belief = slot.holder.belief(now);
+                let was = std::mem::replace(&mut slot.belief, belief);
+                if std::mem::discriminant(&was) != std::mem::discriminant(&belief) {
+                    changes.push((c, slot.holder.fence(), belief));
+                }
+            }
+        }
+        for (c, fence, belief) in changes {
+            let c = u8::try_from(c).unwrap_or(u8::MAX);
+            let belief = self.describe(belief);
+            self.note(|| format!("{}'s lease (fence {fence}) is now {belief}", name(c)));
+        }
+    }
+
+    /// Spends one of the world's faults on `what`.
+    fn fault(&mut self, what: impl FnOnce() -> String) {
+        self.faults += 1;
+        let (used, budget) = (self.faults, self.config.faults);
+        self.note(|| format!("[fault {used} of {budget}] {}", what()));
+    }
+
+    fn broke(&mut self, what: &'static str, detail: String) {
+        self.broken.get_or_insert(Broken { what, detail });
+    }
+
+    /// A digest of the state: equal for states that behave alike, whatever the owner
+    /// tokens drawn (a token is named by where it is first met in a fixed walk of the
+    /// state), whatever the calls' numbers (calls are walked in an order of what they
+    /// are, not of when they were made), and whichever client is which (the clients are
+    /// alike: they are walked in the order of their own digests, and where two have the
+    /// same, the least digest over their orders counts).
+    pub fn digest(&self) -> u64 {
+        let own: Vec<u64> = (0..self.clients.len())
+            .map(|c| self.own_digest(c))
+            .collect();
+        let mut order: Vec<usize> = (0..own.len()).collect();
+        order.sort_by_key(|&c| own[c]);
+        let ties = own.len() - own.iter().collect::<std::collections::HashSet<_>>().len();
+        if ties == 0 {
+            return self.digest_as(&order);
+        }
+        let mut least = u64::MAX;
+        permutations(order, &mut |order| {
+            let sorted = order.windows(2).all(|w| own[w[0]] <= own[w[1]]);
+            if sorted {
+                least = least.min(self.digest_as(order));
+            }
+        });
+        least
+    }
+
+    /// Client `c`'s state alone, its tokens left out: what orders the clients.
+    fn own_digest(&self, c: usize) -> u64 {
+        let mut h = Fingerprint::default();
+        self.client_digest(c, &mut h, &mut |_| 0);
+        let mut calls: Vec<&Call> = (self.calls.iter())
+            .filter(|call| usize::from(call.client) == c)
+            .collect();
+        if self.config.events.reorder {
+            calls.sort_by_key(|c| (c.sent, c.give_up, c.waiter, c.id));
+        }
+        for call in calls {
+            (call.sent, call.give_up, call.flight, call.waiter).hash(&mut h);
+        }
+        h.finish()
+    }
+
+    fn client_digest<'a>(
+        &'a self,
+        c: usize,
+        h: &mut Fingerprint,
+        name: &mut impl FnMut(&'a str) -> u32,
+    ) {
+        let client = &self.clients[c];
+        (client.rounds, client.failed).hash(h);
+        match &client.acquiring {
+            Some(a) => {
+                let woken = a.slept.map(|t| t < self.time);
+                (1u8, woken, a.epoch).hash(h);
+                a.machine.digest(h);
+            }
+            None => 0u8.hash(h),
+        }
+        for slot in &client.slots {
+            name(slot.holder.token()).hash(h);
+            (slot.epoch, slot.stage, slot.belief, slot.renewing).hash(h);
+            slot.holder.digest(h);
+        }
+        for job in &client.jobs {
+            name(job.orphan.token()).hash(h);
+            (job.next, job.done).hash(h);
+            job.orphan.digest(h);
+        }
+    }
+
+    /// The digest with the clients taken in `order`.
+    fn digest_as(&self, order: &[usize]) -> u64 {
+        let mut names: Vec<&str> = Vec::new();
+        let mut name = |token| -> u32 {
+            let at = names
+                .iter()
+                .position(|&known| known == token)
+                .unwrap_or_else(|| {
+                    names.push(token);
+                    names.len() - 1
+                });
+            u32::try_from(at).unwrap_or(u32::MAX)
+        };
+        let mut place = vec![0u8; order.len()];
+        for (position, &c) in order.iter().enumerate() {
+            place[c] = u8::try_from(position).unwrap_or(u8::MAX);
+        }
+        let mut h = Fingerprint::default();
+        (self.time, self.faults).hash(&mut h);
+        for &c in order {
+            self.client_digest(c, &mut h, &mut name);
+        }
+        let mut calls: Vec<&Call> = self.calls.iter().collect();
+        // Without reordering, the order of a client's requests is part of the state.
+        if self.config.events.reorder {
+            calls.sort_by_key(|c| {
+                (
+                    place[usize::from(c.client)],
+                    c.sent,
+                    c.give_up,
+                    c.waiter,
+                    c.id,
+                )
+            });
+        } else {
+            calls.sort_by_key(|c| (place[usize::from(c.client)], c.id));
+        }
+        for call in calls {
+            let client = place[usize::from(call.client)];
+            (client, call.sent, call.give_up, call.flight, call.waiter).hash(&mut h);
+            let kind = match &call.request {
+                Request::Acquire { .. } => (0u8, Duration::ZERO),
+                Request::Renew { ttl, .. } => (1, *ttl),
+                Request::Delete { .. } => (2, Duration::ZERO),
+            };
+            kind.hash(&mut h);
+            name(call.request.token()).hash(&mut h);
+        }
+        self.server.digest(&mut h, &mut name);
+        h.finish()
+    }
+
+    /// A lease's state in words.
+    fn describe(&self, belief: Belief) -> String {
+        if !self.logging() {
+            return String::new();
+        }
+        match belief {
+            Belief::Held { valid_until } => {
+                let ms = valid_until.saturating_duration_since(self.base).as_millis();
+                format!("held until {ms} ms")
+            }
+            Belief::Lost => "lost".to_owned(),
+            Belief::Released => "released".to_owned(),
+        }
+    }
+
+    /// Names a fresh token of client `c` for the history: its letter and number.
+    fn name_token(&mut self, c: u8, token: &str) -> String {
+        if self.log.is_none() {
+            return String::new();
+        }
+        let client = &mut self.clients[usize::from(c)];
+        client.tokens += 1;
+        let label = format!("{}{}", name(c).to_lowercase(), client.tokens);
+        self.labels.insert(token.to_owned(), label.clone());
+        label
+    }
+
+    fn label(&self, token: &str) -> String {
+        if !self.logging() {
+            return String::new();
+        }
+        self.labels.get(token).cloned().unwrap_or_default()
+    }
+
+    /// Adds the line `line` makes to the readable history, if one is kept (made only
+    /// then: the search runs without).
+    fn note(&mut self, line: impl FnOnce() -> String) {
+        let ms = self.server_ms();
+        if let Some(log) = &mut self.log {
+            let mut entry = String::new();
+            let _ = write!(entry, "{ms:>5} ms  {}", line());
+            log.push(entry);
+        }
+    }
+
+    fn logging(&self) -> bool {
+        self.log.is_some()
+    }
+
+    /// The readable history so far.
+    pub fn history(&self) -> &[String] {
+        self.log.as_deref().unwrap_or_default()
+    }
+
+    /// The lines of the history that the last action wrote, after `from` lines.
+    pub fn lines_since(&self, from: usize) -> &[String] {
+        self.history().get(from..).unwrap_or_default()
+    }
+}
+
+/// Calls `each` with every order of `items` (Heap's algorithm).
+fn permutations(mut items: Vec<usize>, each: &mut impl FnMut(&[usize])) {
+    fn heap(k: usize, items: &mut [usize], each: &mut impl FnMut(&[usize])) {
+        if k <= 1 {
+            each(items);
+            return;
+        }
+        heap(k - 1, items, each);
+        for i in 0..k - 1 {
+            if k.is_multiple_of(2) {
+                items.swap(i, k - 1);
+            } else {
+                items.swap(0, k - 1);
+            }
+            heap(k - 1, items, each);
+        }
+    }
+    let n = items.len();
+    heap(n, &mut items, each);
+}
+
+/// Client `c`'s name in a history: A, B, C...
+pub fn name(c: u8) -> String {
+    char::from(b'A' + c).to_string()
+}
+
+fn int(done: bool) -> &'static str {
+    if done { "1" } else { "0" }
+}
+
+/// A renewal's or release's answer as the machine takes it.
+fn done(answer: Option<Answer>) -> Reply<bool> {
+    match answer {
+        Some(Answer::Done(done)) => Reply::Answered(done),
+        Some(Answer::Acquire(..)) => Reply::Refused,
+        None => Reply::NoReply,
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_alike_up_to_tokens_and_client_names_have_one_digest() {
+        let config = Config::default();
+        let base = Instant::now();
+        // A granted (B's attempt on its way) is B granted (A's on its way), renamed; and
+        // every run draws tokens of its own.
+        let mut a_first = World::new(&config, base, false);
+        a_first.apply(Action::Run(0));
+        let mut b_first = World::new(&config, base, false);
+        b_first.apply(Action::Run(1));
+        assert_eq!(a_first.digest(), b_first.digest());
+        let mut again = World::new(&config, base, false);
+        again.apply(Action::Run(0));
+        assert_eq!(a_first.digest(), again.digest());
+        // What differs counts: the answer delivered, a tick later.
+        let mut delivered = a_first.fork();
+        delivered.apply(Action::Deliver(0));
+        assert_ne!(delivered.digest(), a_first.digest());
+        let mut later = a_first.fork();
+        later.apply(Action::Tick);
+        assert_ne!(later.digest(), a_first.digest());
+    }
+
+    #[test]
+    fn a_fork_goes_on_alone() {
+        let config = Config::default();
+        let mut world = World::new(&config, Instant::now(), false);
+        world.apply(Action::Run(0));
+        world.apply(Action::Deliver(0));
+        let before = world.digest();
+        let mut fork = world.fork();
+        assert_eq!(fork.digest(), before);
+        fork.apply(Action::Release(0, 0));
+        assert_eq!(fork.clients[0].slots[0].belief, Belief::Released);
+        assert_eq!(world.digest(), before, "the original is untouched");
+        assert!(matches!(
+            world.clients[0].slots[0].belief,
+            Belief::Held { .. }
+        ));
+    }
+
+    #[test]
+    fn a_request_overtaking_its_handles_earlier_one_is_a_fault_and_a_late_answer_too() {
+        let config = Config::default();
+        let mut world = World::new(&config, Instant::now(), false);
+        world.apply(Action::Run(0));
+        world.apply(Action::Deliver(0));
+        world.apply(Action::Tick); // B's attempt #1 got no answer: one fault.
+        assert_eq!(world.faults, 1);
+        world.apply(Action::Renew(0, 0)); // #2
+        world.apply(Action::Release(0, 0)); // #3
+        assert!(world.enabled().contains(&Action::Run(3)));
+        world.apply(Action::Run(3));
+        assert_eq!(world.faults, 2, "the release ran ahead of the renewal");
+        assert!(
+            !world.enabled().contains(&Action::Restart),
+            "no fault left for a restart"
+        );
+    }
+}
