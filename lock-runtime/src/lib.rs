@@ -121,7 +121,7 @@ pub use script::script::{Arity, Script};
 /// | [`scripts`](guide::scripts) | `#[lock_script]`: signatures, checks, `@include` modules |
 /// | [`testing`](guide::testing) | testing your scripts with `lockscript-test`, across servers |
 /// | [`auditing`](guide::auditing) | `lockscript audit` and `verify`: matching files to the digests a server runs |
-/// | [`reliability`](guide::reliability) | the chaos checker, its soaks, and every fault with its test |
+/// | [`reliability`](guide::reliability) | the chaos checker and its soaks, the model checker and its searches, and every fault with its test |
 /// | [`performance`](guide::performance) | the bench, its floors and where the time goes |
 /// | [`operations`](guide::operations) | `lockscript inspect`: who holds a lock, with which token, who waits |
 pub mod guide {
