@@ -165,6 +165,8 @@ pub mod __private {
     /// (feature `mutants`).
     #[cfg(all(feature = "mutants", any(feature = "tokio", feature = "blocking")))]
     pub mod mutants {
-        pub use crate::machine::mutants::{set_no_deadline, set_refusal_after_stop_loses};
+        pub use crate::machine::mutants::{
+            set_no_deadline, set_orphan_release_stops_at_nothing, set_refusal_after_stop_loses,
+        };
     }
 }

@@ -111,3 +111,64 @@ fn a_fencing_counter_restarting_from_one_is_found() {
     let violation = report.violation.expect("the planted defect is found");
     assert_eq!(violation.rule, Property::FencesRise.name(), "{violation}");
 }
+
+/// The orphan over a pool of issue 37 (defect 6) put back: an attempt gets no answer, its
+/// background release goes out on the handle's other connection, runs first, finds nothing
+/// and stops; the delayed attempt then grants the lock to a token nobody owns.
+#[test]
+fn a_background_release_that_stops_at_nothing_is_found_as_an_orphan() {
+    let _alone = alone();
+    let _planted = Planted::new(mutants::set_orphan_release_stops_at_nothing);
+    let report = search(
+        "orphan release stops at nothing, planted",
+        &Config::default(),
+    );
+    let violation = report.violation.expect("the planted defect is found");
+    assert_eq!(
+        violation.rule,
+        Property::NothingOrphaned.name(),
+        "{violation}"
+    );
+    assert!(violation.actions <= 12, "a short history: {violation}");
+    // As the review met it: not a dropped `lock()`, an attempt that timed out.
+    let mut timed_out = Config::default();
+    timed_out.events.cancels = false;
+    let report = search(
+        "orphan release stops at nothing, planted, no cancels",
+        &timed_out,
+    );
+    let violation = report.violation.expect("the planted defect is found");
+    assert_eq!(
+        violation.rule,
+        Property::NothingOrphaned.name(),
+        "{violation}"
+    );
+    assert!(violation.actions <= 12, "a short history: {violation}");
+    // It takes two connections: on one, the attempt runs before its release.
+    let mut one_connection = Config {
+        depth: 14,
+        ..Config::default()
+    };
+    one_connection.events.reorder = false;
+    let report = search(
+        "orphan release stops at nothing, planted, one connection",
+        &one_connection,
+    );
+    assert!(report.violation.is_none(), "{report}");
+}
+
+/// A `try_lock()` beside a `lock()`: one attempt, then `Ok(None)` or a guard, dropped
+/// midway or not, keeps every promise.
+#[test]
+fn a_try_lock_beside_a_lock_keeps_every_promise() {
+    let _alone = alone();
+    let config = Config {
+        try_locks: 1,
+        rounds: 2,
+        depth: 14,
+        ..Config::default()
+    };
+    let report = search("try_lock beside lock", &config);
+    assert!(report.violation.is_none(), "{report}");
+    assert!(report.states > 1_000, "the search went somewhere: {report}");
+}

@@ -10,7 +10,8 @@
 //!
 //! - a `lock()` by attempts ([`Handle::lock`]): one caller per handle, so its turn in the
 //!   local queue comes at once; no release notifications (a sleeper wakes when the model
-//!   says), no handover offers;
+//!   says), no handover offers; a `try_lock()` ([`Handle::try_lock`]); a `lock()` dropped
+//!   midway ([`Acquisition::cancel`]);
 //! - the watchdog's renewals of a held lease ([`Holder::begin_renewal`]);
 //! - `release` ([`Holder::release`]), and the drop of its guard right after, which hands a
 //!   release that must be tried again to the background;
@@ -108,6 +109,19 @@ impl Handle {
         Duration::from_millis(self.settings.fence_lifetime(self.settings.ttl))
     }
 
+    /// A `try_lock()` that begins at `now`: one attempt, granted or held.
+    ///
+    /// ```no_run
+    /// # fn f(h: lockscript::__private::model::Handle) { let _ = h.try_lock(std::time::Instant::now()); }
+    /// ```
+    pub fn try_lock(&self, now: Instant) -> Acquisition {
+        Acquisition {
+            machine: Acquire::once(self.keys.clone(), &self.settings, now),
+            settings: Arc::clone(&self.settings),
+            sent: None,
+        }
+    }
+
     /// A `lock()` that begins at `now`.
     ///
     /// ```no_run
@@ -171,6 +185,8 @@ pub enum Ask {
     Release(Orphan),
     /// Done: the lock is held.
     Granted(Holder),
+    /// Done: `try_lock()` found the lock held by another owner (`Ok(None)`).
+    Held,
     /// Done: the caller's error.
     Failed(LockError),
 }
@@ -211,11 +227,8 @@ impl Acquisition {
                     });
                 }
                 Next::Done(Err(e)) => return Ask::Failed(e),
-                Next::Done(Ok(None))
-                | Next::Confirm { .. }
-                | Next::Enter
-                | Next::Queue { .. }
-                | Next::Listen { .. } => {
+                Next::Done(Ok(None)) => return Ask::Held,
+                Next::Confirm { .. } | Next::Enter | Next::Queue { .. } | Next::Listen { .. } => {
                     return Ask::Failed(LockError::InvalidSettings(
                         "internal: a step the model's lock() does not take".to_owned(),
                     ));
@@ -231,6 +244,16 @@ impl Acquisition {
             .into_result(&self.settings)
             .map(|(acquired, value)| Outcome::from_reply(Acquired(acquired, value), sent));
         self.machine.acquired(reply, now);
+    }
+
+    /// The caller drops its `lock()` at `now` (a cancelled future, a timeout around
+    /// it): every grant that may exist without an owner, for the background releaser, as
+    /// the faces hand them over when a `lock()` is dropped.
+    pub fn cancel(mut self, now: Instant) -> Vec<Orphan> {
+        let abandoned = self.machine.abandon(now);
+        (abandoned.into_iter())
+            .map(|a| Orphan::new(a, &self.settings))
+            .collect()
     }
 
     /// The sleeper woke at `now` (its nap ended, or a release notification came).

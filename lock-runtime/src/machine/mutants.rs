@@ -1,62 +1,74 @@
-//! Switches that put known bugs back, for the chaos checker's own tests: a checker is
-//! trusted only once it has caught them. Compiled in only with the `mutants` feature,
-//! which the test crate enables and no application should; without it every switch is a
-//! constant `false`.
+//! Switches that put known bugs back, for the checkers' own tests (the chaos checker's
+//! and the model checker's): a checker is trusted only once it has caught them. Compiled
+//! in only with the `mutants` feature, which the test crate enables and no application
+//! should; without it every switch is a constant `false`.
 
-#[cfg(feature = "mutants")]
-use std::sync::atomic::{AtomicBool, Ordering};
+/// One switch: `$set` turns the bug on or off, `$on` tells the machine whether it is
+/// on (a constant `false` without the feature).
+macro_rules! switch {
+    ($(#[$doc:meta])* $set:ident, $on:ident, $flag:ident) => {
+        #[cfg(feature = "mutants")]
+        static $flag: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-#[cfg(feature = "mutants")]
-static NO_DEADLINE: AtomicBool = AtomicBool::new(false);
+        $(#[$doc])*
+        #[cfg(feature = "mutants")]
+        pub fn $set(on: bool) {
+            $flag.store(on, std::sync::atomic::Ordering::SeqCst);
+        }
 
-#[cfg(feature = "mutants")]
-static REFUSAL_AFTER_STOP_LOSES: AtomicBool = AtomicBool::new(false);
+        /// Whether the bug is put back.
+        #[cfg(feature = "mutants")]
+        pub(crate) fn $on() -> bool {
+            $flag.load(std::sync::atomic::Ordering::Relaxed)
+        }
 
-/// Turns the lease's deadline off: the loss is no longer evaluated on the clock, only
-/// signalled when the server refuses a renewal (the bug that let a holder learn of its
-/// loss seconds after its lease ended).
-///
-/// ```no_run
-/// lockscript::__private::mutants::set_no_deadline(true);
-/// ```
-#[cfg(feature = "mutants")]
-pub fn set_no_deadline(on: bool) {
-    NO_DEADLINE.store(on, Ordering::SeqCst);
+        /// Whether the bug is put back: never, in this build.
+        #[cfg(not(feature = "mutants"))]
+        pub(crate) const fn $on() -> bool {
+            false
+        }
+    };
 }
 
-/// Whether the deadline is off.
-#[cfg(feature = "mutants")]
-pub(crate) fn no_deadline() -> bool {
-    NO_DEADLINE.load(Ordering::Relaxed)
-}
+switch!(
+    /// Turns the lease's deadline off: the loss is no longer evaluated on the clock, only
+    /// signalled when the server refuses a renewal (the bug that let a holder learn of its
+    /// loss seconds after its lease ended).
+    ///
+    /// ```no_run
+    /// lockscript::__private::mutants::set_no_deadline(true);
+    /// ```
+    set_no_deadline,
+    no_deadline,
+    NO_DEADLINE
+);
 
-/// Whether the deadline is off: never, in this build.
-#[cfg(not(feature = "mutants"))]
-pub(crate) const fn no_deadline() -> bool {
-    false
-}
+switch!(
+    /// Makes a renewal's refusal that comes after the release began a loss at once, as
+    /// while the lease is held, instead of waiting for the release's answer (issue 37,
+    /// defect 5: a renewal sent before the release reached the server after it, on
+    /// another connection, and was refused; the release had answered `Ok`, and `lost()`
+    /// fired anyway).
+    ///
+    /// ```no_run
+    /// lockscript::__private::mutants::set_refusal_after_stop_loses(true);
+    /// ```
+    set_refusal_after_stop_loses,
+    refusal_after_stop_loses,
+    REFUSAL_AFTER_STOP_LOSES
+);
 
-/// Makes a renewal's refusal that comes after the release began a loss at once, as while
-/// the lease is held, instead of waiting for the release's answer (issue 37, defect 5: a
-/// renewal sent before the release reached the server after it, on another connection,
-/// and was refused; the release had answered `Ok`, and `lost()` fired anyway).
-///
-/// ```no_run
-/// lockscript::__private::mutants::set_refusal_after_stop_loses(true);
-/// ```
-#[cfg(feature = "mutants")]
-pub fn set_refusal_after_stop_loses(on: bool) {
-    REFUSAL_AFTER_STOP_LOSES.store(on, Ordering::SeqCst);
-}
-
-/// Whether a refusal after the stop is a loss at once.
-#[cfg(feature = "mutants")]
-pub(crate) fn refusal_after_stop_loses() -> bool {
-    REFUSAL_AFTER_STOP_LOSES.load(Ordering::Relaxed)
-}
-
-/// Whether a refusal after the stop is a loss at once: never, in this build.
-#[cfg(not(feature = "mutants"))]
-pub(crate) const fn refusal_after_stop_loses() -> bool {
-    false
-}
+switch!(
+    /// Makes a background release of a grant whose command got no answer stop at its
+    /// first "nothing to release", as if that proved there was no grant (issue 37,
+    /// defect 6: on a pool the release ran on another connection before the delayed
+    /// attempt, found nothing and stopped; the attempt then granted the lock to a token
+    /// nobody owns, held by nobody for its whole TTL).
+    ///
+    /// ```no_run
+    /// lockscript::__private::mutants::set_orphan_release_stops_at_nothing(true);
+    /// ```
+    set_orphan_release_stops_at_nothing,
+    orphan_release_stops_at_nothing,
+    ORPHAN_RELEASE_STOPS_AT_NOTHING
+);

@@ -4,7 +4,8 @@
 //! exits with 1).
 //!
 //! ```text
-//! model [--depth N] [--horizon TICKS] [--clients N] [--rounds N] [--restarts N] [--faults N]
+//! model [--depth N] [--horizon TICKS] [--clients N] [--try-locks N] [--rounds N]
+//!       [--restarts N] [--cancels 0|1] [--faults N]
 //! ```
 
 use std::process::ExitCode;
@@ -18,8 +19,8 @@ fn main() -> ExitCode {
         let value = args.next().and_then(|v| v.parse::<u32>().ok());
         let Some(value) = value else {
             eprintln!(
-                "usage: model [--depth N] [--horizon TICKS] [--clients N] [--rounds N] \
-                 [--restarts N] [--faults N]"
+                "usage: model [--depth N] [--horizon TICKS] [--clients N] [--try-locks N] \
+                 [--rounds N] [--restarts N] [--cancels 0|1] [--faults N]"
             );
             return ExitCode::from(2);
         };
@@ -28,7 +29,9 @@ fn main() -> ExitCode {
             "--horizon" => config.horizon = value,
             "--clients" => config.clients = value as usize,
             "--rounds" => config.rounds = u8::try_from(value).unwrap_or(u8::MAX),
+            "--try-locks" => config.try_locks = value as usize,
             "--restarts" => config.events.restarts = value,
+            "--cancels" => config.events.cancels = value != 0,
             "--faults" => config.faults = value,
             other => {
                 eprintln!("unknown flag {other}");

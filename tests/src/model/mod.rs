@@ -9,8 +9,8 @@
 //! # What is modelled
 //!
 //! - **Clients** of one lock name (2 by default), each a task that calls `lock()`
-//!   (attempts, sleeps, its deadline), holds the lease with the watchdog renewing it, and
-//!   releases it, `rounds` times; each runs lockscript's own machine through its model
+//!   (attempts, sleeps, its deadline) or `try_lock()` ([`Config::try_locks`]), holds the
+//!   lease with the watchdog renewing it, and releases it, `rounds` times; each runs lockscript's own machine through its model
 //!   executor (`lockscript::__private::model`): the same `Acquire`, `LeaseState`, guard
 //!   ownership and background releases of grants nobody owns as the async and blocking
 //!   faces, fed replies and the model's clock. No rule of the lock is written again here.
@@ -22,19 +22,22 @@
 //!   bound (a timeout, a reset, a lost reply), the request still able to run later; a
 //!   request run ahead of one its handle sent earlier (two connections of one handle: a
 //!   pool, a reconnect); a watchdog that lets a due renewal wait while the clock moves (a
-//!   GC pause, SIGSTOP), past the lease too; the server restarted without its data.
+//!   GC pause, SIGSTOP), past the lease too; the server restarted without its data; a
+//!   caller dropping its `lock()` or `try_lock()` midway (a cancelled future, a timeout
+//!   around the call).
 //!   Within their bounds answers come in any order and at any time, sleepers wake at any
 //!   later tick, holders release at any time: those are not faults.
 //! - **The properties** ([`property`]): exclusion by the holders' own clocks; the server
 //!   holding what a holder believes; fences rising in grant order; a lease released with
-//!   `Ok` never reported lost; `lost` by the validity end.
+//!   `Ok` never reported lost; `lost` by the validity end; nothing orphaned (a grant
+//!   nobody owns is never a guard's, and is gone from the server once its background
+//!   release has ended on the server's answer).
 //!
 //! Not yet: a client's or the server's clock stepping or drifting (every clock is the
 //! model's), a refused native command, release notifications and their loss, handover
-//! between callers of one handle, `try_lock`, `extend`, a dropped `lock()` future or
-//! guard, a grant nobody owns left to its TTL when its release could find it, the fair
-//! queue, read/write locks, semaphores, Redlock, and the executors' own timing (the chaos
-//! checker and the bounds tests keep that).
+//! between callers of one handle, `extend`, a dropped guard, the fair queue, read/write
+//! locks, semaphores, Redlock, and the executors' own timing (the chaos checker and the
+//! bounds tests keep that).
 //!
 //! # Why a search of its own
 //!
@@ -91,6 +94,9 @@ pub struct Events {
     pub pauses: bool,
     /// Restarts of the server without its data, at most.
     pub restarts: u32,
+    /// A client may drop its `lock()` or `try_lock()` midway (a cancelled future, a
+    /// timeout around the call).
+    pub cancels: bool,
 }
 
 impl Default for Events {
@@ -101,6 +107,7 @@ impl Default for Events {
             reorder: true,
             pauses: true,
             restarts: 1,
+            cancels: true,
         }
     }
 }
@@ -110,6 +117,8 @@ impl Default for Events {
 pub struct Config {
     /// Clients of the one lock name.
     pub clients: usize,
+    /// How many of them (the last ones) call `try_lock()` instead of `lock()`.
+    pub try_locks: usize,
     /// `lock()` calls each client makes, one after the other.
     pub rounds: u8,
     /// The lease, in ticks.
@@ -148,6 +157,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             clients: 2,
+            try_locks: 0,
             rounds: 1,
             ttl: 3,
             response_timeout: 1,

@@ -23,12 +23,17 @@ pub enum Property {
     ReleasedNotLost,
     /// `lost` is true from the validity end on: no holder finds its lease valid past it.
     LostByValidityEnd,
+    /// Nothing orphaned: a grant nobody owns is never a guard's, and once its background
+    /// release has ended on the server's answer the server does not hold it (a release
+    /// that ends on an error, or on no reply, leaves it to its TTL, as the guide says).
+    NothingOrphaned,
 }
 
 impl Property {
     /// Every property, in the order they are checked.
-    pub const ALL: [Property; 5] = [
+    pub const ALL: [Property; 6] = [
         Property::LostByValidityEnd,
+        Property::NothingOrphaned,
         Property::ReleasedNotLost,
         Property::FencesRise,
         Property::ServerAgrees,
@@ -43,6 +48,7 @@ impl Property {
             Property::FencesRise => "fences rise in grant order",
             Property::ReleasedNotLost => "released with Ok, never lost",
             Property::LostByValidityEnd => "lost by the validity end",
+            Property::NothingOrphaned => "nothing orphaned",
         }
     }
 
@@ -120,6 +126,7 @@ impl Property {
                         })
                 })
             }
+            Property::NothingOrphaned => orphaned(world),
             Property::LostByValidityEnd => held()
                 .find(|&(_, _, valid_until)| now >= valid_until)
                 .map(|(c, slot, valid_until)| {
@@ -133,4 +140,43 @@ impl Property {
                 }),
         }
     }
+}
+
+/// What breaks [`Property::NothingOrphaned`] in `world`, if anything does.
+fn orphaned(world: &World<'_>) -> Option<String> {
+    let on_server = world.server.holder(world.server_ms());
+    let jobs = || {
+        world.clients.iter().enumerate().flat_map(|(c, client)| {
+            let c = u8::try_from(c).unwrap_or(u8::MAX);
+            client.jobs.iter().map(move |job| (c, job))
+        })
+    };
+    let ended = jobs()
+        .find(|(_, job)| job.settled() && on_server == Some(job.token()))
+        .map(|(c, _)| {
+            format!(
+                "{}'s background release ended on the server's answer, and the \
+                 server holds the grant it released, owned by nobody",
+                name(c)
+            )
+        });
+    ended.or_else(|| {
+        jobs().find_map(|(c, job)| {
+            let guard = world.clients.iter().enumerate().find_map(|(g, client)| {
+                client
+                    .slots
+                    .iter()
+                    .any(|s| s.stage == Stage::Held && s.holder.token() == job.token())
+                    .then_some(g)
+            })?;
+            job.live().then(|| {
+                let g = u8::try_from(guard).unwrap_or(u8::MAX);
+                format!(
+                    "{}'s background release undoes a grant {}'s guard holds",
+                    name(c),
+                    name(g)
+                )
+            })
+        })
+    })
 }
