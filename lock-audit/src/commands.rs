@@ -544,6 +544,33 @@ mod tests {
         assert!(replies.windows(2).all(|w| w[0].0 < w[1].0));
     }
 
+    /// The replies as a script sees them: GET's nil, SET's OK (nil only with options),
+    /// TYPE's status (its schema says nil, the server never sends it).
+    #[test]
+    fn replies_are_read_as_a_script_sees_them() {
+        use super::{reply, reply_to};
+        let text = |s: &str| Some(s.to_owned());
+        assert_eq!(reply("GET").unwrap().code(), "nb");
+        assert_eq!(reply("HGETALL").unwrap().code(), "[b]");
+        assert_eq!(reply("type").unwrap().code(), "o");
+        assert_eq!(
+            reply_to(&[text("SET"), None, None], false).unwrap().code(),
+            "o"
+        );
+        let get = reply_to(&[text("SET"), None, None, text("GET")], false).unwrap();
+        assert_eq!(get.code(), "nbo");
+        assert_eq!(reply_to(&[text("LPOP"), None], false).unwrap().code(), "nb");
+        assert_eq!(
+            reply_to(&[text("LPOP"), None, text("2")], false)
+                .unwrap()
+                .code(),
+            "nb[b]"
+        );
+        // A subcommand, and a command no schema describes.
+        assert!(reply_to(&[text("XINFO"), text("STREAM"), None], false).is_some());
+        assert_eq!(reply("HGETDEL"), None);
+    }
+
     #[test]
     fn lookup_ignores_case_and_knows_flags() {
         assert!(find("set").is_some_and(|c| c.write && !c.refused_in_scripts()));

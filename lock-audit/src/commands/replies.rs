@@ -331,7 +331,7 @@ pub const REPLIES: &[(&str, &str)] = &[
     ("TIME", "[b]"),
     ("TOUCH", "i"),
     ("TTL", "i"),
-    ("TYPE", "nb"),
+    ("TYPE", "o"),
     ("UNLINK", "i"),
     ("UNWATCH", "o"),
     ("WAIT", "i"),
