@@ -4,6 +4,8 @@
 #   tests/corpus.sh fetch [NAME...]   fetch (default: every package below)
 #   tests/corpus.sh table             fetch, audit each with `lockscript audit --json`,
 #                                     print the README's table (Markdown)
+#   tests/corpus.sh replies           fetch, print what the reply check infers of each
+#                                     (returns, fully known, unknown share; Markdown)
 # NAME is one of the package names below (bull, bullmq, ...). npm and pip are installed
 # with apt-get when missing.
 set -euo pipefail
@@ -90,8 +92,34 @@ PY
   done
 }
 
+# What `#[lock_script]`'s reply check infers of each corpus: how many returns (and ends
+# reached without one) it found, how many have only known shapes, and the unknown share.
+replies() {
+  fetch
+  cargo build --quiet -p lockscript-audit --bin lockscript
+  local bin=${CARGO_TARGET_DIR:-target}/debug/lockscript
+  echo "| package | scripts | returns | fully known | with an unknown part | unknown share |"
+  echo "|---|---|---|---|---|---|"
+  for row in "${PACKAGES[@]}"; do
+    set -- $row
+    local json
+    json=$("$bin" audit --json "$root/$1-$3/$4" || true)
+    python3 - "$1" "$json" <<'PY'
+import json, sys
+name, text = sys.argv[1], sys.argv[2]
+data = json.loads(text)
+scripts = [s for d in data["dirs"] for s in d["scripts"]]
+returns = [r for s in scripts for r in s["replies"]["returns"]]
+unknown = sum(1 for r in returns if "?" in r["shapes"])
+share = f"{100 * unknown / len(returns):.0f}%" if returns else "-"
+print(f"| {name} | {len(scripts)} | {len(returns)} | {len(returns) - unknown} | {unknown} | {share} |")
+PY
+  done
+}
+
 case "${1:-}" in
   fetch) shift; fetch "$@" ;;
   table) table ;;
-  *) echo "usage: tests/corpus.sh fetch [NAME...] | tests/corpus.sh table" >&2; exit 2 ;;
+  replies) replies ;;
+  *) echo "usage: tests/corpus.sh fetch [NAME...] | tests/corpus.sh table | tests/corpus.sh replies" >&2; exit 2 ;;
 esac

@@ -31,11 +31,17 @@
 //!   without the ones that cannot be read off a call ([`keys`](KeySpec)); for a command
 //!   only Redis 6.2 has, its `first`, `last` and `step`.
 //!
+//! - **Replies**: what a script sees each command reply ([`reply`], [`reply_to`]), from
+//!   the servers' sources instead (`tests/gen-replies.py` reads the `reply_schema` of
+//!   each `src/commands/*.json` of Redis and Valkey; release builds leave the schemas out
+//!   of `COMMAND DOCS`), with the commits it read named in `replies.rs`.
+//!
 //! Names with a dot (`JSON.SET`) are commands of modules loaded at run time and are not
 //! checked. Redis 8's vector-set commands (`VADD`) come from a module built into the
 //! server, which lists them, so they are in the table.
 
 mod keys;
+mod replies;
 mod table;
 
 use std::fmt;
@@ -439,6 +445,80 @@ pub(crate) const fn marks(marks: &str) -> Servers {
     Servers(bits)
 }
 
+/// Every shape a command's reply may have (`"GET"`, or `"XINFO|STREAM"` for a
+/// subcommand) as a script sees it and returns it, whatever its options, from the
+/// servers' reply schemas (the generated table `replies.rs`, written by
+/// `tests/gen-replies.py`); `None` for a command no schema describes (a module's, one
+/// newer than the sources the table was read from).
+///
+/// ```
+/// let get = lockscript_audit::commands::reply("get").unwrap();
+/// assert_eq!(get.to_string(), "nil | bulk string");
+/// ```
+pub fn reply(name: &str) -> Option<crate::reply::Shapes> {
+    let row = reply_row(name)?;
+    Some(
+        row.split('|')
+            .map(|part| crate::reply::Shapes::parse(part.split(':').next().unwrap_or_default()))
+            .fold(crate::reply::Shapes::none(), |all, s| all.union(&s)),
+    )
+}
+
+/// The shapes of the reply to one call: `call` holds its arguments, the name first (and
+/// a subcommand second), each `Some(text)` when it is a literal; `open` when the last may
+/// expand to more. A reply the schema gives only for options (`SET ... GET` replies a
+/// string, `SET ... NX` nil) is added when the call has more arguments than the command's
+/// arity and either a literal among them is a word the schema names for it, or the first
+/// argument past the arity is not a literal word (a count, a value from `ARGV`); an
+/// `open` call gets every reply.
+///
+/// ```
+/// use lockscript_audit::commands::reply_to;
+///
+/// let text = |s: &str| Some(s.to_owned());
+/// let plain = reply_to(&[text("SET"), None, None], false).unwrap();
+/// assert_eq!(plain.to_string(), "status");
+/// let nx = reply_to(&[text("SET"), None, None, text("NX")], false).unwrap();
+/// assert_eq!(nx.to_string(), "nil | status");
+/// let px = reply_to(&[text("SET"), None, None, text("PX"), None], false).unwrap();
+/// assert_eq!(px.to_string(), "status");
+/// ```
+pub fn reply_to(call: &[Option<String>], open: bool) -> Option<crate::reply::Shapes> {
+    let name = call.first()?.as_deref()?;
+    let sub = call.get(1).and_then(|s| s.as_deref());
+    let (full, row) = sub
+        .map(|sub| format!("{name}|{sub}"))
+        .and_then(|full| Some((full.clone(), reply_row(&full)?)))
+        .or_else(|| Some((name.to_owned(), reply_row(name)?)))?;
+    let arity = find(&full).map_or(0, |c| c.arity);
+    let needed = usize::try_from(arity.unsigned_abs()).unwrap_or(usize::MAX);
+    let word = |a: &Option<String>| a.as_deref().is_some_and(|t| t.parse::<f64>().is_err());
+    let beyond = call.get(needed);
+    let positional = beyond.is_some_and(|a| !word(a));
+    let mut parts = row.split('|');
+    let mut shapes = crate::reply::Shapes::parse(parts.next().unwrap_or_default());
+    for part in parts {
+        let (code, words) = part.split_once(':').unwrap_or((part, ""));
+        let named = words.split(',').any(|w| {
+            call.iter()
+                .skip(1)
+                .any(|a| a.as_deref().is_some_and(|t| t.eq_ignore_ascii_case(w)))
+        });
+        if open || arity == 0 || (beyond.is_some() && (named || positional)) {
+            shapes = shapes.union(&crate::reply::Shapes::parse(code));
+        }
+    }
+    Some(shapes)
+}
+
+fn reply_row(name: &str) -> Option<&'static str> {
+    let upper = name.to_ascii_uppercase();
+    replies::REPLIES
+        .binary_search_by(|(c, _)| (*c).cmp(upper.as_str()))
+        .ok()
+        .map(|i| replies::REPLIES[i].1)
+}
+
 /// Looks a command up by name, ignoring case.
 ///
 /// ```
@@ -460,6 +540,35 @@ mod tests {
     #[test]
     fn table_is_sorted_for_binary_search() {
         assert!(COMMANDS.windows(2).all(|w| w[0].name < w[1].name));
+        let replies = super::replies::REPLIES;
+        assert!(replies.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    /// The replies as a script sees them: GET's nil, SET's OK (nil only with options),
+    /// TYPE's status (its schema says nil, the server never sends it).
+    #[test]
+    fn replies_are_read_as_a_script_sees_them() {
+        use super::{reply, reply_to};
+        let text = |s: &str| Some(s.to_owned());
+        assert_eq!(reply("GET").unwrap().code(), "nb");
+        assert_eq!(reply("HGETALL").unwrap().code(), "[b]");
+        assert_eq!(reply("type").unwrap().code(), "o");
+        assert_eq!(
+            reply_to(&[text("SET"), None, None], false).unwrap().code(),
+            "o"
+        );
+        let get = reply_to(&[text("SET"), None, None, text("GET")], false).unwrap();
+        assert_eq!(get.code(), "nbo");
+        assert_eq!(reply_to(&[text("LPOP"), None], false).unwrap().code(), "nb");
+        assert_eq!(
+            reply_to(&[text("LPOP"), None, text("2")], false)
+                .unwrap()
+                .code(),
+            "nb[b]"
+        );
+        // A subcommand, and a command no schema describes.
+        assert!(reply_to(&[text("XINFO"), text("STREAM"), None], false).is_some());
+        assert_eq!(reply("HGETDEL"), None);
     }
 
     #[test]

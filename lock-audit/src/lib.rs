@@ -10,6 +10,9 @@
 //!   where the command takes one (the table's key positions), through aliases, wrapper
 //!   functions and `pcall`; [`scope`] finds globals the servers' Lua does not define
 //!   ([`globals`], per server).
+//! - [`reply`]: what each `return` of a script may give ([`lua::Analysis::returns`]),
+//!   from the commands' replies ([`commands::reply`]) and Lua's rules, and what a declared
+//!   Rust type accepts ([`reply::Declared`]).
 //! - [`fixture::check`] reads a fixture file of redis-cli commands (the data a script test
 //!   starts from) and holds each command against the same table.
 //! - [`include::expand`] expands `--- @include` lines into the body that is sent.
@@ -51,6 +54,7 @@ pub mod inspect;
 #[cfg(feature = "analysis")]
 pub mod lua;
 mod problem;
+pub mod reply;
 #[cfg(feature = "analysis")]
 pub mod scope;
 #[cfg(feature = "analysis")]

@@ -104,6 +104,10 @@ pub struct Analysis {
     /// when none does), or the ones [`analyze_on`] was given. A global one of them does
     /// not define, or a shebang one of them cannot read, is a problem.
     pub servers: Servers,
+    /// Every `return` of the script, and its end when it can be reached without one,
+    /// with the shapes its reply may have ([`crate::reply`]); empty when the script does
+    /// not parse.
+    pub returns: Vec<crate::reply::Return>,
 }
 
 impl Analysis {
@@ -253,6 +257,11 @@ fn analyze_for(source: &str, servers: Option<Servers>) -> Analysis {
         parsed.ast().nodes(),
         analysis.servers,
         &mut analysis.problems,
+    );
+    analysis.returns = crate::reply::returns(
+        parsed.ast().nodes(),
+        body.lines().count(),
+        body.contains("setresp"),
     );
     analysis.problems.extend(calls);
     analysis

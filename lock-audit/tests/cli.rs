@@ -179,6 +179,37 @@ fn audit_json_describes_every_script() {
     assert_eq!(v["dirs"][0]["sha1sums"]["listed"], shipped());
 }
 
+/// What `#[lock_script]` holds a declared return type against, shown by the audit: a
+/// line under each script's row, and `replies` in `--json` (the union, and each return).
+#[test]
+fn audit_shows_what_each_script_replies() {
+    let out = lockscript(&["audit", "scripts"]);
+    let text = stdout(&out);
+    let compare_del = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("compare-del"))
+        .nth(1)
+        .unwrap_or_default();
+    assert_eq!(compare_del.trim(), "replies integer", "{text}");
+
+    let out = lockscript(&["audit", "--json", "scripts"]);
+    let v = json(&out);
+    let scripts = v["dirs"][0]["scripts"].as_array().unwrap();
+    let compare_del = scripts.iter().find(|s| s["name"] == "compare-del").unwrap();
+    assert_eq!(compare_del["replies"]["shapes"], "i");
+    assert_eq!(compare_del["replies"]["text"], "integer");
+    let acquire = &scripts[0];
+    // Held by another owner, acquired, or the error of a failed step.
+    let shapes = acquire["replies"]["shapes"].as_str().unwrap();
+    assert!(shapes.starts_with("e[") && shapes.contains('i'), "{shapes}");
+    let returns = acquire["replies"]["returns"].as_array().unwrap();
+    assert!(returns.len() >= 3, "{returns:?}");
+    assert!(
+        returns.iter().all(|r| r["implicit"] == false),
+        "{returns:?}"
+    );
+}
+
 #[test]
 fn audit_finds_a_broken_script_and_a_stale_digest() {
     let out = lockscript(&["audit", "lock-audit/tests/fixtures/broken"]);

@@ -8,7 +8,7 @@ use syn::{LitStr, ReturnType};
 use crate::args::Args;
 use crate::item::{Param, ScriptFn};
 use crate::source::Source;
-use crate::{check, source};
+use crate::{check, reply, source};
 use lockscript_audit::commands::Product;
 use lockscript_audit::floor::Floor;
 use lockscript_audit::lua;
@@ -76,6 +76,7 @@ pub(crate) fn lock_script(attr: TokenStream, item: TokenStream) -> TokenStream {
         if let Some(requires) = &args.requires {
             check::requires(requires, source, &Floor::of(&analysis), &mut errors);
         }
+        reply::check(&args.path, &func.sig.output, source, &analysis, &mut errors);
         let guarded = args.guarded.map(|_| Guarded::new(source));
         if errors.is_empty() {
             return expand(&args, &func, &params, source, &analysis, guarded.as_ref());
@@ -334,10 +335,11 @@ fn expand(
     };
     let floor = floor(&Floor::of(analysis));
     let placed = placement(source, guarded);
-    let reply_check = reply_check(func, krate);
+    let (reply_check, replies) = (reply_check(func, krate), replies_doc(analysis));
 
     quote! {
         #(#attrs)*
+        #replies
         #vis #sig {
             #warnings
             #reply_check
@@ -364,6 +366,23 @@ fn expand(
             #invocation
         }
     }
+}
+
+/// A paragraph of the function's documentation saying what the script may reply, as
+/// the reply check inferred it (nothing when nothing was inferred).
+fn replies_doc(analysis: &lua::Analysis) -> TokenStream {
+    let all = analysis
+        .returns
+        .iter()
+        .fold(lockscript_audit::reply::Shapes::none(), |all, r| {
+            all.union(&r.shapes)
+        });
+    if all.is_empty() {
+        return TokenStream::new();
+    }
+    let line =
+        format!(" The script replies (as `#[lock_script]` infers it from its `return`s): {all}.");
+    quote!(#[doc = ""] #[doc = #line])
 }
 
 /// Sends parameter `p` into the invocation being built, through the public `ScriptArg`
@@ -462,4 +481,19 @@ fn warnings(lit: &LitStr, source: &Source, analysis: &lua::Analysis) -> TokenStr
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replies_doc;
+
+    #[test]
+    fn the_generated_docs_state_what_the_script_replies() {
+        let analysis = lockscript_audit::lua::analyze("return redis.call('GET', KEYS[1])");
+        let doc = replies_doc(&analysis).to_string();
+        assert!(doc.contains("The script replies"), "{doc}");
+        assert!(doc.contains("nil | bulk string"), "{doc}");
+        // A script that does not parse has no inferred reply: no paragraph.
+        assert!(replies_doc(&lockscript_audit::lua::analyze("return (")).is_empty());
+    }
 }

@@ -5,13 +5,15 @@
 //! `args` parses the attribute, `item` the bodyless function, `source` reads and
 //! hashes the file, `lockscript_audit` (shared with the `lockscript` CLI) analyses the script,
 //! `check` holds the script against the
-//! signature, and `expand` writes the function.
+//! signature, `reply` its returns against the declared return type, and `expand` writes
+//! the function.
 #![forbid(unsafe_code)]
 
 mod args;
 mod check;
 mod expand;
 mod item;
+mod reply;
 mod source;
 mod test_attr;
 
@@ -52,7 +54,14 @@ use proc_macro::TokenStream;
 /// certainly takes a key, `redis.call('GET', 'config:limit')`, is an error on every
 /// server: pass it in `KEYS`; a key built from one, `KEYS[1] .. id`, is not flagged);
 /// shebang flags are known; the pin matches; `requires` is met; each parameter type can
-/// be sent and the return type read (`lockscript::ScriptArg` / `ScriptReply`). A file
+/// be sent and the return type read (`lockscript::ScriptArg` / `ScriptReply`); and the
+/// declared return type can read every reply the script may give, on every path
+/// (`lockscript_audit::reply`: `GET`'s nil needs an `Option`, `HGETALL`'s array a `Vec`
+/// or a map, a Lua number that may have a fraction is sent cut to an integer, so an
+/// `f64` needs it returned as `tostring(x)`; each error names the `return`'s file and
+/// line). A reply the analysis cannot know (a computed command, a value from `ARGV`,
+/// `cjson.decode`) and a type it cannot judge (a type of your own, an alias,
+/// `redis::Value`) are never an error. A file
 /// that is not UTF-8 is sent as it is and checked as text. A command that only some
 /// servers of the test matrix have (Valkey's `DELIFEQ`, Redis 8.2's `XACKDEL`) is a
 /// warning at the attribute, naming the servers that lack it (shown as the use of a

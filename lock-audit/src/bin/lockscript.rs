@@ -18,7 +18,8 @@
 //! it; one `SHA1SUMS` lists is a script too), and checks the directory's `SHA1SUMS`
 //! (expanded digests; names as `sha1sum` writes them, `./x.lua` too). Finding no script is
 //! a problem, and so is a file that cannot be read (the others are still audited;
-//! `functions` and `verify`, which send the files, stop on it). Each script's includes and the oldest servers it needs are shown; a call whose
+//! `functions` and `verify`, which send the files, stop on it). Each script's includes, the oldest servers it needs and what it may reply (`replies`,
+//! the shapes `#[lock_script]` holds the declared return type against) are shown; a call whose
 //! command is computed is noted as unchecked (`unchecked` in `--json`).
 //! `verify` asks a server (`SCRIPT EXISTS`) which of those digests it holds, and with
 //! `--load` loads the missing ones, refusing any digest the server reports differently.
@@ -445,7 +446,53 @@ fn script_json(script: &ScriptReport) -> Value {
         "unchecked_calls": script.unchecked.len(),
         "unchecked": script.unchecked,
         "guarded_sha1": script.guarded_sha1(),
+        "replies": replies_json(script),
     })
+}
+
+/// Every shape the script may reply, in words ("nil | bulk string"); empty when it could
+/// not be analysed.
+fn replies(script: &ScriptReport) -> String {
+    let all = script
+        .analysis
+        .returns
+        .iter()
+        .fold(lockscript_audit::reply::Shapes::none(), |all, r| {
+            all.union(&r.shapes)
+        });
+    if all.is_empty() {
+        String::new()
+    } else {
+        all.to_string()
+    }
+}
+
+/// `{"shapes": "nb", "text": "nil | bulk string", "returns": [{"line": 3, ...}]}`: the
+/// union of what the script may reply, and each `return` by its line in the expanded
+/// body (`implicit`: the script's end, reached without one), each in the compact form of
+/// `lockscript_audit::reply::Shapes::code` and in words.
+fn replies_json(script: &ScriptReport) -> Value {
+    let all = script
+        .analysis
+        .returns
+        .iter()
+        .fold(lockscript_audit::reply::Shapes::none(), |all, r| {
+            all.union(&r.shapes)
+        });
+    let returns: Vec<Value> = script
+        .analysis
+        .returns
+        .iter()
+        .map(|r| {
+            json!({
+                "line": r.at.line,
+                "implicit": r.implicit,
+                "shapes": r.shapes.code(),
+                "text": r.shapes.to_string(),
+            })
+        })
+        .collect();
+    json!({ "shapes": all.code(), "text": replies(script), "returns": returns })
 }
 
 /// The digest of the script's guarded form (none when the file is not UTF-8).
@@ -665,6 +712,10 @@ fn audit_table(report: &DirReport, widths: Widths, guarded: bool, out: &mut Stri
         );
         if let Some(needs) = needs(s) {
             say!(out, "  {:<w$} needs {needs}", "", w = widths.name);
+        }
+        let replies = replies(s);
+        if !replies.is_empty() {
+            say!(out, "  {:<w$} replies {replies}", "", w = widths.name);
         }
         let parts = includes(s);
         if !parts.is_empty() {

@@ -1,0 +1,31 @@
+// Declarations that hold what their scripts reply: nil as `Option`, HGETALL as a map, a
+// float returned as text, a command the caller names (not known: never refused), JSON text.
+use std::collections::HashMap;
+
+use lockscript::lock_script;
+
+#[lock_script("scripts/reply-get.lua")]
+fn get(#[key] key: &str) -> Option<String>;
+
+#[lock_script("scripts/reply-hgetall.lua")]
+fn fields(#[key] hash: &str) -> HashMap<String, String>;
+
+#[lock_script("scripts/reply-half-text.lua")]
+fn half(n: f64) -> f64;
+
+#[lock_script("scripts/reply-computed.lua")]
+fn run(#[key] key: &str, command: &str) -> i64;
+
+#[lock_script("scripts/reply-json.lua")]
+fn as_json(#[key] hash: &str) -> String;
+
+#[lock_script("scripts/reply-false.lua")]
+fn field(#[key] hash: &str, name: &str) -> Option<String>;
+
+#[lock_script("scripts/reply-incr-or-missing.lua")]
+fn bump(#[key] counter: &str) -> redis::Value;
+
+fn main() {
+    let _ = (get("k"), fields("h"), half(5.0), run("k", "INCR"), as_json("h"));
+    let _ = (field("h", "f"), bump("c"));
+}
