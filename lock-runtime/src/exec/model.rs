@@ -12,9 +12,11 @@
 //!   local queue comes at once; no release notifications (a sleeper wakes when the model
 //!   says), no handover offers; a `try_lock()` ([`Handle::try_lock`]); a `lock()` dropped
 //!   midway ([`Acquisition::cancel`]);
-//! - the watchdog's renewals of a held lease ([`Holder::begin_renewal`]);
+//! - the watchdog's renewals of a held lease ([`Holder::begin_renewal`]), and the
+//!   caller's `extend` ([`Holder::begin_extend`]);
 //! - `release` ([`Holder::release`]), and the drop of its guard right after, which hands a
-//!   release that must be tried again to the background;
+//!   release that must be tried again to the background; a guard dropped without a
+//!   release ([`Holder::drop_guard`]);
 //! - the background release of every grant nobody owns ([`Orphan`]).
 //!
 //! Owner tokens come to the model as strings. Every object has a `digest` (what a later
@@ -223,6 +225,7 @@ impl Acquisition {
                         owned: Owned::new(held, handovers),
                         settings: Arc::clone(&self.settings),
                         renewal: None,
+                        extension: None,
                         lost_before: None,
                     });
                 }
@@ -297,6 +300,8 @@ pub struct Holder {
     owned: Owned,
     settings: Arc<Settings>,
     renewal: Option<Sending>,
+    /// The caller's `extend` in flight.
+    extension: Option<Sending>,
     /// Set when the release began: whether the lease was lost before it.
     lost_before: Option<bool>,
 }
@@ -356,6 +361,36 @@ impl Holder {
         self.lease().renewal_done(sending, reply, now);
     }
 
+    /// The caller's `extend(ttl)` at `now`: when it gives up on the reply, or the error
+    /// `extend` returns without sending anything (the lease is lost already). Its answer
+    /// goes to [`extended`](Self::extended).
+    pub fn begin_extend(&mut self, ttl: Duration, now: Instant) -> Result<Instant, LockError> {
+        let sending = self.lease().extending(ttl, now)?;
+        self.extension = Some(sending);
+        Ok(now + self.settings.response_timeout)
+    }
+
+    /// The extension's reply (`true`: extended; `false`: the key is not ours), at `now`:
+    /// what `extend` returns.
+    pub fn extended(&mut self, reply: Reply<bool>, now: Instant) -> Result<(), LockError> {
+        let Some(sending) = self.extension.take() else {
+            return Ok(());
+        };
+        let sent = LeaseState::sent_at(&sending);
+        let reply = reply
+            .into_result(&self.settings)
+            .map(|extended| extended.then_some(sent));
+        self.lease().extended(sending, reply, now)
+    }
+
+    /// The guard is dropped at `now` without a release (an early return, a panic): the
+    /// lease stops, and the grant goes to the background releaser, as the faces' drop
+    /// does.
+    pub fn drop_guard(&mut self, now: Instant) -> Option<Orphan> {
+        let abandoned = self.owned.abandoned(now)?;
+        Some(Orphan::new(abandoned, &self.settings))
+    }
+
     /// `release()` begins at `now`: the lease stops, and its compare-and-delete goes out
     /// (the executor gives up on its reply at the instant returned). Its answer goes to
     /// [`released`](Self::released).
@@ -385,7 +420,7 @@ impl Holder {
     /// What tells this holder apart from another (its token left out).
     pub fn digest<H: Hasher>(&self, state: &mut H) {
         self.lease().digest(state);
-        self.renewal.hash(state);
+        (self.renewal, self.extension).hash(state);
         self.lost_before.hash(state);
     }
 
@@ -396,6 +431,7 @@ impl Holder {
             owned: self.owned.fork(),
             settings: Arc::clone(&self.settings),
             renewal: self.renewal,
+            extension: self.extension,
             lost_before: self.lost_before,
         }
     }

@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! model [--depth N] [--horizon TICKS] [--clients N] [--try-locks N] [--rounds N]
-//!       [--restarts N] [--cancels 0|1] [--faults N]
+//!       [--restarts N] [--restarts-keeping N] [--cancels 0|1] [--extends 0|1] [--drops 0|1]
+//!       [--faults N]
 //! ```
 
 use std::process::ExitCode;
@@ -20,7 +21,8 @@ fn main() -> ExitCode {
         let Some(value) = value else {
             eprintln!(
                 "usage: model [--depth N] [--horizon TICKS] [--clients N] [--try-locks N] \
-                 [--rounds N] [--restarts N] [--cancels 0|1] [--faults N]"
+                 [--rounds N] [--restarts N] [--restarts-keeping N] [--cancels 0|1] \
+                 [--extends 0|1] [--drops 0|1] [--faults N]"
             );
             return ExitCode::from(2);
         };
@@ -31,7 +33,10 @@ fn main() -> ExitCode {
             "--rounds" => config.rounds = u8::try_from(value).unwrap_or(u8::MAX),
             "--try-locks" => config.try_locks = value as usize,
             "--restarts" => config.events.restarts = value,
+            "--restarts-keeping" => config.events.restarts_keeping = value,
             "--cancels" => config.events.cancels = value != 0,
+            "--extends" => config.events.extends = value != 0,
+            "--drops" => config.events.drops = value != 0,
             "--faults" => config.faults = value,
             other => {
                 eprintln!("unknown flag {other}");

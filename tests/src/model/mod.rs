@@ -97,6 +97,13 @@ pub struct Events {
     /// A client may drop its `lock()` or `try_lock()` midway (a cancelled future, a
     /// timeout around the call).
     pub cancels: bool,
+    /// A holder may call `extend` (for [`Config::extend_ttl`]) beside its watchdog's
+    /// renewals.
+    pub extends: bool,
+    /// A holder may drop its guard without a release (an early return, a panic).
+    pub drops: bool,
+    /// Restarts of the server with its data (connections drop), at most.
+    pub restarts_keeping: u32,
 }
 
 impl Default for Events {
@@ -108,6 +115,9 @@ impl Default for Events {
             pauses: true,
             restarts: 1,
             cancels: true,
+            extends: true,
+            drops: true,
+            restarts_keeping: 1,
         }
     }
 }
@@ -123,6 +133,8 @@ pub struct Config {
     pub rounds: u8,
     /// The lease, in ticks.
     pub ttl: u32,
+    /// The ttl a holder's `extend` asks for, in ticks.
+    pub extend_ttl: u32,
     /// The bound on one call's answer, in ticks.
     pub response_timeout: u32,
     /// How long `lock()` waits at most, in ticks.
@@ -139,8 +151,10 @@ pub struct Config {
     pub events: Events,
     /// Faults a history may have: each answer that misses its caller's bound, each
     /// request run ahead of one its handle sent earlier, each tick a due renewal waits,
-    /// each restart. Within their bound answers come in any order and at any time,
-    /// sleepers wake at any tick, holders release at any time: none of that is a fault.
+    /// each restart. The callers' own calls beyond `lock()` and `release()` (a dropped
+    /// `lock()`, an `extend`, a dropped guard) count too, to keep the search bounded.
+    /// Within their bound answers come in any order and at any time, sleepers wake at
+    /// any tick, holders release at any time: none of that is a fault.
     pub faults: u32,
     /// A defect planted in the model server, for the fence check's own test: a counter
     /// that restarts from 1 instead of the server's clock.
@@ -152,20 +166,22 @@ pub struct Config {
 impl Default for Config {
     /// The bounded search CI runs: two clients, one `lock()` each, 300 ms leases, calls
     /// bounded at 100 ms and run up to 200 ms after they were sent, `lock()` waiting up
-    /// to 500 ms, the clock stopping at 800 ms; every world event on, two faults a
-    /// history (one of them may be a restart); every history of up to 18 actions.
+    /// to 500 ms, the clock stopping at 800 ms; every world event on (`extend` asks for
+    /// 200 ms), two faults a history (a restart with or without data among them); every
+    /// history of up to 16 actions.
     fn default() -> Self {
         Self {
             clients: 2,
             try_locks: 0,
             rounds: 1,
             ttl: 3,
+            extend_ttl: 2,
             response_timeout: 1,
             wait_timeout: 5,
             fence_retention: 1,
             late: 2,
             horizon: 8,
-            depth: 18,
+            depth: 16,
             events: Events::default(),
             faults: 2,
             counter_from_one: false,

@@ -61,6 +61,13 @@ pub enum Action {
     /// Client `c` drops its `lock()` or `try_lock()` midway (a cancelled future, a
     /// timeout around the call).
     Cancel(u8),
+    /// Client `c` calls `extend` on its lease `slot`.
+    Extend(u8, u8),
+    /// Client `c` drops the guard of its lease `slot` without a release.
+    Drop(u8, u8),
+    /// The server restarts with its data (an append-only file synced on every write);
+    /// connections drop.
+    RestartKeeping,
 }
 
 /// A request on its way to the server.
@@ -101,6 +108,8 @@ enum Waiter {
     Renewal(u8),
     /// The release of lease `slot`.
     Release(u8),
+    /// The caller's `extend` of lease `slot`.
+    Extend(u8),
     /// Background release `job`.
     Background(u8),
 }
@@ -141,6 +150,8 @@ pub enum Stage {
     Releasing,
     /// `release()` returned.
     Released(Released),
+    /// Its guard was dropped without a release.
+    Dropped,
 }
 
 /// A lease a client was granted, kept after its release for the properties.
@@ -154,6 +165,8 @@ pub struct Slot {
     /// What its holder found at the last look.
     pub belief: Belief,
     renewing: bool,
+    /// The caller's `extend` is on its way.
+    extending: bool,
 }
 
 /// A grant nobody owns, being released in the background.
@@ -237,6 +250,8 @@ pub struct World<'c> {
     next_call: u32,
     /// Faults spent so far (see [`Config::faults`]).
     faults: u32,
+    /// Restarts that kept the data so far.
+    kept: u32,
     /// Set when an action found the machine asking for something it must not.
     pub broken: Option<Broken>,
     /// The readable history, when kept (to print a trace).
@@ -279,6 +294,7 @@ impl<'c> World<'c> {
             calls: Vec::new(),
             next_call: 0,
             faults: 0,
+            kept: 0,
             broken: None,
             log: log.then(Vec::new),
             labels: HashMap::new(),
@@ -344,6 +360,13 @@ impl<'c> World<'c> {
                         actions.push(Action::Renew(c, i));
                     }
                     actions.push(Action::Release(c, i));
+                    let events = &self.config.events;
+                    if events.extends && !slot.extending && self.affords(Some(1)) {
+                        actions.push(Action::Extend(c, i));
+                    }
+                    if events.drops && self.affords(Some(1)) {
+                        actions.push(Action::Drop(c, i));
+                    }
                 }
             }
             for (j, job) in client.jobs.iter().enumerate() {
@@ -375,6 +398,9 @@ impl<'c> World<'c> {
         }
         if self.server.epoch < self.config.events.restarts && self.affords(Some(1)) {
             actions.push(Action::Restart);
+        }
+        if self.kept < self.config.events.restarts_keeping && self.affords(Some(1)) {
+            actions.push(Action::RestartKeeping);
         }
         if self.time < self.config.horizon && self.affords(self.tick_cost()) {
             actions.push(Action::Tick);
@@ -462,6 +488,7 @@ impl<'c> World<'c> {
                         stage: slot.stage,
                         belief: slot.belief,
                         renewing: slot.renewing,
+                        extending: slot.extending,
                     })
                     .collect(),
                 jobs: (client.jobs.iter())
@@ -485,6 +512,7 @@ impl<'c> World<'c> {
             calls: self.calls.clone(),
             next_call: self.next_call,
             faults: self.faults,
+            kept: self.kept,
             broken: self.broken.clone(),
             log: self.log.clone(),
             labels: self.labels.clone(),
@@ -567,13 +595,27 @@ impl<'c> World<'c> {
             Action::Restart => {
                 self.fault(|| "the server restarts".into());
                 self.server.restart_empty();
-                self.calls.retain_mut(|call| {
-                    call.flight = Flight::Dropped;
-                    call.waiter.is_some()
-                });
+                self.drop_connections();
                 self.note(|| "the server restarts without its data; connections drop".into());
             }
+            Action::RestartKeeping => {
+                self.fault(|| "the server restarts".into());
+                self.kept += 1;
+                self.drop_connections();
+                self.note(|| "the server restarts with its data; connections drop".into());
+            }
             Action::Cancel(c) => self.cancel(c),
+            Action::Extend(c, i) => self.extend(c, i),
+            Action::Drop(c, i) => {
+                self.fault(|| format!("{} drops its guard without a release", name(c)));
+                let now = self.now();
+                let slot = &mut self.clients[usize::from(c)].slots[usize::from(i)];
+                slot.stage = Stage::Dropped;
+                if let Some(orphan) = slot.holder.drop_guard(now) {
+                    self.background(c, orphan);
+                }
+                self.start(c);
+            }
         }
         self.observe();
     }
@@ -731,6 +773,15 @@ impl<'c> World<'c> {
                 }
                 self.start(client);
             }
+            Waiter::Extend(i) => {
+                let slot = &mut self.clients[c].slots[usize::from(i)];
+                slot.extending = false;
+                let returned = slot.holder.extended(done(answer), now);
+                self.note(|| match returned {
+                    Ok(()) => format!("{}'s extend returns Ok", name(client)),
+                    Err(e) => format!("{}'s extend returns Err({e})", name(client)),
+                });
+            }
             Waiter::Background(j) => {
                 let job = &mut self.clients[c].jobs[usize::from(j)];
                 job.next = job.orphan.released(done(answer), now);
@@ -779,6 +830,7 @@ impl<'c> World<'c> {
                         stage: Stage::Held,
                         belief,
                         renewing: false,
+                        extending: false,
                     });
                     let belief = self.describe(belief);
                     self.note(|| {
@@ -821,6 +873,33 @@ impl<'c> World<'c> {
             done: false,
             settled: false,
         });
+    }
+
+    /// Every connection drops: no request still on its way runs, no answer still on its
+    /// way arrives (each caller gives up when its bound passes).
+    fn drop_connections(&mut self) {
+        self.calls.retain_mut(|call| {
+            call.flight = Flight::Dropped;
+            call.waiter.is_some()
+        });
+    }
+
+    /// Client `c` calls `extend` on its lease `slot`, for [`Config::extend_ttl`].
+    fn extend(&mut self, c: u8, i: u8) {
+        self.fault(|| format!("{} calls extend", name(c)));
+        let now = self.now();
+        let ttl = TICK * self.config.extend_ttl;
+        let slot = &mut self.clients[usize::from(c)].slots[usize::from(i)];
+        match slot.holder.begin_extend(ttl, now) {
+            Ok(give_up) => {
+                slot.extending = true;
+                let token = slot.holder.token().to_owned();
+                let id = self.send(c, Request::Renew { token, ttl }, give_up, Waiter::Extend(i));
+                let ms = ttl.as_millis();
+                self.note(|| format!("{} calls extend({ms} ms) (#{id})", name(c)));
+            }
+            Err(e) => self.note(|| format!("{}'s extend returns Err({e}) at once", name(c))),
+        }
     }
 
     /// Client `c` drops its `lock()` midway: the answer of its attempt in flight goes
@@ -935,7 +1014,14 @@ impl<'c> World<'c> {
         }
         for slot in &client.slots {
             name(slot.holder.token()).hash(h);
-            (slot.epoch, slot.stage, slot.belief, slot.renewing).hash(h);
+            (
+                slot.epoch,
+                slot.stage,
+                slot.belief,
+                slot.renewing,
+                slot.extending,
+            )
+                .hash(h);
             slot.holder.digest(h);
         }
         for job in &client.jobs {
@@ -963,7 +1049,7 @@ impl<'c> World<'c> {
             place[c] = u8::try_from(position).unwrap_or(u8::MAX);
         }
         let mut h = Fingerprint::default();
-        (self.time, self.faults).hash(&mut h);
+        (self.time, self.faults, self.kept).hash(&mut h);
         for &c in order {
             self.client_digest(c, &mut h, &mut name);
         }
