@@ -166,7 +166,8 @@ pub mod __private {
     #[cfg(all(feature = "mutants", any(feature = "tokio", feature = "blocking")))]
     pub mod mutants {
         pub use crate::machine::mutants::{
-            set_no_deadline, set_orphan_release_stops_at_nothing, set_refusal_after_stop_loses,
+            set_no_deadline, set_orphan_release_stops_at_nothing, set_overlap_ignored,
+            set_refusal_after_stop_loses,
         };
     }
 }

@@ -172,3 +172,23 @@ fn a_try_lock_beside_a_lock_keeps_every_promise() {
     assert!(report.violation.is_none(), "{report}");
     assert!(report.states > 1_000, "the search went somewhere: {report}");
 }
+
+/// Two commands of one lease in flight at once counted for the longer ttl put back: an
+/// `extend` for 200 ms sent beside a 300 ms renewal runs last on the server, and the
+/// holder believes in the renewal's 300 ms.
+#[test]
+fn an_extend_beside_a_renewal_counted_for_the_longer_ttl_is_found() {
+    let _alone = alone();
+    let _planted = Planted::new(mutants::set_overlap_ignored);
+    let report = search("overlap ignored, planted", &Config::default());
+    let violation = report.violation.expect("the planted defect is found");
+    assert_eq!(violation.rule, Property::ServerAgrees.name(), "{violation}");
+    // Without `extend` (renewals all ask for one ttl) there is nothing to find.
+    let mut no_extend = Config {
+        depth: 14,
+        ..Config::default()
+    };
+    no_extend.events.extends = false;
+    let report = search("overlap ignored, planted, no extend", &no_extend);
+    assert!(report.violation.is_none(), "{report}");
+}

@@ -72,3 +72,17 @@ switch!(
     orphan_release_stops_at_nothing,
     ORPHAN_RELEASE_STOPS_AT_NOTHING
 );
+
+switch!(
+    /// Counts a confirmed renewal or extension for its own ttl even while another
+    /// command of the lease with a shorter ttl was in flight beside it (the bug of an
+    /// `extend` queued behind other calls: whichever ran last on the server set the key's
+    /// end, and the holder believed in the longer one).
+    ///
+    /// ```no_run
+    /// lockscript::__private::mutants::set_overlap_ignored(true);
+    /// ```
+    set_overlap_ignored,
+    overlap_ignored,
+    OVERLAP_IGNORED
+);
