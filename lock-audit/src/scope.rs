@@ -207,14 +207,16 @@ struct Walk {
     table_writes: Vec<(String, Position)>,
 }
 
-fn name_of(token: &TokenReference) -> Option<&str> {
+/// The name a token spells, when it is an identifier.
+pub(crate) fn name_of(token: &TokenReference) -> Option<&str> {
     match token.token().token_type() {
         TokenType::Identifier { identifier } => Some(identifier.as_str()),
         _ => None,
     }
 }
 
-fn position(token: &TokenReference) -> Position {
+/// Where a token starts in the script.
+pub(crate) fn position(token: &TokenReference) -> Position {
     let p = token.token().start_position();
     Position {
         line: p.line(),

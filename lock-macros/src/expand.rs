@@ -371,12 +371,7 @@ fn expand(
 /// A paragraph of the function's documentation saying what the script may reply, as
 /// the reply check inferred it (nothing when nothing was inferred).
 fn replies_doc(analysis: &lua::Analysis) -> TokenStream {
-    let all = analysis
-        .returns
-        .iter()
-        .fold(lockscript_audit::reply::Shapes::none(), |all, r| {
-            all.union(&r.shapes)
-        });
+    let all = lockscript_audit::reply::Return::all(&analysis.returns);
     if all.is_empty() {
         return TokenStream::new();
     }

@@ -5,7 +5,7 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use lockscript::__private::mutants;
-use lockscript_test::model::{Config, Property, Report, explore};
+use lockscript_test::model::{Config, Property, Report, Violation, explore};
 
 /// The switches that put defects back are process-wide: one search at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -37,12 +37,27 @@ fn search(what: &str, config: &Config) -> Report {
     report
 }
 
+/// Searches `config` and returns the violation of `property` it must find, in a short
+/// history.
+fn found(what: &str, config: &Config, property: Property) -> Violation {
+    let report = search(what, config);
+    let violation = report.violation.expect("the planted defect is found");
+    assert_eq!(violation.rule, property.name(), "{violation}");
+    assert!(violation.actions <= 13, "a short history: {violation}");
+    violation
+}
+
+/// Searches `config`, which must hold every promise.
+fn clean(what: &str, config: &Config) {
+    let report = search(what, config);
+    assert!(report.violation.is_none(), "{report}");
+    assert!(report.states > 1_000, "the search went somewhere: {report}");
+}
+
 #[test]
 fn the_bounded_search_finds_no_violation() {
     let _alone = alone();
-    let report = search("bounded search", &Config::default());
-    assert!(report.violation.is_none(), "{report}");
-    assert!(report.states > 1_000, "the search went somewhere: {report}");
+    clean("bounded search", &Config::default());
 }
 
 /// The released-then-lost renewal of issue 37 (defect 5) put back: a renewal sent before
@@ -52,25 +67,21 @@ fn the_bounded_search_finds_no_violation() {
 fn a_refusal_after_the_release_is_found_as_a_released_lease_lost() {
     let _alone = alone();
     let _planted = Planted::new(mutants::set_refusal_after_stop_loses);
-    let report = search("refusal after release, planted", &Config::default());
-    let violation = report.violation.expect("the planted defect is found");
-    assert_eq!(
-        violation.rule,
-        Property::ReleasedNotLost.name(),
-        "{violation}"
+    found(
+        "refusal after release, planted",
+        &Config::default(),
+        Property::ReleasedNotLost,
     );
-    assert!(violation.actions <= 12, "a short history: {violation}");
     // It takes two connections: on one, the renewal runs before the release.
     let mut one_connection = Config {
         clients: 1,
         ..Config::default()
     };
     one_connection.events.reorder = false;
-    let report = search(
+    clean(
         "refusal after release, planted, one connection",
         &one_connection,
     );
-    assert!(report.violation.is_none(), "{report}");
 }
 
 /// The lease deadline switched off (the chaos checker's own planted defect): a holder
@@ -89,12 +100,11 @@ fn a_lease_without_its_deadline_is_found_by_each_property_it_breaks() {
             properties: vec![property],
             ..Config::default()
         };
-        let report = search(
+        found(
             &format!("no deadline, planted, {}", property.name()),
             &config,
+            property,
         );
-        let violation = report.violation.expect("the planted defect is found");
-        assert_eq!(violation.rule, property.name(), "{violation}");
     }
 }
 
@@ -107,9 +117,7 @@ fn a_fencing_counter_restarting_from_one_is_found() {
         counter_from_one: true,
         ..Config::default()
     };
-    let report = search("counter from 1, planted", &config);
-    let violation = report.violation.expect("the planted defect is found");
-    assert_eq!(violation.rule, Property::FencesRise.name(), "{violation}");
+    found("counter from 1, planted", &config, Property::FencesRise);
 }
 
 /// The orphan over a pool of issue 37 (defect 6) put back: an attempt gets no answer, its
@@ -119,42 +127,29 @@ fn a_fencing_counter_restarting_from_one_is_found() {
 fn a_background_release_that_stops_at_nothing_is_found_as_an_orphan() {
     let _alone = alone();
     let _planted = Planted::new(mutants::set_orphan_release_stops_at_nothing);
-    let report = search(
+    found(
         "orphan release stops at nothing, planted",
         &Config::default(),
+        Property::NothingOrphaned,
     );
-    let violation = report.violation.expect("the planted defect is found");
-    assert_eq!(
-        violation.rule,
-        Property::NothingOrphaned.name(),
-        "{violation}"
-    );
-    assert!(violation.actions <= 12, "a short history: {violation}");
     // As the review met it: not a dropped `lock()`, an attempt that timed out.
     let mut timed_out = Config::default();
     timed_out.events.cancels = false;
-    let report = search(
+    found(
         "orphan release stops at nothing, planted, no cancels",
         &timed_out,
+        Property::NothingOrphaned,
     );
-    let violation = report.violation.expect("the planted defect is found");
-    assert_eq!(
-        violation.rule,
-        Property::NothingOrphaned.name(),
-        "{violation}"
-    );
-    assert!(violation.actions <= 12, "a short history: {violation}");
     // It takes two connections: on one, the attempt runs before its release.
     let mut one_connection = Config {
         depth: 14,
         ..Config::default()
     };
     one_connection.events.reorder = false;
-    let report = search(
+    clean(
         "orphan release stops at nothing, planted, one connection",
         &one_connection,
     );
-    assert!(report.violation.is_none(), "{report}");
 }
 
 /// A `try_lock()` beside a `lock()`: one attempt, then `Ok(None)` or a guard, dropped
@@ -165,12 +160,10 @@ fn a_try_lock_beside_a_lock_keeps_every_promise() {
     let config = Config {
         try_locks: 1,
         rounds: 2,
-        depth: 14,
+        depth: 13,
         ..Config::default()
     };
-    let report = search("try_lock beside lock", &config);
-    assert!(report.violation.is_none(), "{report}");
-    assert!(report.states > 1_000, "the search went somewhere: {report}");
+    clean("try_lock beside lock", &config);
 }
 
 /// Two commands of one lease in flight at once counted for the longer ttl put back: an
@@ -180,15 +173,16 @@ fn a_try_lock_beside_a_lock_keeps_every_promise() {
 fn an_extend_beside_a_renewal_counted_for_the_longer_ttl_is_found() {
     let _alone = alone();
     let _planted = Planted::new(mutants::set_overlap_ignored);
-    let report = search("overlap ignored, planted", &Config::default());
-    let violation = report.violation.expect("the planted defect is found");
-    assert_eq!(violation.rule, Property::ServerAgrees.name(), "{violation}");
+    found(
+        "overlap ignored, planted",
+        &Config::default(),
+        Property::ServerAgrees,
+    );
     // Without `extend` (renewals all ask for one ttl) there is nothing to find.
     let mut no_extend = Config {
         depth: 14,
         ..Config::default()
     };
     no_extend.events.extends = false;
-    let report = search("overlap ignored, planted, no extend", &no_extend);
-    assert!(report.violation.is_none(), "{report}");
+    clean("overlap ignored, planted, no extend", &no_extend);
 }

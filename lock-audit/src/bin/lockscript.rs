@@ -453,13 +453,7 @@ fn script_json(script: &ScriptReport) -> Value {
 /// Every shape the script may reply, in words ("nil | bulk string"); empty when it could
 /// not be analysed.
 fn replies(script: &ScriptReport) -> String {
-    let all = script
-        .analysis
-        .returns
-        .iter()
-        .fold(lockscript_audit::reply::Shapes::none(), |all, r| {
-            all.union(&r.shapes)
-        });
+    let all = lockscript_audit::reply::Return::all(&script.analysis.returns);
     if all.is_empty() {
         String::new()
     } else {
@@ -472,13 +466,7 @@ fn replies(script: &ScriptReport) -> String {
 /// body (`implicit`: the script's end, reached without one), each in the compact form of
 /// `lockscript_audit::reply::Shapes::code` and in words.
 fn replies_json(script: &ScriptReport) -> Value {
-    let all = script
-        .analysis
-        .returns
-        .iter()
-        .fold(lockscript_audit::reply::Shapes::none(), |all, r| {
-            all.union(&r.shapes)
-        });
+    let all = lockscript_audit::reply::Return::all(&script.analysis.returns);
     let returns: Vec<Value> = script
         .analysis
         .returns

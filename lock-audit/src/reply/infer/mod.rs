@@ -20,6 +20,7 @@ use full_moon::tokenizer::{Symbol, TokenReference, TokenType};
 
 use super::shape::{Shape, Shapes};
 use crate::problem::Position;
+use crate::scope::{name_of, position};
 
 mod expr;
 mod library;
@@ -47,6 +48,23 @@ pub struct Return {
     pub shapes: Shapes,
     /// The script ends here without a `return` (its reply is nil).
     pub implicit: bool,
+}
+
+impl Return {
+    /// Every shape any of `returns` may reply.
+    ///
+    /// ```
+    /// use lockscript_audit::lua::analyze;
+    /// use lockscript_audit::reply::Return;
+    ///
+    /// let analysis = analyze("if ARGV[1] then return 1 end return redis.call('GET', KEYS[1])");
+    /// assert_eq!(Return::all(&analysis.returns).to_string(), "nil | integer | bulk string");
+    /// ```
+    pub fn all(returns: &[Return]) -> Shapes {
+        returns
+            .iter()
+            .fold(Shapes::none(), |all, r| all.union(&r.shapes))
+    }
 }
 
 /// What a value is, as far as the walk knows.
@@ -149,21 +167,6 @@ struct Walk {
     /// What the test guarding the next block says exists (`if EXISTS k == 1 then`).
     pending: Vec<Fact>,
     resp3: bool,
-}
-
-fn name_of(token: &TokenReference) -> Option<&str> {
-    match token.token().token_type() {
-        TokenType::Identifier { identifier } => Some(identifier.as_str()),
-        _ => None,
-    }
-}
-
-fn position(token: &TokenReference) -> Position {
-    let p = token.token().start_position();
-    Position {
-        line: p.line(),
-        column: p.character(),
-    }
 }
 
 fn string_of(token: &TokenReference) -> Option<&str> {
@@ -548,9 +551,7 @@ impl Walk {
         self.breaks = breaks;
         self.written = written;
         let inner = std::mem::replace(&mut self.returns, outer);
-        let mut shapes = inner
-            .iter()
-            .fold(Shapes::none(), |all, r| all.union(&r.shapes));
+        let mut shapes = Return::all(&inner);
         if !ends {
             shapes = shapes.with(Shape::Nil);
         }
@@ -580,7 +581,7 @@ fn is_error_call(call: &FunctionCall) -> bool {
 #[cfg(test)]
 mod tests {
     use crate::lua::analyze;
-    use crate::reply::Shapes;
+    use crate::reply::Return;
 
     /// The shapes of each return, in the compact form.
     fn shapes(source: &str) -> Vec<String> {
@@ -590,11 +591,7 @@ mod tests {
     }
 
     fn all(source: &str) -> String {
-        analyze(source)
-            .returns
-            .iter()
-            .fold(Shapes::none(), |a, r| a.union(&r.shapes))
-            .code()
+        Return::all(&analyze(source).returns).code()
     }
 
     #[test]
