@@ -167,7 +167,7 @@ pub mod __private {
     pub mod mutants {
         pub use crate::machine::mutants::{
             set_no_deadline, set_orphan_release_stops_at_nothing, set_overlap_ignored,
-            set_refusal_after_stop_loses,
+            set_refusal_after_stop_loses, set_shorter_extend_trusted,
         };
     }
 }

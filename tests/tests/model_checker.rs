@@ -186,3 +186,26 @@ fn an_extend_beside_a_renewal_counted_for_the_longer_ttl_is_found() {
     no_extend.events.extends = false;
     clean("overlap ignored, planted, no extend", &no_extend);
 }
+
+/// Found by this checker (`--faults 3`): an `extend` for less than what is left of the
+/// lease, run on the server with its answer lost, left the holder believing in the
+/// longer lease while the key expired at the shorter one. Put back, it is found again;
+/// fixed, the same world holds every promise.
+#[test]
+fn an_extend_for_less_than_is_left_whose_answer_is_lost_is_found() {
+    let _alone = alone();
+    let config = Config {
+        faults: 3,
+        depth: 11,
+        ..Config::default()
+    };
+    {
+        let _planted = Planted::new(mutants::set_shorter_extend_trusted);
+        found(
+            "shorter extend trusted, planted",
+            &config,
+            Property::ServerAgrees,
+        );
+    }
+    clean("three faults", &config);
+}

@@ -44,9 +44,11 @@ impl<B: Backend> Guard<B> {
         let lease = self.lease();
         let sending = lease.extending(ttl, Instant::now())?;
         let renewed = self.engine.backend.renew(lease.owner(), ttl).await;
-        lease.extended(sending, renewed, Instant::now())?;
+        let extended = lease.extended(sending, renewed, Instant::now());
+        // Whatever the answer: an extend for less than what was left moved the lease's
+        // renewals earlier, answered or not.
         self.engine.watchdog.schedule(self.owned.lease());
-        Ok(())
+        extended
     }
 
     /// Stops the lease, then hands the lock to a local waiter or deletes it.

@@ -355,10 +355,7 @@ impl LeaseState {
         }
         let sync_waiters = times.sync_waiters > 0;
         drop(times);
-        self.changed.notify_waiters();
-        if sync_waiters {
-            self.changed_sync.notify_all();
-        }
+        self.signal(sync_waiters);
         lost
     }
 
@@ -410,10 +407,37 @@ impl LeaseState {
     /// time confirmed so far, but for the *shortest* ttl among the commands whose order
     /// it cannot know: the key lives at least that long whichever ran last.
     pub(crate) fn sending(&self, ttl: Duration, now: Instant) -> Sending {
-        self.sending_locked(&mut self.times(), ttl, now)
+        let mut times = self.times();
+        let before = times.valid_until;
+        let sending = self.sending_locked(&mut times, ttl, now);
+        let shortened = times.valid_until < before;
+        let sync_waiters = times.sync_waiters > 0;
+        drop(times);
+        if shortened {
+            self.signal(sync_waiters);
+        }
+        sending
+    }
+
+    /// Tells everyone waiting on the lease (its `lost()` and `suspect()` futures, threads
+    /// in [`within`](Self::within)) to look again.
+    fn signal(&self, sync_waiters: bool) {
+        self.changed.notify_waiters();
+        if sync_waiters {
+            self.changed_sync.notify_all();
+        }
     }
 
     fn sending_locked(&self, times: &mut Times, ttl: Duration, now: Instant) -> Sending {
+        // A command for less than what is left shortens the key's life if it runs last:
+        // from any instant it runs on, it leaves the key `ttl` at least from `now`, and no
+        // more. Until an answer says when it ran (and for good if none comes), the lease
+        // is relied on no longer than that, and the watchdog renews at its pace.
+        let bound = now + validity(ttl);
+        if bound < times.valid_until && !crate::machine::mutants::shorter_extend_trusted() {
+            times.valid_until = bound;
+            times.next_renewal = times.next_renewal.min(now + renew_interval(ttl));
+        }
         let id = times.next_id;
         times.next_id += 1;
         let low = times.flying.iter().map(|f| f.ttl).min();
@@ -696,10 +720,7 @@ impl LeaseState {
         let sync_waiters = times.sync_waiters > 0;
         drop(times);
         crate::machine::metrics::suspected(&self.keys.name);
-        self.changed.notify_waiters();
-        if sync_waiters {
-            self.changed_sync.notify_all();
-        }
+        self.signal(sync_waiters);
     }
 
     /// Whether the lease is suspect now: held, and the last renewal failed.
@@ -1412,7 +1433,9 @@ mod tests {
         let extend = lease.sending(short, t0);
         let t1 = sent + Duration::from_secs(2);
         let renewal = lease.sending(Duration::from_secs(6), t1);
-        let answered = sent + Duration::from_millis(2_400);
+        // Answered before the extend's own bound (t0 + its validity): past it, with no
+        // confirmation, the lease had run out (the extend may have cut the key there).
+        let answered = sent + Duration::from_millis(2_250);
         assert!(lease.renewed(renewal, t1, answered));
         assert_eq!(
             lease.valid_until(),
@@ -1426,6 +1449,31 @@ mod tests {
         let next = lease.sending(Duration::from_secs(6), t2);
         assert!(lease.renewed(next, t2, t2));
         assert_eq!(lease.valid_until(), t2 + validity(Duration::from_secs(6)));
+    }
+
+    #[test]
+    fn an_extend_for_less_than_is_left_bounds_the_lease_from_when_it_is_sent() {
+        // Found by the model checker: extend(200 ms) on a lease valid 300 ms more ran, its
+        // answer was lost, and the holder kept the 300 ms while the key ended at 200.
+        let (lease, sent) = new_lease(6_000, true);
+        let short = Duration::from_millis(500);
+        let t1 = sent + Duration::from_secs(1);
+        let extend = lease.sending(short, t1);
+        assert_eq!(
+            lease.valid_until(),
+            t1 + validity(short),
+            "in flight, it may run last"
+        );
+        let _ = lease.extended(extend, Err(LockError::no_reply(short)), t1);
+        assert_eq!(
+            lease.valid_until(),
+            t1 + validity(short),
+            "with no answer, for good"
+        );
+        // A command for more than is left moves nothing until it is answered.
+        let before = lease.valid_until();
+        let _renewal = lease.sending(Duration::from_secs(6), t1 + Duration::from_millis(100));
+        assert_eq!(lease.valid_until(), before);
     }
 
     #[test]

@@ -92,9 +92,11 @@ where
         let lease = self.owned.lease();
         let sending = lease.extending(ttl, Instant::now())?;
         let renewed = (self.shared.conn).renew(lease.owner(), ttl);
-        lease.extended(sending, renewed, Instant::now())?;
+        let extended = lease.extended(sending, renewed, Instant::now());
+        // Whatever the answer: an extend for less than what was left moved the lease's
+        // renewals earlier, answered or not.
         self.shared.watch(lease);
-        Ok(())
+        extended
     }
 
     /// Stops renewals, then deletes the lock if it still holds this guard's token; see
