@@ -208,9 +208,11 @@ impl<B: Backend> Engine<B> {
         let settings = Arc::clone(&self.settings);
         let spawned = self.watchdog.spawn(async move {
             for failures in 0.. {
+                let sent = Instant::now();
                 let reply = backend.release_abandoned(&settings, &abandoned).await;
                 let now = Instant::now();
-                let Some(at) = abandoned.released(reply.as_ref().copied(), failures, now) else {
+                let replied = reply.as_ref().copied();
+                let Some(at) = abandoned.released(replied, failures, sent, now) else {
                     return;
                 };
                 tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;

@@ -443,6 +443,8 @@ pub struct Orphan {
     abandoned: Abandoned,
     settings: Arc<Settings>,
     failures: u32,
+    /// When the try on its way was sent.
+    sent: Option<Instant>,
 }
 
 impl Orphan {
@@ -451,6 +453,7 @@ impl Orphan {
             abandoned,
             settings: Arc::clone(settings),
             failures: 0,
+            sent: None,
         }
     }
 
@@ -460,7 +463,8 @@ impl Orphan {
     }
 
     /// The release is sent at `now`: when the background task gives up on its reply.
-    pub fn sending(&self, now: Instant) -> Instant {
+    pub fn sending(&mut self, now: Instant) -> Instant {
+        self.sent = Some(now);
         now + self.settings.response_timeout
     }
 
@@ -468,9 +472,12 @@ impl Orphan {
     /// when the background release is over.
     pub fn released(&mut self, reply: Reply<bool>, now: Instant) -> Option<Instant> {
         let reply = reply.into_result(&self.settings);
-        let again = self
-            .abandoned
-            .released(reply.as_ref().copied(), self.failures, now);
+        let again = self.abandoned.released(
+            reply.as_ref().copied(),
+            self.failures,
+            self.sent.unwrap_or(now),
+            now,
+        );
         self.failures += 1;
         again
     }
@@ -478,7 +485,7 @@ impl Orphan {
     /// What tells this background release apart from another (its token left out).
     pub fn digest<H: Hasher>(&self, state: &mut H) {
         let a = &self.abandoned;
-        (a.until, a.unanswered, &a.ticket, self.failures).hash(state);
+        (a.until, a.unanswered, &a.ticket, self.failures, self.sent).hash(state);
     }
 
     /// A copy that goes on alone from here (the model's branches).
@@ -488,6 +495,7 @@ impl Orphan {
             abandoned: self.abandoned.clone(),
             settings: Arc::clone(&self.settings),
             failures: self.failures,
+            sent: self.sent,
         }
     }
 }

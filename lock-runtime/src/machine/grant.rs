@@ -115,24 +115,29 @@ pub struct Abandoned {
 }
 
 impl Abandoned {
-    /// When to try again after `failures` failed releases, or `None` when the TTL frees
-    /// the lock before then anyway. The retries back off from 50 ms to a second; for an
-    /// unanswered command the last one is at `until` itself, so that a grant it made by
-    /// then is found.
-    pub(crate) fn next_try(&self, failures: u32, now: Instant) -> Option<Instant> {
+    /// When to try again after `failures` failed releases, the last sent at `sent`, or
+    /// `None` when the TTL frees the lock before then anyway. The retries back off from
+    /// 50 ms to a second; for an unanswered command the last one is sent at `until` or
+    /// later, so that it runs after any grant the command made by then: a try sent
+    /// before `until` proves nothing of a grant made after it ran, however late its
+    /// answer comes (the model checker found the release that stopped on such an answer).
+    pub(crate) fn next_try(&self, failures: u32, sent: Instant, now: Instant) -> Option<Instant> {
         let delay = Duration::from_millis(50)
             .saturating_mul(1 << failures.min(5))
             .min(Duration::from_secs(1));
         let at = now + delay;
+        let last_look_sent = sent >= self.until
+            || (crate::machine::mutants::last_look_by_its_answer() && now >= self.until);
         if at < self.until {
             Some(at)
         } else {
-            (self.unanswered && now < self.until).then_some(self.until)
+            (self.unanswered && !last_look_sent).then_some(self.until.max(now))
         }
     }
 
-    /// A background release of this grant answered `reply` after `failures` failed
-    /// tries: when to try again, or `None` when it is over (logged and counted here).
+    /// A background release of this grant, sent at `sent`, answered `reply` at `now`
+    /// after `failures` failed tries: when to try again, or `None` when it is over
+    /// (logged and counted here).
     /// It tries again after a transient error, and after finding nothing to release
     /// when the command that may have made the grant got no answer (it may land after
     /// this release), while the TTL has not freed the lock anyway.
@@ -140,15 +145,16 @@ impl Abandoned {
         &self,
         reply: Result<bool, &LockError>,
         failures: u32,
+        sent: Instant,
         now: Instant,
     ) -> Option<Instant> {
         let retry = match reply {
-            Err(e) if e.is_transient() => self.next_try(failures, now),
+            Err(e) if e.is_transient() => self.next_try(failures, sent, now),
             Ok(false)
                 if self.unanswered
                     && !crate::machine::mutants::orphan_release_stops_at_nothing() =>
             {
-                self.next_try(failures, now)
+                self.next_try(failures, sent, now)
             }
             _ => None,
         };
@@ -280,30 +286,57 @@ mod tests {
         };
         let timeout = LockError::no_reply(Duration::from_millis(5));
         let refused = LockError::InvalidSettings("refused".to_owned());
-        let first = abandoned.released(Err(&timeout), 0, now);
+        let first = abandoned.released(Err(&timeout), 0, now, now);
         assert_eq!(
             first,
             Some(now + Duration::from_millis(50)),
             "a transient error: again"
         );
         assert_eq!(
-            abandoned.released(Err(&timeout), 1, now),
+            abandoned.released(Err(&timeout), 1, now, now),
             Some(now + Duration::from_millis(100))
         );
         assert_eq!(
-            abandoned.released(Err(&timeout), 2, now),
+            abandoned.released(Err(&timeout), 2, now, now),
             None,
             "past the ttl: given up"
         );
         assert_eq!(
-            abandoned.released(Err(&refused), 0, now),
+            abandoned.released(Err(&refused), 0, now, now),
             None,
             "a refusal: given up"
         );
         assert_eq!(
-            abandoned.released(Ok(false), 0, now),
+            abandoned.released(Ok(false), 0, now, now),
             None,
             "answered: done"
+        );
+    }
+
+    #[test]
+    fn the_last_look_is_a_try_sent_at_the_ttls_end_whenever_earlier_answers_come() {
+        // Found by the model checker: a try sent before the end ran before the delayed
+        // attempt, and its "nothing" came back only at the end.
+        let now = Instant::now();
+        let abandoned = Abandoned {
+            keys: Settings::default().keys("x").unwrap(),
+            token: Token::new().unwrap(),
+            until: now + Duration::from_millis(300),
+            ticket: None,
+            unanswered: true,
+        };
+        let sent = now + Duration::from_millis(200);
+        let answered = now + Duration::from_millis(300);
+        assert_eq!(
+            abandoned.released(Ok(false), 3, sent, answered),
+            Some(answered),
+            "sent before the end: one more look, now"
+        );
+        let later = answered + Duration::from_millis(5);
+        assert_eq!(
+            abandoned.released(Ok(false), 4, answered, later),
+            None,
+            "sent at the end: it ran after any grant made by then"
         );
     }
 
@@ -321,26 +354,26 @@ mod tests {
             unanswered: true,
         };
         assert_eq!(
-            abandoned.released(Ok(false), 0, now),
+            abandoned.released(Ok(false), 0, now, now),
             Some(now + Duration::from_millis(50)),
             "nothing yet: again"
         );
         assert_eq!(
-            abandoned.released(Ok(false), 3, now),
+            abandoned.released(Ok(false), 3, now, now),
             Some(now + Duration::from_millis(400))
         );
         assert_eq!(
-            abandoned.released(Ok(false), 4, now),
+            abandoned.released(Ok(false), 4, now, now),
             Some(abandoned.until),
             "the last look is at the ttl's end"
         );
         assert_eq!(
-            abandoned.released(Ok(false), 4, abandoned.until),
+            abandoned.released(Ok(false), 4, abandoned.until, abandoned.until),
             None,
-            "past the ttl: nothing it made is left"
+            "sent at the ttl's end: nothing it made is left"
         );
         assert_eq!(
-            abandoned.released(Ok(true), 0, now),
+            abandoned.released(Ok(true), 0, now, now),
             None,
             "found and released: done"
         );
@@ -380,8 +413,14 @@ mod tests {
             ticket: None,
             unanswered: false,
         };
-        assert_eq!(a.next_try(0, now), Some(now + Duration::from_millis(50)));
-        assert_eq!(a.next_try(2, now), Some(now + Duration::from_millis(200)));
-        assert_eq!(a.next_try(3, now), None);
+        assert_eq!(
+            a.next_try(0, now, now),
+            Some(now + Duration::from_millis(50))
+        );
+        assert_eq!(
+            a.next_try(2, now, now),
+            Some(now + Duration::from_millis(200))
+        );
+        assert_eq!(a.next_try(3, now, now), None);
     }
 }

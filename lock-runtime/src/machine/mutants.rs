@@ -100,3 +100,18 @@ switch!(
     shorter_extend_trusted,
     SHORTER_EXTEND_TRUSTED
 );
+
+switch!(
+    /// Ends a background release of a grant whose command got no answer on the first
+    /// "nothing to release" answered at or after the grant's TTL end, whenever that try
+    /// was sent (the bug the model checker found: a try sent before the end ran before
+    /// the delayed attempt, its answer came at the end, and the release stopped with the
+    /// attempt's grant on the server for its whole TTL).
+    ///
+    /// ```no_run
+    /// lockscript::__private::mutants::set_last_look_by_its_answer(true);
+    /// ```
+    set_last_look_by_its_answer,
+    last_look_by_its_answer,
+    LAST_LOOK_BY_ITS_ANSWER
+);

@@ -234,6 +234,7 @@ impl Worker {
         let calls: Vec<_> = (releases.iter())
             .map(|(abandoned, settings, _)| (&**settings, abandoned))
             .collect();
+        let sent = Instant::now();
         let (renewed, deleted) = conn.renew_all(&renewals, &calls);
         drop(calls);
         let now = Instant::now();
@@ -242,7 +243,7 @@ impl Worker {
             self.watch(&lease);
         }
         for ((abandoned, settings, failures), reply) in releases.into_iter().zip(deleted) {
-            let again = abandoned.released(reply.as_ref().copied(), failures, now);
+            let again = abandoned.released(reply.as_ref().copied(), failures, sent, now);
             if let Some(at) = again {
                 let id = RELEASE_IDS.fetch_add(1, Ordering::Relaxed);
                 self.queue(id, at, Job::Release(abandoned, settings, failures + 1));
