@@ -67,17 +67,27 @@ fetch() {
   done
 }
 
-table() {
+# Audits each package's corpus (`lockscript audit --json`) and prints a table: the header
+# row $1, then one row per package, made by the Python program on stdin from its name,
+# version and the audit's JSON.
+audit_each() {
+  local program
+  program=$(cat)
   fetch
   cargo build --quiet -p lockscript-audit --bin lockscript
   local bin=${CARGO_TARGET_DIR:-target}/debug/lockscript
-  echo "| package | version | scripts (+ included files) | problems | false alarms | unchecked calls |"
-  echo "|---|---|---|---|---|---|"
+  echo "$1"
+  echo "$1" | sed 's/[^|]\+/---/g'
   for row in "${PACKAGES[@]}"; do
     set -- $row
     local json
     json=$("$bin" audit --json "$root/$1-$3/$4" || true)
-    python3 - "$1" "$3" "$json" <<'PY'
+    python3 -c "$program" "$1" "$3" "$json"
+  done
+}
+
+table() {
+  audit_each "| package | version | scripts (+ included files) | problems | false alarms | unchecked calls |" <<'PY'
 import json, sys
 name, version, text = sys.argv[1], sys.argv[2], sys.argv[3]
 data = json.loads(text)
@@ -89,24 +99,14 @@ unchecked = sum(s.get("unchecked_calls", 0) for s in scripts)
 false = "0" if data["problems"] == 0 else "review"
 print(f"| {name} | {version} | {len(scripts)} (+ {len(included)}) | {data['problems']} | {false} | {unchecked} |")
 PY
-  done
 }
 
 # What `#[lock_script]`'s reply check infers of each corpus: how many returns (and ends
 # reached without one) it found, how many have only known shapes, and the unknown share.
 replies() {
-  fetch
-  cargo build --quiet -p lockscript-audit --bin lockscript
-  local bin=${CARGO_TARGET_DIR:-target}/debug/lockscript
-  echo "| package | scripts | returns | fully known | with an unknown part | unknown share |"
-  echo "|---|---|---|---|---|---|"
-  for row in "${PACKAGES[@]}"; do
-    set -- $row
-    local json
-    json=$("$bin" audit --json "$root/$1-$3/$4" || true)
-    python3 - "$1" "$json" <<'PY'
+  audit_each "| package | scripts | returns | fully known | with an unknown part | unknown share |" <<'PY'
 import json, sys
-name, text = sys.argv[1], sys.argv[2]
+name, text = sys.argv[1], sys.argv[3]
 data = json.loads(text)
 scripts = [s for d in data["dirs"] for s in d["scripts"]]
 returns = [r for s in scripts for r in s["replies"]["returns"]]
@@ -114,7 +114,6 @@ unknown = sum(1 for r in returns if "?" in r["shapes"])
 share = f"{100 * unknown / len(returns):.0f}%" if returns else "-"
 print(f"| {name} | {len(scripts)} | {len(returns)} | {len(returns) - unknown} | {unknown} | {share} |")
 PY
-  done
 }
 
 case "${1:-}" in
