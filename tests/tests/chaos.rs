@@ -162,6 +162,7 @@ fn planted_violations_in_a_recorded_history_are_each_reported() {
     planted.push(Event::ClockJump {
         target: "server:0".into(),
         t: time_of(a) + 1,
+        t_done: time_of(a) + 1,
         step_ms: 200,
         offset_ms: 200,
     });

@@ -222,10 +222,14 @@ pub enum Event {
     /// The fencing tokens the store accepted for `lock`, in the order it accepted them.
     StoreLog { lock: String, fences: Vec<u64> },
     /// The nemesis moved `target`'s wall clock at `t` by `step_ms` (positive: forward), to
-    /// `offset_ms` from the real time.
+    /// `offset_ms` from the real time. `t` is just before it wrote the clock file and
+    /// `t_done` when the write returned: the server's clock moved somewhere in between
+    /// (0 in histories written before it was recorded: at `t`).
     ClockJump {
         target: String,
         t: u64,
+        #[serde(default)]
+        t_done: u64,
         step_ms: i64,
         offset_ms: i64,
     },

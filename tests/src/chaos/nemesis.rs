@@ -483,6 +483,7 @@ impl Nemesis {
         self.history.push(Event::ClockJump {
             target: format!("server:{target}"),
             t,
+            t_done: now_ns(),
             step_ms,
             offset_ms,
         });
