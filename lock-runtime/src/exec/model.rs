@@ -354,11 +354,21 @@ impl Holder {
         let Some(sending) = self.renewal.take() else {
             return;
         };
-        let sent = LeaseState::sent_at(&sending);
-        let reply = reply
-            .into_result(&self.settings)
-            .map(|renewed| renewed.then_some(sent));
+        let reply = self.confirmed(reply, &sending);
         self.lease().renewal_done(sending, reply, now);
+    }
+
+    /// A renewal's or extension's reply as the lease takes it: confirmed from when
+    /// `sending` went out, or not ours.
+    fn confirmed(
+        &self,
+        reply: Reply<bool>,
+        sending: &Sending,
+    ) -> Result<Option<Instant>, LockError> {
+        let sent = LeaseState::sent_at(sending);
+        reply
+            .into_result(&self.settings)
+            .map(|done| done.then_some(sent))
     }
 
     /// The caller's `extend(ttl)` at `now`: when it gives up on the reply, or the error
@@ -376,10 +386,7 @@ impl Holder {
         let Some(sending) = self.extension.take() else {
             return Ok(());
         };
-        let sent = LeaseState::sent_at(&sending);
-        let reply = reply
-            .into_result(&self.settings)
-            .map(|extended| extended.then_some(sent));
+        let reply = self.confirmed(reply, &sending);
         self.lease().extended(sending, reply, now)
     }
 

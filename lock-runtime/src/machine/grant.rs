@@ -274,16 +274,22 @@ mod tests {
         assert!(granted.is_late(ttl, sent + validity(ttl)));
     }
 
+    /// A grant of lock `x` nobody owns, freed by its TTL at `until`; `unanswered`: the
+    /// command that made it got no answer.
+    fn abandoned(until: Instant, unanswered: bool) -> Abandoned {
+        Abandoned {
+            keys: Settings::default().keys("x").unwrap(),
+            token: Token::new().unwrap(),
+            until,
+            ticket: None,
+            unanswered,
+        }
+    }
+
     #[test]
     fn a_background_release_retries_transient_errors_until_the_ttl_frees_the_lock() {
         let now = Instant::now();
-        let abandoned = Abandoned {
-            keys: Settings::default().keys("x").unwrap(),
-            token: Token::new().unwrap(),
-            until: now + Duration::from_millis(120),
-            ticket: None,
-            unanswered: false,
-        };
+        let abandoned = abandoned(now + Duration::from_millis(120), false);
         let timeout = LockError::no_reply(Duration::from_millis(5));
         let refused = LockError::InvalidSettings("refused".to_owned());
         let first = abandoned.released(Err(&timeout), 0, now, now);
@@ -318,13 +324,7 @@ mod tests {
         // Found by the model checker: a try sent before the end ran before the delayed
         // attempt, and its "nothing" came back only at the end.
         let now = Instant::now();
-        let abandoned = Abandoned {
-            keys: Settings::default().keys("x").unwrap(),
-            token: Token::new().unwrap(),
-            until: now + Duration::from_millis(300),
-            ticket: None,
-            unanswered: true,
-        };
+        let abandoned = abandoned(now + Duration::from_millis(300), true);
         let sent = now + Duration::from_millis(200);
         let answered = now + Duration::from_millis(300);
         assert_eq!(
@@ -346,13 +346,7 @@ mod tests {
         // release went on another one and ran first. Nothing found proves nothing while
         // the attempt may still land.
         let now = Instant::now();
-        let abandoned = Abandoned {
-            keys: Settings::default().keys("x").unwrap(),
-            token: Token::new().unwrap(),
-            until: now + Duration::from_millis(500),
-            ticket: None,
-            unanswered: true,
-        };
+        let abandoned = abandoned(now + Duration::from_millis(500), true);
         assert_eq!(
             abandoned.released(Ok(false), 0, now, now),
             Some(now + Duration::from_millis(50)),
@@ -406,13 +400,7 @@ mod tests {
     #[test]
     fn background_releases_stop_at_the_ttl() {
         let now = Instant::now();
-        let a = Abandoned {
-            keys: Settings::default().keys("x").unwrap(),
-            token: Token::new().unwrap(),
-            until: now + Duration::from_millis(300),
-            ticket: None,
-            unanswered: false,
-        };
+        let a = abandoned(now + Duration::from_millis(300), false);
         assert_eq!(
             a.next_try(0, now, now),
             Some(now + Duration::from_millis(50))

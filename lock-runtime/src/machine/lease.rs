@@ -311,10 +311,7 @@ impl LeaseState {
             };
             crate::machine::metrics::ended(&self.keys.name, held, lost);
         }
-        self.changed.notify_waiters();
-        if times.sync_waiters > 0 {
-            self.changed_sync.notify_all();
-        }
+        self.signal(times.sync_waiters > 0);
     }
 
     /// Whether the lease is lost now (or was). A released lease is lost only if the
@@ -407,16 +404,7 @@ impl LeaseState {
     /// time confirmed so far, but for the *shortest* ttl among the commands whose order
     /// it cannot know: the key lives at least that long whichever ran last.
     pub(crate) fn sending(&self, ttl: Duration, now: Instant) -> Sending {
-        let mut times = self.times();
-        let before = times.valid_until;
-        let sending = self.sending_locked(&mut times, ttl, now);
-        let shortened = times.valid_until < before;
-        let sync_waiters = times.sync_waiters > 0;
-        drop(times);
-        if shortened {
-            self.signal(sync_waiters);
-        }
-        sending
+        self.sending_locked(&mut self.times(), ttl, now)
     }
 
     /// Tells everyone waiting on the lease (its `lost()` and `suspect()` futures, threads
@@ -437,6 +425,7 @@ impl LeaseState {
         if bound < times.valid_until && !crate::machine::mutants::shorter_extend_trusted() {
             times.valid_until = bound;
             times.next_renewal = times.next_renewal.min(now + renew_interval(ttl));
+            self.signal(times.sync_waiters > 0);
         }
         let id = times.next_id;
         times.next_id += 1;
