@@ -709,7 +709,22 @@ impl RedisCluster {
 /// redis-rs's `CLIENT SETINFO` handshake, which Redis 7.0 rejects (`ERR unknown subcommand`,
 /// counted in `INFO errorstats`), so the harness's polling adds nothing there.
 fn probe_connection(node: &RedisServer) -> redis::RedisResult<redis::Connection> {
-    let info = node.url().into_connection_info()?;
+    probe_url(&node.url())
+}
+
+/// [`probe_connection`] to a node's URL, for a thread that cannot borrow the cluster.
+///
+/// # Errors
+///
+/// If the node does not accept a connection or answer `PING` within 500 ms.
+///
+/// ```no_run
+/// let cluster = lockscript_test::cluster::RedisCluster::start(3, 1);
+/// let mut con = lockscript_test::cluster::probe_url(&cluster.urls()[0]).unwrap();
+/// assert!(lockscript_test::cluster::own_view(&mut con).unwrap().master);
+/// ```
+pub fn probe_url(url: &str) -> redis::RedisResult<redis::Connection> {
+    let info = url.into_connection_info()?;
     let settings = info.redis_settings().clone().set_skip_set_lib_name();
     let mut con = redis::Client::open(info.set_redis_settings(settings))?
         .get_connection_with_timeout(PROBE_TIMEOUT)?;
@@ -718,6 +733,35 @@ fn probe_connection(node: &RedisServer) -> redis::RedisResult<redis::Connection>
     // Before any pipeline: redis-rs reads every reply of a pipeline even after one timed out.
     redis::cmd("PING").exec(&mut con)?;
     Ok(con)
+}
+
+/// What a node says of itself (its `myself` line of `CLUSTER NODES`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnView {
+    /// Whether it is a master (otherwise a replica, or a node without a role yet).
+    pub master: bool,
+    /// The slot ranges it serves as a master (inclusive).
+    pub slots: Vec<(u16, u16)>,
+}
+
+/// What the node behind `con` says of itself; `None` if it does not answer (within the
+/// connection's read timeout) or has no `myself` line.
+///
+/// ```no_run
+/// let cluster = lockscript_test::cluster::RedisCluster::start(3, 1);
+/// let mut con = lockscript_test::cluster::probe_url(&cluster.urls()[0]).unwrap();
+/// let view = lockscript_test::cluster::own_view(&mut con).unwrap();
+/// assert!(view.master && !view.slots.is_empty());
+/// ```
+pub fn own_view(con: &mut redis::Connection) -> Option<OwnView> {
+    let text: String = redis::cmd("CLUSTER").arg("NODES").query(con).ok()?;
+    parse_cluster_nodes(&text)
+        .into_iter()
+        .find(|node| node.flags.iter().any(|f| f == "myself"))
+        .map(|node| OwnView {
+            master: node.flags.iter().any(|f| f == "master"),
+            slots: node.slots,
+        })
 }
 
 /// The hash slot of `key` (CRC16/XMODEM of the key, or of its `{hash tag}`, mod 16384), as

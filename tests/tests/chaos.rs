@@ -792,3 +792,106 @@ fn a_loss_on_a_healthy_primary_while_another_is_stalled_is_reported() {
         );
     }
 }
+
+/// A failover the cluster makes by itself (a master stopped past the node timeout, as a
+/// busy script on a loaded machine can stall one) is recorded as a `failover` fault that
+/// forgets locks and fences, on the promoted replica, with the slots it took over, and
+/// between the last answer that showed it a replica and the first that showed it a
+/// master: the checker counts fence repeats and overlaps across it, as the topology table
+/// says, instead of reporting them (seeds 4422 and 4440 of a cluster soak).
+#[test]
+fn a_failover_the_cluster_makes_itself_is_recorded_as_a_forgetting_fault() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut cluster = lockscript_test::cluster::RedisCluster::start(3, 1);
+    let watch = lockscript_test::chaos::watch::ServerWatch::start(cluster.urls(), true);
+    let master = cluster.masters()[0];
+    let slots = cluster.slots_of(master);
+    // Let the watch see every node once as it is.
+    std::thread::sleep(Duration::from_millis(300));
+    let stopped = history::now_ns();
+    cluster.node_mut(master).stop();
+    cluster.wait_until_ok(Duration::from_secs(60));
+    let promoted = cluster
+        .masters()
+        .into_iter()
+        .find(|m| cluster.slots_of(*m) == slots)
+        .expect("a replica took the stopped master's slots");
+    let settled = history::now_ns();
+    std::thread::sleep(Duration::from_millis(300));
+    let found: Vec<Event> = watch
+        .finish()
+        .into_iter()
+        .filter(|e| matches!(e, Event::Fault { kind, .. } if kind == "failover"))
+        .collect();
+    let [
+        Event::Fault {
+            kind,
+            target,
+            t_start,
+            t_end,
+            forgets_locks: true,
+            forgets_fences: true,
+            slots: taken,
+            ..
+        },
+    ] = found.as_slice()
+    else {
+        panic!("one forgetting failover recorded, not {found:?}");
+    };
+    assert_eq!(kind, "failover");
+    assert_eq!(*target, format!("server:{promoted}"));
+    assert_eq!(*taken, slots);
+    assert!(
+        stopped <= *t_end && *t_start <= settled && t_start < t_end,
+        "the failover recorded from {t_start} to {t_end}, the master stopped at {stopped} \
+         and the cluster settled at {settled}"
+    );
+}
+
+/// A stall a server reports in its latency monitor (here a script busy for 400 ms; in a
+/// soak, an `fsync` of the append-only file held up by the disk) is recorded as a
+/// `server_stall` fault whose span holds the stall: the checker then takes no stretch
+/// around it for calm (AOF script soak, seed 4307: a fair waiter's place lapsed in a
+/// 1.4 s stall of every call that no injected fault explained).
+#[test]
+fn a_stall_the_server_reports_is_recorded_as_a_fault_around_it() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    let server = lockscript_test::server::RedisServer::start();
+    let watch = lockscript_test::chaos::watch::ServerWatch::start(vec![server.url()], false);
+    // The watch has set the threshold and read the (empty) samples once.
+    std::thread::sleep(Duration::from_millis(600));
+    let began = history::now_ns();
+    server
+        .busy_for(Duration::from_millis(400))
+        .join()
+        .expect("the busy script");
+    std::thread::sleep(Duration::from_millis(600));
+    let found = watch.finish();
+    let stalls: Vec<&Event> = found
+        .iter()
+        .filter(|e| matches!(e, Event::Fault { kind, .. } if kind == "server_stall"))
+        .collect();
+    let [
+        Event::Fault {
+            target,
+            t_start,
+            t_end,
+            forgets_locks: false,
+            forgets_fences: false,
+            mode,
+            ..
+        },
+    ] = stalls.as_slice()
+    else {
+        panic!("one stall recorded, not {found:?}");
+    };
+    assert_eq!(target, "server:0");
+    assert!(mode.starts_with("command "), "a slow command: {mode}");
+    // The script ran from after `began` for 400 ms (the server's clock; its reply may
+    // reach the watch before it reaches the busy thread).
+    assert!(
+        *t_start <= began && *t_end >= began + 400_000_000,
+        "the stall recorded from {t_start} to {t_end} holds the busy script's 400 ms \
+         from {began}"
+    );
+}

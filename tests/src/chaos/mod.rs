@@ -14,4 +14,5 @@ pub mod nemesis;
 pub mod pool;
 pub mod run;
 pub mod servers;
+pub mod watch;
 pub mod worker;

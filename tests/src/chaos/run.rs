@@ -14,6 +14,7 @@ use super::checker::{self, Bounds, Report};
 use super::history::{self, Event, now_ns};
 use super::nemesis::Nemesis;
 use super::servers::{self, Servers};
+use super::watch::ServerWatch;
 use super::worker::{CONFIG_VAR, LONG_TTL, Topology, WorkerConfig};
 use crate::server::RedisServer;
 
@@ -144,6 +145,10 @@ pub fn run(cfg: &RunConfig) -> Outcome {
     let notes = notes(cfg, &servers);
     let children = spawn_workers(cfg, &servers, &store);
     let monitor = monitor(&servers, &cfg.dir);
+    let watch = ServerWatch::start(
+        servers.watch_urls(),
+        matches!(servers, Servers::Cluster(..)),
+    );
     let pids = children.iter().map(|(_, c, _)| c.id()).collect();
     let mut nemesis = Nemesis::new(
         StdRng::seed_from_u64(cfg.seed),
@@ -155,6 +160,7 @@ pub fn run(cfg: &RunConfig) -> Outcome {
     // The workers connect first; then faults until they stop working.
     std::thread::sleep(Duration::from_millis(300));
     nemesis.run(&mut servers, Instant::now() + cfg.run_for);
+    nemesis.history.extend(watch.finish());
 
     let mut events = nemesis.history.clone();
     if let Some((stop, thread)) = monitor {

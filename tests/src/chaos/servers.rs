@@ -595,6 +595,18 @@ impl Servers {
         }
     }
 
+    /// The URLs the server watch reads each server through, as the admin user: through
+    /// the proxy where one server stands for a target (whichever serves behind it, the
+    /// node's own or its replacement), a cluster's nodes directly (each is its own target).
+    pub fn watch_urls(&self) -> Vec<String> {
+        let admin = |port: u16| format!("redis://127.0.0.1:{port}/");
+        match self {
+            Servers::One(node) => vec![admin(node.proxy.port())],
+            Servers::Cluster(cluster, ..) => cluster.urls(),
+            Servers::Masters(nodes) => nodes.iter().map(|n| admin(n.proxy.port())).collect(),
+        }
+    }
+
     /// The URLs of the pooled actor's proxies (none on a cluster).
     pub fn pool_urls(&self) -> Vec<String> {
         match self {
