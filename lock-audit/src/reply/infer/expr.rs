@@ -6,7 +6,7 @@ use full_moon::ast::{
 };
 use full_moon::tokenizer::{Symbol, TokenType};
 
-use super::library::{arithmetic, global, library, may_be_false, may_be_true, not};
+use super::library::{arithmetic, field, global, library, may_be_false, may_be_true, not};
 use super::{Value, Walk, data, is_symbol, literal_string, name_of, string_of, text_shape};
 use crate::reply::shape::{Shape, Shapes};
 
@@ -110,13 +110,17 @@ impl Walk {
                 let suffixes: Vec<&Suffix> = v.suffixes().collect();
                 if let (Prefix::Name(table), [Suffix::Index(Index::Dot { name, .. })]) =
                     (v.prefix(), suffixes.as_slice())
-                    && name_of(table) == Some("redis")
-                    && self.find("redis").is_none()
+                    && let Some(table) = name_of(table)
+                    && self.find(table).is_none()
                 {
-                    match name_of(name) {
-                        Some("call") => return Value::Call(false),
-                        Some("pcall") => return Value::Call(true),
+                    let member = name_of(name).unwrap_or_default();
+                    match (table, member) {
+                        ("redis" | "server", "call") => return Value::Call(false),
+                        ("redis" | "server", "pcall") => return Value::Call(true),
                         _ => {}
+                    }
+                    if let Some(value) = field(table, member) {
+                        return value;
                     }
                 }
                 if let Prefix::Expression(e) = v.prefix() {
@@ -193,8 +197,8 @@ impl Walk {
                     }
                 }
                 let value = match (table, member) {
-                    ("redis", "call") => self.command(args, false),
-                    ("redis", "pcall") => self.command(args, true),
+                    ("redis" | "server", "call") => self.command(args, false),
+                    ("redis" | "server", "pcall") => self.command(args, true),
                     _ => library(table, member, &walked),
                 };
                 (value, rest)
