@@ -188,8 +188,14 @@ impl Walk {
                 let table = name_of(table).unwrap_or_default();
                 let member = name_of(name).unwrap_or_default();
                 let walked = self.args(args);
-                if table == "table" {
-                    // table.insert, table.remove, table.sort change the table.
+                if let ("table", "insert", [(_, Some(local)), (value, _)]) =
+                    (table, member, walked.as_slice())
+                    && !open_arguments(args)
+                {
+                    // `table.insert(t, x)` appends.
+                    self.append(local, value);
+                } else if table == "table" {
+                    // table.insert at a place, table.remove, table.sort change the table.
                     for (_, local) in &walked {
                         if let Some(local) = local {
                             self.widen(local);
@@ -353,5 +359,15 @@ impl Walk {
             }
         }
         Value::Data(kind.unwrap_or_else(|| Shapes::array(elements)))
+    }
+}
+
+/// The last argument may give several values (a call, `...`).
+fn open_arguments(args: &FunctionArgs) -> bool {
+    match args {
+        FunctionArgs::Parentheses { arguments, .. } => arguments.iter().last().is_some_and(|e| {
+            matches!(e, Expression::FunctionCall(_)) || is_symbol(e, Symbol::Ellipsis)
+        }),
+        _ => false,
     }
 }
