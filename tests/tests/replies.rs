@@ -31,6 +31,12 @@ fn field(#[key] hash: &str, name: &str) -> Option<String>;
 #[lock_script("lua/reply-incr-or-missing.lua")]
 fn bump(#[key] counter: &str) -> redis::Value;
 
+#[lock_script("lua/reply-msgpack.lua")]
+fn packed(#[key] key: &str, text: &str, n: i64) -> Vec<u8>;
+
+#[lock_script("lua/reply-decoded.lua")]
+fn decoded(encoded: &[u8], how: &str) -> i64;
+
 #[lockscript_test::test]
 fn honest_declarations_read_what_the_script_replies(mut conn: redis::Connection) {
     // nil | bulk string as Option<String>.
@@ -79,4 +85,28 @@ fn refused_shapes_arrive_as_the_check_says(mut conn: redis::Connection) {
     }
     redis::cmd("SET").arg("c").arg("1").exec(&mut conn).unwrap();
     assert_eq!(bump("c").invoke(&mut conn).unwrap(), redis::Value::Int(2));
+}
+
+/// `cmsgpack.pack` is a bulk string, which `Vec<u8>` reads byte for byte; what cmsgpack,
+/// cjson and struct decode is not known to the check, which lets any declaration through,
+/// and arrives as the caller packed it.
+#[lockscript_test::test]
+fn msgpack_bytes_arrive_exactly_and_decoded_values_as_declared(mut conn: redis::Connection) {
+    // "a" (fixstr), 300 (uint 16), false (the missing key's nil).
+    assert_eq!(
+        packed("k", "a", 300).invoke(&mut conn).unwrap(),
+        [0xa1, b'a', 0xcd, 0x01, 0x2c, 0xc2]
+    );
+    redis::cmd("SET").arg("k").arg("v").exec(&mut conn).unwrap();
+    assert_eq!(
+        packed("k", "a", -1).invoke(&mut conn).unwrap(),
+        [0xa1, b'a', 0xff, 0xa1, b'v']
+    );
+    // 42 as a positive fixint, as JSON, as a big-endian 32-bit integer.
+    assert_eq!(decoded(&[0x2a], "msgpack").invoke(&mut conn).unwrap(), 42);
+    assert_eq!(decoded(b"42", "json").invoke(&mut conn).unwrap(), 42);
+    assert_eq!(
+        decoded(&[0, 0, 1, 0], "struct").invoke(&mut conn).unwrap(),
+        256
+    );
 }

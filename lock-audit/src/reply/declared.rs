@@ -139,7 +139,7 @@ impl Declared {
                     let k = key.refuses(&inner_shown(shown, 0), s, sub)?;
                     value.refuses(&inner_shown(shown, 1), s, sub)?;
                     Some(Refusal {
-                        found: format!("an array with {} among its elements", k.found),
+                        found: format!("an array holding {}", k.found),
                         fix: format!("declare a type its elements fit ({})", k.fix),
                     })
                 })
@@ -161,7 +161,7 @@ impl Declared {
                         .collect::<Option<Vec<_>>>()?;
                     let first = all.into_iter().next()?;
                     Some(Refusal {
-                        found: format!("an array with {} among its elements", first.found),
+                        found: format!("an array holding {}", first.found),
                         fix: "declare a tuple whose members fit its elements (or `redis::Value`)"
                             .to_owned(),
                     })
@@ -195,7 +195,7 @@ fn element_refusal(inner: &Declared, shown: &str, element: Option<&Shapes>) -> O
     let element = element?;
     let refusal = inner.refusal(shown, element)?;
     Some(Refusal {
-        found: format!("an array with {} among its elements", refusal.found),
+        found: format!("an array holding {}", refusal.found),
         fix: format!("for its elements, {}", refusal.fix),
     })
 }
@@ -286,6 +286,16 @@ mod tests {
         let pair = Declared::Tuple(vec![Declared::Integer, Declared::Text]);
         assert!(!refused(&pair, "[ib]"));
         assert!(refused(&pair, "n"));
+    }
+
+    #[test]
+    fn a_refused_element_is_named_inside_its_arrays() {
+        let nested = Declared::Tuple(vec![
+            Declared::List(Box::new(Declared::Text)),
+            Declared::Integer,
+        ]);
+        let refusal = nested.refusal("T", &Shapes::parse("[i[nb]]")).unwrap();
+        assert_eq!(refusal.found, "an array holding an array holding nil");
     }
 
     #[test]

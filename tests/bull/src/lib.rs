@@ -1,8 +1,11 @@
 //! Two of bull's scripts (bull 4.16.5, `lib/commands`), unchanged: each `--- @include`s
 //! shared files of `lib/commands/includes`, which `#[lock_script]` expands at build time.
+//! BullMQ's, every one, in [`bullmq`].
 #![forbid(unsafe_code)]
 
 use lockscript::lock_script;
+
+pub mod bullmq;
 
 /// Adds a job: a new id from the counter (or the caller's), the job's hash, then the
 /// delayed set or the wait list (by priority), and a `waiting` or `delayed` event.

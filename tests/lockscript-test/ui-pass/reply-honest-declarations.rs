@@ -1,5 +1,6 @@
 // Declarations that hold what their scripts reply: nil as `Option`, HGETALL as a map, a
-// float returned as text, a command the caller names (not known: never refused), JSON text.
+// float returned as text, a command the caller names (not known: never refused), JSON text,
+// MessagePack bytes, and what cmsgpack, cjson and struct decode (not known: never refused).
 use std::collections::HashMap;
 
 use lockscript::lock_script;
@@ -25,7 +26,14 @@ fn field(#[key] hash: &str, name: &str) -> Option<String>;
 #[lock_script("scripts/reply-incr-or-missing.lua")]
 fn bump(#[key] counter: &str) -> redis::Value;
 
+#[lock_script("scripts/reply-msgpack.lua")]
+fn packed(#[key] key: &str, text: &str, n: i64) -> Vec<u8>;
+
+#[lock_script("scripts/reply-decoded.lua")]
+fn decoded(encoded: &[u8], how: &str) -> i64;
+
 fn main() {
     let _ = (get("k"), fields("h"), half(5.0), run("k", "INCR"), as_json("h"));
     let _ = (field("h", "f"), bump("c"));
+    let _ = (packed("k", "a", 300), decoded(&[0x2a], "msgpack"));
 }

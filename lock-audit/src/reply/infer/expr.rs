@@ -6,7 +6,7 @@ use full_moon::ast::{
 };
 use full_moon::tokenizer::{Symbol, TokenType};
 
-use super::library::{arithmetic, global, library, may_be_false, may_be_true, not};
+use super::library::{arithmetic, field, global, library, may_be_false, may_be_true, not};
 use super::{Value, Walk, data, is_symbol, literal_string, name_of, string_of, text_shape};
 use crate::reply::shape::{Shape, Shapes};
 
@@ -110,13 +110,17 @@ impl Walk {
                 let suffixes: Vec<&Suffix> = v.suffixes().collect();
                 if let (Prefix::Name(table), [Suffix::Index(Index::Dot { name, .. })]) =
                     (v.prefix(), suffixes.as_slice())
-                    && name_of(table) == Some("redis")
-                    && self.find("redis").is_none()
+                    && let Some(table) = name_of(table)
+                    && self.find(table).is_none()
                 {
-                    match name_of(name) {
-                        Some("call") => return Value::Call(false),
-                        Some("pcall") => return Value::Call(true),
+                    let member = name_of(name).unwrap_or_default();
+                    match (table, member) {
+                        ("redis" | "server", "call") => return Value::Call(false),
+                        ("redis" | "server", "pcall") => return Value::Call(true),
                         _ => {}
+                    }
+                    if let Some(value) = field(table, member) {
+                        return value;
                     }
                 }
                 if let Prefix::Expression(e) = v.prefix() {
@@ -184,8 +188,14 @@ impl Walk {
                 let table = name_of(table).unwrap_or_default();
                 let member = name_of(name).unwrap_or_default();
                 let walked = self.args(args);
-                if table == "table" {
-                    // table.insert, table.remove, table.sort change the table.
+                if let ("table", "insert", [(_, Some(local)), (value, _)]) =
+                    (table, member, walked.as_slice())
+                    && !open_arguments(args)
+                {
+                    // `table.insert(t, x)` appends.
+                    self.append(local, value);
+                } else if table == "table" {
+                    // table.insert at a place, table.remove, table.sort change the table.
                     for (_, local) in &walked {
                         if let Some(local) = local {
                             self.widen(local);
@@ -193,8 +203,8 @@ impl Walk {
                     }
                 }
                 let value = match (table, member) {
-                    ("redis", "call") => self.command(args, false),
-                    ("redis", "pcall") => self.command(args, true),
+                    ("redis" | "server", "call") => self.command(args, false),
+                    ("redis" | "server", "pcall") => self.command(args, true),
                     _ => library(table, member, &walked),
                 };
                 (value, rest)
@@ -349,5 +359,15 @@ impl Walk {
             }
         }
         Value::Data(kind.unwrap_or_else(|| Shapes::array(elements)))
+    }
+}
+
+/// The last argument may give several values (a call, `...`).
+fn open_arguments(args: &FunctionArgs) -> bool {
+    match args {
+        FunctionArgs::Parentheses { arguments, .. } => arguments.iter().last().is_some_and(|e| {
+            matches!(e, Expression::FunctionCall(_)) || is_symbol(e, Symbol::Ellipsis)
+        }),
+        _ => false,
     }
 }

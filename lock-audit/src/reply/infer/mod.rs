@@ -6,7 +6,8 @@
 //! ...}` as a status and `{err = ...}` as an error). Branches are walked apart and joined;
 //! a test of a local narrows it in the branch it guards (`if not v then return '' end`
 //! leaves `v` not nil after it); a loop body is walked twice so a value assigned late in
-//! it reaches the top. Local functions are inferred once where they are defined, their
+//! it reaches the top; an array appended to (`t[#t + 1] = x`, `table.insert(t, x)`) stays
+//! one. Local functions are inferred once where they are defined, their
 //! parameters unknown. What it cannot follow is unknown, which no declared type refuses.
 //!
 //! Here the statements and the scopes; `expr` the expressions and calls, `library` what
@@ -14,7 +15,7 @@
 //! `written` what a block wrote before it reads it back.
 
 use full_moon::ast::{
-    Block, Call, Expression, FunctionBody, FunctionCall, LastStmt, Prefix, Stmt, Suffix, Var,
+    Block, Call, Expression, FunctionBody, FunctionCall, Index, LastStmt, Prefix, Stmt, Suffix, Var,
 };
 use full_moon::tokenizer::{Symbol, TokenReference, TokenType};
 
@@ -412,17 +413,47 @@ impl Walk {
                 }
             }
             Var::Expression(v) => {
-                // `t[i] = x`, `t.ok = x`: the table may now hold anything.
+                let suffixes: Vec<&Suffix> = v.suffixes().collect();
                 if let Prefix::Name(table) = v.prefix()
                     && let Some(table) = name_of(table)
                 {
-                    self.widen(table);
+                    match suffixes.as_slice() {
+                        // `t[#t + 1] = x`: appended.
+                        [Suffix::Index(Index::Brackets { expression, .. })]
+                            if is_append_index(expression, table) =>
+                        {
+                            self.append(table, &value);
+                            return;
+                        }
+                        // `t[i] = x`, `t.ok = x`: the table may now hold anything.
+                        _ => self.widen(table),
+                    }
                 }
-                for s in v.suffixes() {
+                for s in suffixes {
                     self.suffix_args(s);
                 }
             }
             _ => {}
+        }
+    }
+
+    /// `t[#t + 1] = x`, `table.insert(t, x)`: an array of this function's stays an array,
+    /// with `x` among its elements; any other table is no longer known. A nil `x` is no
+    /// element at all, a `false` one is sent as nil, and the shapes do not tell the two
+    /// apart: neither is counted (a miss rather than a false alarm).
+    pub(super) fn append(&mut self, name: &str, value: &Value) {
+        let depth = self.depth;
+        let added = value.shapes().without(Shape::Nil);
+        if let Some(local) = self.find(name)
+            && local.depth == depth
+            && let Value::Data(shapes) = &local.value
+            && shapes.iter().eq([Shape::Array])
+        {
+            let element = shapes.element().cloned().unwrap_or_default();
+            local.value = Value::Data(Shapes::array(element.union(&added)));
+            local.text = None;
+        } else {
+            self.widen(name);
         }
     }
 
@@ -567,6 +598,20 @@ fn is_symbol(expr: &Expression, symbol: Symbol) -> bool {
         Expression::Parentheses { expression, .. } => is_symbol(expression, symbol),
         _ => false,
     }
+}
+
+/// `#table + 1`, the index that appends to `table`.
+fn is_append_index(expr: &Expression, table: &str) -> bool {
+    let Expression::BinaryOperator { lhs, binop, rhs } = expr else {
+        return false;
+    };
+    let length_of_table = matches!(
+        lhs.as_ref(),
+        Expression::UnaryOperator { unop: full_moon::ast::UnOp::Hash(_), expression }
+            if matches!(expression.as_ref(), Expression::Var(Var::Name(n)) if name_of(n) == Some(table))
+    );
+    let one = matches!(rhs.as_ref(), Expression::Number(n) if n.token().to_string() == "1");
+    length_of_table && one && matches!(binop, full_moon::ast::BinOp::Plus(_))
 }
 
 /// `error(...)` as a statement: the script stops there.
@@ -759,10 +804,36 @@ mod tests {
 
     #[test]
     fn a_table_changed_after_it_is_built_is_not_known() {
+        let script = "local t = {}\nt[2] = redis.call('GET', KEYS[1])\nreturn t";
+        assert_eq!(shapes(script), ["?"]);
+        let script = "local t = {}\nt.ok = 'x'\nreturn t";
+        assert_eq!(shapes(script), ["?"]);
+        let script = "local t = {}\ntable.insert(t, 1, 'x')\nreturn t";
+        assert_eq!(shapes(script), ["?"]);
+        // Several values from a call may make it `table.insert(t, pos, x)`.
+        let script = "local t = {}\ntable.insert(t, unpack(ARGV))\nreturn t";
+        assert_eq!(shapes(script), ["?"]);
+        // Appended to by a function, or by another table's length.
+        let script = "local t = {}\nlocal function add() t[#t + 1] = 1 end\nadd()\nreturn t";
+        assert_eq!(shapes(script), ["?"]);
+        let script = "local t, u = {}, {}\nt[#u + 1] = 1\nreturn t";
+        assert_eq!(shapes(script), ["?"]);
+    }
+
+    #[test]
+    fn an_array_appended_to_stays_an_array_of_what_was_appended() {
+        // BullMQ's getCounts: an integer per state, appended in a loop.
+        let script = "local results = {}\nfor i = 1, #ARGV do\n  if ARGV[i] == 'active' then\n    results[#results+1] = redis.call('LLEN', KEYS[1] .. ARGV[i])\n  else\n    results[#results+1] = redis.call('ZCARD', KEYS[1] .. ARGV[i])\n  end\nend\nreturn results";
+        assert_eq!(shapes(script), ["[i]"]);
+        // A nil appended is no element; `false` would be one, sent as nil: not counted.
+        let script = "local t = {}\nlocal v\nif ARGV[1] then v = 1 end\nt[#t + 1] = v\nreturn t";
+        assert_eq!(shapes(script), ["[i]"]);
         let script = "local t = {}\nt[#t + 1] = redis.call('GET', KEYS[1])\nreturn t";
-        assert_eq!(shapes(script), ["?"]);
-        let script = "local t = {}\ntable.insert(t, 1)\nreturn t";
-        assert_eq!(shapes(script), ["?"]);
+        assert_eq!(shapes(script), ["[b]"]);
+        let script = "local t = {'a'}\ntable.insert(t, 1)\nreturn t";
+        assert_eq!(shapes(script), ["[iw]"]);
+        let script = "local t = redis.call('HGETALL', KEYS[1])\nt[#t + 1] = 1\nreturn t";
+        assert_eq!(shapes(script), ["[ib]"]);
     }
 
     #[test]
