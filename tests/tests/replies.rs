@@ -7,34 +7,34 @@ use std::collections::HashMap;
 
 use lockscript::lock_script;
 
-#[lock_script("lua/reply-get.lua")]
+#[lock_script("lockscript-test/ui/scripts/reply-get.lua")]
 fn get(#[key] key: &str) -> Option<String>;
 
-#[lock_script("lua/reply-hgetall.lua")]
+#[lock_script("lockscript-test/ui/scripts/reply-hgetall.lua")]
 fn fields(#[key] hash: &str) -> HashMap<String, String>;
 
-#[lock_script("lua/reply-half-text.lua")]
+#[lock_script("lockscript-test/ui/scripts/reply-half-text.lua")]
 fn half(n: f64) -> f64;
 
-#[lock_script("lua/reply-half.lua")]
+#[lock_script("lockscript-test/ui/scripts/reply-half.lua")]
 fn half_truncated(n: f64) -> redis::Value;
 
-#[lock_script("lua/reply-computed.lua")]
+#[lock_script("lockscript-test/ui/scripts/reply-computed.lua")]
 fn run(#[key] key: &str, command: &str) -> i64;
 
-#[lock_script("lua/reply-json.lua")]
+#[lock_script("lockscript-test/ui/scripts/reply-json.lua")]
 fn as_json(#[key] hash: &str) -> String;
 
-#[lock_script("lua/reply-false.lua")]
+#[lock_script("lockscript-test/ui/scripts/reply-false.lua")]
 fn field(#[key] hash: &str, name: &str) -> Option<String>;
 
-#[lock_script("lua/reply-incr-or-missing.lua")]
+#[lock_script("lockscript-test/ui/scripts/reply-incr-or-missing.lua")]
 fn bump(#[key] counter: &str) -> redis::Value;
 
-#[lock_script("lua/reply-msgpack.lua")]
+#[lock_script("lockscript-test/ui/scripts/reply-msgpack.lua")]
 fn packed(#[key] key: &str, text: &str, n: i64) -> Vec<u8>;
 
-#[lock_script("lua/reply-decoded.lua")]
+#[lock_script("lockscript-test/ui/scripts/reply-decoded.lua")]
 fn decoded(encoded: &[u8], how: &str) -> i64;
 
 #[lockscript_test::test]

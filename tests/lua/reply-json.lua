@@ -1,2 +1,0 @@
--- A hash as JSON text.
-return cjson.encode(redis.call('HGETALL', KEYS[1]))
