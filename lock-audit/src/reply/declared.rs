@@ -78,6 +78,10 @@ impl Declared {
         if matches!(shape, Error | Unknown) {
             return None;
         }
+        if shape == Shape::False {
+            // Not in a script's reply (Redis sends it as nil, or 0): judged as nil.
+            return self.refuses(shown, Nil, element);
+        }
         let refused = |fix: String| {
             Some(Refusal {
                 found: shape.describe().to_owned(),
