@@ -2,8 +2,9 @@
 
 use std::fmt;
 
-/// One kind of reply, as the client reads it under RESP2 (the protocol a script's reply
-/// is sent in, whatever the caller speaks, until the script calls `redis.setresp(3)`).
+/// One kind of reply, as a RESP2 caller reads it (redis-rs's default protocol; a RESP3
+/// caller gets RESP3's forms of some, such as a boolean for a script's `false` after
+/// `redis.setresp(3)`, which only `bool` and `redis::Value` read).
 ///
 /// ```
 /// use lockscript_audit::reply::{Shape, Shapes};

@@ -398,13 +398,15 @@ fn switched_to(args: &FunctionArgs) -> Resp {
 
 /// What a table with the RESP3 field `form` replies to a RESP2 caller, its value having
 /// `value`'s shapes; unknown when the value is not of the kind the form needs (Redis then
-/// reads the table as an array).
+/// reads the table as an array). Redis 6.2 reads no `big_number` or `verbatim_string`:
+/// it replies the table as an array, empty.
 fn resp3_form(form: &str, value: &Shapes) -> Shapes {
     let only = |kinds: &[Shape]| !value.is_empty() && value.iter().all(|k| kinds.contains(&k));
+    let text_or_empty = || Shapes::of(Shape::Bulk).union(&Shapes::array(Shapes::none()));
     match form {
         "double" if only(&[Shape::Integer, Shape::Truncated]) => Shapes::of(Shape::Bulk),
-        "big_number" if only(&[Shape::Bulk, Shape::Word]) => Shapes::of(Shape::Bulk),
-        "verbatim_string" if only(&[Shape::Array]) => Shapes::of(Shape::Bulk),
+        "big_number" if only(&[Shape::Bulk, Shape::Word]) => text_or_empty(),
+        "verbatim_string" if only(&[Shape::Array]) => text_or_empty(),
         "map" | "set" if only(&[Shape::Array]) => Shapes::array(Shapes::unknown()),
         _ => Shapes::unknown(),
     }
