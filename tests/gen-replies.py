@@ -13,9 +13,11 @@ could be had, and the older clones it was first read from (their union):
     redis/redis=../redis/.git@4f8cdc2a1ea53e42955af758aabffee67cb455dd \
     valkey-io/valkey=../valkey/.git@55bbbe09a3b37a98c907dbfbc225768ff253e84f \
     > lock-audit/src/commands/replies.rs
-No Redis 8.2 source was to be had (Debian carries 8.0.6; no registry package ships the
-8.2 tree): a command 8.2 added after 8.0 (XACKDEL, XDELEX) has no row, and a script that
-calls it is not judged.
+Valkey 9.1.2 is the matrix's Valkey. No Redis 8.2 source was to be had (Debian carries
+8.0.6, and no package in the registries this project reaches ships the 8.2 tree): the
+commands 8.2 has and 8.0 lacks (XACKDEL, XDELEX, the vector set commands V*) have no row,
+so a script's reply from them is unknown, never refused. To take a newer source, unpack
+it and add it to the command line: every shape of every source is kept.
 
 Writes the reply table of the script lint (lock-audit/src/commands/replies.rs): for each
 command (subcommands as `PARENT|SUB`), the shapes a script sees when it calls it, from the
@@ -40,7 +42,8 @@ Arrays deeper than three levels are [?]. Only the Python standard library is use
 Under `redis.setresp(3)` the script gets the RESP3 reply as Lua values (a map is
 `{map = ...}`, a set `{set = ...}`, a double `{double = n}`, null is nil), and the column
 holds what that value replies when the script returns it to a RESP2 caller, as Redis 7.0
-and Valkey 9.1 convert it back (tests/tests/replies.rs checks each rule on both):
+and Valkey 9.1 convert it back (tests/tests/replies.rs reads ZRANGE, HGETALL, MGET
+and ZSCORE back so from both):
   null -> n (nil)                      integer -> i; boolean -> i (Lua true or false,
                                        which a script under RESP3 replies as 1 or 0)
   const string -> o                    string, number ({double = n}) -> b
