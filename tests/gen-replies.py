@@ -1,16 +1,31 @@
 #!/usr/bin/env python3
-"""./tests/gen-replies.py OWNER/NAME=GIT_DIR[@COMMIT]... > lock-audit/src/commands/replies.rs
+"""./tests/gen-replies.py SOURCE... > lock-audit/src/commands/replies.rs
 
-For example, with clones of both sources:
-  tests/gen-replies.py redis/redis=../redis/.git valkey-io/valkey=../valkey/.git \
+A SOURCE is a server's source tree, NAME=DIR (a release's source tarball unpacked: DIR
+holds src/commands/ and src/version.h), or a git clone, OWNER/NAME=GIT_DIR[@COMMIT]. The
+table in the repository was made from the newest release source of each product that
+could be had, and the older clones it was first read from (their union):
+  redis 8.0.6 and valkey 9.1.2 (the release tarballs Debian's source packages `redis`
+  5:8.0.6-3 and `valkey` 9.1.2-1 carry: `apt-get source --download-only redis valkey`
+  with a deb-src line for Debian unstable, then unpack each *.orig.tar.gz), and the
+  clones redis/redis 4f8cdc2a (2024-10-18) and valkey-io/valkey 55bbbe09 (2024-10-25):
+  tests/gen-replies.py redis=/tmp/redis-8.0.6 valkey=/tmp/valkey-9.1.2 \
+    redis/redis=../redis/.git@4f8cdc2a1ea53e42955af758aabffee67cb455dd \
+    valkey-io/valkey=../valkey/.git@55bbbe09a3b37a98c907dbfbc225768ff253e84f \
     > lock-audit/src/commands/replies.rs
+Valkey 9.1.2 is the matrix's Valkey. No Redis 8.2 source was to be had (Debian carries
+8.0.6, and no package in the registries this project reaches ships the 8.2 tree): the
+commands 8.2 has and 8.0 lacks (XACKDEL, XDELEX, the vector set commands V*) have no row,
+so a script's reply from them is unknown, never refused. To take a newer source, unpack
+it and add it to the command line: every shape of every source is kept.
 
 Writes the reply table of the script lint (lock-audit/src/commands/replies.rs): for each
 command (subcommands as `PARENT|SUB`), the shapes a script sees when it calls it, from the
-`reply_schema` of each `src/commands/*.json` in the Redis and Valkey sources (release builds
-of the servers leave the schemas out of `COMMAND DOCS`, so they are read from the sources, at
-the commit named on the command line, the default HEAD, and recorded in the table). A
-command both sources describe gets the union of their shapes.
+`reply_schema` of each `src/commands/*.json` (release builds of the servers leave the
+schemas out of `COMMAND DOCS`, so they are read from the sources, and the sources are
+recorded in the table). A command several sources describe gets the union of their shapes,
+so no server's reply is refused. Each row has two columns: the reply as the script sees
+it under RESP2 (the default), and under `redis.setresp(3)`.
 
 The schemas describe RESP3 replies; a script runs on RESP2 (until `redis.setresp(3)`), so:
   null -> n (nil; Lua sees false)      integer, boolean -> i (a RESP2 boolean is 0 or 1)
@@ -24,6 +39,20 @@ The schemas describe RESP3 replies; a script runs on RESP2 (until `redis.setresp
   a part whose description mentions RESP2, a form this does not read -> ? (unknown)
 Arrays deeper than three levels are [?]. Only the Python standard library is used.
 
+Under `redis.setresp(3)` the script gets the RESP3 reply as Lua values (a map is
+`{map = ...}`, a set `{set = ...}`, a double `{double = n}`, null is nil), and the column
+holds what that value replies when the script returns it to a RESP2 caller, as Redis 7.0
+and Valkey 9.1 convert it back (tests/tests/replies.rs reads ZRANGE, HGETALL, MGET
+and ZSCORE back so from both):
+  null -> n (nil)                      integer -> i; boolean -> i (Lua true or false,
+                                       which a script under RESP3 replies as 1 or 0)
+  const string -> o                    string, number ({double = n}) -> b
+  array -> [..] as the schema says it, pairs nested (ZRANGE WITHSCORES is [b[b]]); a null
+    among its items is left out (a Lua table ends at its first nil)
+  object -> [..] the keys (b) and the values, flat (a map replies as its pairs to RESP2),
+    a null value left out (a Lua table holds no nil)
+  the description's mention of RESP2 is about the other protocol: the schema holds.
+
 An alternative of a reply (`oneOf` / `anyOf`) whose description says an option or
 argument was given, used or specified (`GET`, 'COUNT', WITHSCORES, `count`), and not that
 it was not, is kept apart with the words it names: the lint adds it only to a call that
@@ -31,6 +60,7 @@ has more arguments than the command's arity (SET without options never replies n
 `crate::commands::reply_to` says.
 """
 import json
+import os
 import re
 import subprocess
 import sys
@@ -76,7 +106,11 @@ def paired(schema):
         isinstance(m, dict) and m.get("type") == "number" for m in items["items"])
 
 
-def shape(schema, depth=0):
+def shape(schema, depth=0, resp3=False):
+    """The shapes of a reply described by `schema`, as a script returns it under RESP2, or
+    under `redis.setresp(3)` (`resp3`)."""
+    if resp3:
+        return shape3(schema, depth)
     if not isinstance(schema, dict):
         return "?"
     if "oneOf" in schema or "anyOf" in schema:
@@ -135,6 +169,50 @@ def shape(schema, depth=0):
     return "?"
 
 
+def shape3(schema, depth=0):
+    """The shapes of a RESP3 reply turned into Lua values under `redis.setresp(3)`, as the
+    script returns them to a RESP2 caller."""
+    if not isinstance(schema, dict):
+        return "?"
+    if "oneOf" in schema or "anyOf" in schema:
+        return union([shape3(s, depth) for s in schema.get("oneOf", []) + schema.get("anyOf", [])])
+    kind = schema.get("type")
+    if "const" in schema:
+        return "o" if isinstance(schema["const"], str) else "i"
+    if isinstance(kind, list):
+        return union([shape3(dict(schema, type=k), depth) for k in kind])
+    if kind == "null":
+        return "n"
+    if kind in ("integer", "boolean"):
+        return "i"
+    if kind in ("string", "number"):
+        return "b"
+    if kind not in ("array", "object"):
+        return "?"
+    if depth >= DEPTH:
+        return "[?]"
+    if kind == "object":
+        values = ["b"]
+        for v in list(schema.get("properties", {}).values()) + list(schema.get("patternProperties", {}).values()):
+            values.append(shape3(v, depth + 1))
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            values.append(shape3(extra, depth + 1))
+        elif extra is not False and not schema.get("properties") and not schema.get("patternProperties"):
+            values.append("?")
+    else:
+        items = schema.get("items")
+        if items is None:
+            return "[?]"
+        values = [shape3(s, depth + 1) for s in (items if isinstance(items, list) else [items])]
+        extra = schema.get("additionalItems")
+        if isinstance(items, list) and isinstance(extra, dict):
+            values.append(shape3(extra, depth + 1))
+    # A Lua table holds no nil: a null element or value is not in the reply.
+    inner = union(values)
+    return "[" + (inner[1:] if inner.startswith("n") else inner) + "]"
+
+
 NEGATED = re.compile(r"(not|n't) (given|used|specified)|isn't|\bIf no\b|\bas not\b")
 AFFIRMED = re.compile(r"\b(given|used|specified|option|options|aborted)\b")
 WORD = re.compile(r"`([A-Za-z_*-]+)`|'([A-Za-z_* -]+)'|\b([A-Z][A-Z_]+\*?)(?![a-z])")
@@ -158,72 +236,112 @@ def condition(description):
     return sorted(set(words)) or None
 
 
-def replies(schema):
+def replies(schema, resp3=False):
     """The reply without options, and each alternative only options give, with its words."""
     alternatives = schema.get("oneOf", []) + schema.get("anyOf", [])
     if not alternatives:
-        return shape(schema), []
+        return shape(schema, resp3=resp3), []
     base, optional = [], []
     for alternative in alternatives:
         words = condition(alternative.get("description", ""))
         if words is None:
-            base.append(shape(alternative))
+            base.append(shape(alternative, resp3=resp3))
         else:
-            optional.append((shape(alternative), words))
+            optional.append((shape(alternative, resp3=resp3), words))
     return union(base), optional
 
 
 # Where a schema says other than what the server sends, checked in its source:
 # TYPE replies the status `none` for a missing key (typeCommand), never nil.
 OVERRIDES = {
-    "TYPE": ("o", []),
+    "TYPE": (("o", []), ("o", [])),
 }
+
+# Replies a schema leaves out, checked against the server: Valkey 9.1's `SET ... IFEQ`
+# replies nil when the value differs (its schema names only `XX`/`NX` for the nil).
+EXTRA = {
+    "SET": ("n", ["IFEQ"]),
+}
+
+
+def merge(old, new):
+    """Two rows of one command (from two sources) as one: every shape of both."""
+    if old is None:
+        return new
+    (old_base, old_optional), (base, optional) = old, new
+    merged = dict((",".join(w), s) for s, w in old_optional)
+    for s, w in optional:
+        key = ",".join(w)
+        merged[key] = union([merged[key], s]) if key in merged else s
+    return (union([old_base, base]), [(s, k.split(",")) for k, s in sorted(merged.items())])
+
+
+def read_source(arg):
+    """The source's description for the header, and its command files' texts."""
+    label, _, rest = arg.partition("=")
+    if os.path.isdir(os.path.join(rest, "src", "commands")):
+        with open(os.path.join(rest, "src", "version.h")) as f:
+            version = dict(re.findall(r'#define (\w+)_VERSION "([^"]+)"', f.read()))
+        number = version.get(label.upper(), version.get("REDIS"))
+        folder = os.path.join(rest, "src", "commands")
+        texts = []
+        for path in sorted(os.listdir(folder)):
+            if path.endswith(".json"):
+                with open(os.path.join(folder, path)) as f:
+                    texts.append(f.read())
+        return f"{label} {number} (the release's source tarball)", texts
+    gitdir, _, commit = rest.partition("@")
+    commit = git(gitdir, "rev-parse", commit or "HEAD").strip()
+    when = git(gitdir, "show", "-s", "--format=%cs", commit).strip()
+    texts = [git(gitdir, "show", f"{commit}:{path}")
+             for path in git(gitdir, "ls-tree", "--name-only", commit, "src/commands/").split()
+             if path.endswith(".json")]
+    return f"github.com/{label} {commit} ({when})", texts
+
+
+def code(row):
+    base, optional = row
+    return base + "".join(f"|{s}:{','.join(w)}" for s, w in optional)
 
 
 def main():
     table = {}
     sources = []
     for arg in sys.argv[1:]:
-        repo, _, rest = arg.partition("=")
-        gitdir, _, commit = rest.partition("@")
-        commit = git(gitdir, "rev-parse", commit or "HEAD").strip()
-        when = git(gitdir, "show", "-s", "--format=%cs", commit).strip()
-        sources.append(f"github.com/{repo} {commit} ({when})")
-        for path in git(gitdir, "ls-tree", "--name-only", commit, "src/commands/").split():
-            if not path.endswith(".json"):
-                continue
-            doc = json.loads(git(gitdir, "show", f"{commit}:{path}"))
-            for name, command in doc.items():
+        source, texts = read_source(arg)
+        sources.append(source)
+        for text in texts:
+            for name, command in json.loads(text).items():
                 if "reply_schema" not in command:
                     continue
                 full = name.upper()
                 if command.get("container"):
                     full = command["container"].upper() + "|" + full
-                base, optional = replies(command["reply_schema"])
-                old_base, old_optional = table.get(full, ("", []))
-                merged = dict((",".join(w), s) for s, w in old_optional)
-                for s, w in optional:
-                    key = ",".join(w)
-                    merged[key] = union([merged[key], s]) if key in merged else s
-                table[full] = (union([old_base, base]) if full in table else base,
-                               [(s, k.split(",")) for k, s in sorted(merged.items())])
+                old2, old3 = table.get(full, (None, None))
+                table[full] = (merge(old2, replies(command["reply_schema"])),
+                               merge(old3, replies(command["reply_schema"], resp3=True)))
     table.update(OVERRIDES)
+    for name, (shapes, words) in EXTRA.items():
+        table[name] = tuple(merge(row, ("", [(shapes, words)])) for row in table[name])
     print("//! The reply shapes of the commands, GENERATED by tests/gen-replies.py from the")
-    print("//! `reply_schema` of each `src/commands/*.json` of these sources:")
+    print("//! `reply_schema` of each `src/commands/*.json` of these sources (a command any")
+    print("//! of them describes, with every shape any of them gives):")
     for source in sources:
         print(f"//! {source}")
     print("//! Do not edit. Each row is `shapes` for the reply without options, then for")
     print("//! each reply only options give, `|shapes:WORDS`, the words its description names")
-    print("//! (`crate::commands::reply_to` says which calls may get it). The letters are read")
-    print("//! by `crate::reply::Shapes::parse`.")
+    print("//! (`crate::commands::reply_to` says which calls may get it); first as a script")
+    print("//! sees it under RESP2, then under `redis.setresp(3)` (what it replies when the")
+    print("//! script returns it to a RESP2 caller). The letters are read by")
+    print("//! `crate::reply::Shapes::parse`.")
     print()
-    print("/// `(command, shapes)`, sorted by command for binary search.")
+    print("/// `(command, shapes under RESP2, shapes under RESP3)`, sorted by command for binary")
+    print("/// search.")
     print("#[rustfmt::skip]")
-    print("pub const REPLIES: &[(&str, &str)] = &[")
+    print("pub const REPLIES: &[(&str, &str, &str)] = &[")
     for name in sorted(table):
-        base, optional = table[name]
-        code = base + "".join(f"|{s}:{','.join(w)}" for s, w in optional)
-        print(f'    ("{name}", "{code}"),')
+        resp2, resp3 = table[name]
+        print(f'    ("{name}", "{code(resp2)}", "{code(resp3)}"),')
     print("];")
 
 

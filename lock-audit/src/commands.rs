@@ -456,7 +456,7 @@ pub(crate) const fn marks(marks: &str) -> Servers {
 /// assert_eq!(get.to_string(), "nil | bulk string");
 /// ```
 pub fn reply(name: &str) -> Option<crate::reply::Shapes> {
-    let row = reply_row(name)?;
+    let row = reply_row(name, crate::reply::Protocol::Resp2)?;
     Some(
         row.split('|')
             .map(|part| crate::reply::Shapes::parse(part.split(':').next().unwrap_or_default()))
@@ -464,9 +464,10 @@ pub fn reply(name: &str) -> Option<crate::reply::Shapes> {
     )
 }
 
-/// The shapes of the reply to one call: `call` holds its arguments, the name first (and
-/// a subcommand second), each `Some(text)` when it is a literal; `open` when the last may
-/// expand to more. A reply the schema gives only for options (`SET ... GET` replies a
+/// The shapes of the reply to one call, as Lua holds it under `protocol` and the script
+/// would return it (under RESP3, its RESP3 form: see [`crate::reply::Protocol`]): `call`
+/// holds its arguments, the name first (and a subcommand second), each `Some(text)` when
+/// it is a literal; `open` when the last may expand to more. A reply the schema gives only for options (`SET ... GET` replies a
 /// string, `SET ... NX` nil) is added when the call has more arguments than the command's
 /// arity and either a literal among them is a word the schema names for it, or the first
 /// argument past the arity is not a literal word (a count, a value from `ARGV`); an
@@ -474,22 +475,27 @@ pub fn reply(name: &str) -> Option<crate::reply::Shapes> {
 ///
 /// ```
 /// use lockscript_audit::commands::reply_to;
+/// use lockscript_audit::reply::Protocol::Resp2;
 ///
 /// let text = |s: &str| Some(s.to_owned());
-/// let plain = reply_to(&[text("SET"), None, None], false).unwrap();
+/// let plain = reply_to(&[text("SET"), None, None], false, Resp2).unwrap();
 /// assert_eq!(plain.to_string(), "status");
-/// let nx = reply_to(&[text("SET"), None, None, text("NX")], false).unwrap();
+/// let nx = reply_to(&[text("SET"), None, None, text("NX")], false, Resp2).unwrap();
 /// assert_eq!(nx.to_string(), "nil | status");
-/// let px = reply_to(&[text("SET"), None, None, text("PX"), None], false).unwrap();
+/// let px = reply_to(&[text("SET"), None, None, text("PX"), None], false, Resp2).unwrap();
 /// assert_eq!(px.to_string(), "status");
 /// ```
-pub fn reply_to(call: &[Option<String>], open: bool) -> Option<crate::reply::Shapes> {
+pub fn reply_to(
+    call: &[Option<String>],
+    open: bool,
+    protocol: crate::reply::Protocol,
+) -> Option<crate::reply::Shapes> {
     let name = call.first()?.as_deref()?;
     let sub = call.get(1).and_then(|s| s.as_deref());
     let (full, row) = sub
         .map(|sub| format!("{name}|{sub}"))
-        .and_then(|full| Some((full.clone(), reply_row(&full)?)))
-        .or_else(|| Some((name.to_owned(), reply_row(name)?)))?;
+        .and_then(|full| Some((full.clone(), reply_row(&full, protocol)?)))
+        .or_else(|| Some((name.to_owned(), reply_row(name, protocol)?)))?;
     let arity = find(&full).map_or(0, |c| c.arity);
     let needed = usize::try_from(arity.unsigned_abs()).unwrap_or(usize::MAX);
     let word = |a: &Option<String>| a.as_deref().is_some_and(|t| t.parse::<f64>().is_err());
@@ -511,12 +517,16 @@ pub fn reply_to(call: &[Option<String>], open: bool) -> Option<crate::reply::Sha
     Some(shapes)
 }
 
-fn reply_row(name: &str) -> Option<&'static str> {
+fn reply_row(name: &str, protocol: crate::reply::Protocol) -> Option<&'static str> {
     let upper = name.to_ascii_uppercase();
-    replies::REPLIES
-        .binary_search_by(|(c, _)| (*c).cmp(upper.as_str()))
+    let (_, resp2, resp3) = replies::REPLIES
+        .binary_search_by(|(c, ..)| (*c).cmp(upper.as_str()))
         .ok()
-        .map(|i| replies::REPLIES[i].1)
+        .map(|i| replies::REPLIES[i])?;
+    Some(match protocol {
+        crate::reply::Protocol::Resp2 => resp2,
+        crate::reply::Protocol::Resp3 => resp3,
+    })
 }
 
 /// Looks a command up by name, ignoring case.
@@ -549,26 +559,75 @@ mod tests {
     #[test]
     fn replies_are_read_as_a_script_sees_them() {
         use super::{reply, reply_to};
+        use crate::reply::Protocol::Resp2;
         let text = |s: &str| Some(s.to_owned());
         assert_eq!(reply("GET").unwrap().code(), "nb");
         assert_eq!(reply("HGETALL").unwrap().code(), "[b]");
         assert_eq!(reply("type").unwrap().code(), "o");
         assert_eq!(
-            reply_to(&[text("SET"), None, None], false).unwrap().code(),
+            reply_to(&[text("SET"), None, None], false, Resp2)
+                .unwrap()
+                .code(),
             "o"
         );
-        let get = reply_to(&[text("SET"), None, None, text("GET")], false).unwrap();
+        let get = reply_to(&[text("SET"), None, None, text("GET")], false, Resp2).unwrap();
         assert_eq!(get.code(), "nbo");
-        assert_eq!(reply_to(&[text("LPOP"), None], false).unwrap().code(), "nb");
         assert_eq!(
-            reply_to(&[text("LPOP"), None, text("2")], false)
+            reply_to(&[text("LPOP"), None], false, Resp2)
+                .unwrap()
+                .code(),
+            "nb"
+        );
+        assert_eq!(
+            reply_to(&[text("LPOP"), None, text("2")], false, Resp2)
                 .unwrap()
                 .code(),
             "nb[b]"
         );
-        // A subcommand, and a command no schema describes.
-        assert!(reply_to(&[text("XINFO"), text("STREAM"), None], false).is_some());
-        assert_eq!(reply("HGETDEL"), None);
+        // A subcommand, and a command no schema describes (a module's).
+        assert!(reply_to(&[text("XINFO"), text("STREAM"), None], false, Resp2).is_some());
+        assert_eq!(reply("VADD"), None);
+    }
+
+    /// The commands of the matrix's newest servers have their replies: Valkey 9's
+    /// DELIFEQ and `SET ... IFEQ` (nil when the value differs, which its schema leaves
+    /// out), Redis 8's and Valkey 9's HGETDEL, HGETEX, HSETEX.
+    #[test]
+    fn the_newest_servers_commands_have_replies() {
+        use super::{reply, reply_to};
+        use crate::reply::Protocol::{Resp2, Resp3};
+        let text = |s: &str| Some(s.to_owned());
+        assert_eq!(reply("DELIFEQ").unwrap().code(), "i");
+        assert_eq!(reply("HGETDEL").unwrap().code(), "[nb]");
+        assert_eq!(reply("HGETEX").unwrap().code(), "[nb]");
+        assert_eq!(reply("HSETEX").unwrap().code(), "i");
+        let ifeq = [text("SET"), None, None, text("IFEQ"), None];
+        assert_eq!(reply_to(&ifeq, false, Resp2).unwrap().code(), "no");
+        assert_eq!(reply_to(&ifeq, false, Resp3).unwrap().code(), "no");
+    }
+
+    /// Under RESP3 a null inside an array is a Lua nil, where the table ends: not an
+    /// element; a map is its pairs, flat; a double with its member is a nested pair.
+    #[test]
+    fn resp3_replies_are_read_as_lua_holds_them() {
+        use super::reply_to;
+        use crate::reply::Protocol::Resp3;
+        let text = |s: &str| Some(s.to_owned());
+        let code = |call: &[Option<String>]| reply_to(call, false, Resp3).unwrap().code();
+        assert_eq!(code(&[text("GET"), None]), "nb");
+        assert_eq!(code(&[text("MGET"), None, None]), "[b]");
+        assert_eq!(code(&[text("HGETALL"), None]), "[b]");
+        assert_eq!(code(&[text("ZSCORE"), None, None]), "nb");
+        assert_eq!(
+            code(&[
+                text("ZRANGE"),
+                None,
+                text("0"),
+                text("-1"),
+                text("WITHSCORES")
+            ]),
+            "[b[b]]"
+        );
     }
 
     #[test]

@@ -19,8 +19,12 @@
 //! text is not known may be a number (redis-rs parses text into the integer types), so
 //! only a literal text that is not a number is refused by them; indexing a table
 //! (`t[1]`), `ARGV`, `cjson.decode`, a global and a computed command are unknown;
-//! `tonumber(x)` is a truncated number (or unknown, as it may be nil), `redis.setresp`
-//! makes every command reply unknown.
+//! `tonumber(x)` is a truncated number (or unknown, as it may be nil).
+//!
+//! After `redis.setresp(3)` on a path, a command's reply there is its RESP3 form as Lua
+//! holds it ([`Protocol`]), and `false` replies 0 (to a RESP2 caller; RESP3's false to a
+//! RESP3 one); where a path may or may not have switched (a condition, a function that
+//! switches, `redis.setresp(ARGV[1])`), a reply may be either form.
 //!
 //! ```
 //! # #[cfg(feature = "analysis")] {
@@ -38,6 +42,7 @@
 mod declared;
 #[cfg(feature = "analysis")]
 mod infer;
+mod protocol;
 mod shape;
 
 pub use declared::{Declared, Refusal};
@@ -45,4 +50,5 @@ pub use declared::{Declared, Refusal};
 pub use infer::Return;
 #[cfg(feature = "analysis")]
 pub(crate) use infer::returns;
+pub use protocol::Protocol;
 pub use shape::{Shape, Shapes};

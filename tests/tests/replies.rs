@@ -1,7 +1,8 @@
 //! What a script replies, under a real server: each declaration the reply check lets
 //! through reads what the script sends, and the shapes the check refuses arrive as the
 //! check says (a Lua float as a truncated integer, `false` as nil). The refusals
-//! themselves are ui cases (`ui/reply-*.rs`).
+//! themselves are ui cases (`ui/reply-*.rs`). Under `redis.setresp(3)` each rule the
+//! check follows is read back here from the server (run on Redis 7.0 and Valkey 9.1).
 
 use std::collections::HashMap;
 
@@ -36,6 +37,36 @@ fn packed(#[key] key: &str, text: &str, n: i64) -> Vec<u8>;
 
 #[lock_script("lockscript-test/ui/scripts/reply-decoded.lua")]
 fn decoded(encoded: &[u8], how: &str) -> i64;
+
+#[lock_script("lockscript-test/ui/scripts/reply-zrange.lua")]
+fn ranked_flat(#[key] set: &str) -> Vec<(String, f64)>;
+
+#[lock_script("lockscript-test/ui/scripts/reply-resp3-zrange.lua")]
+fn ranked(#[key] set: &str) -> Vec<(String, f64)>;
+
+#[lock_script("lockscript-test/ui/scripts/reply-resp3-zrange.lua")]
+fn ranked_raw(#[key] set: &str) -> redis::Value;
+
+#[lock_script("lockscript-test/ui/scripts/reply-resp3-exists.lua")]
+fn exists(#[key] key: &str) -> i64;
+
+#[lock_script("lua/reply-resp3-hgetall.lua")]
+fn fields3(#[key] hash: &str) -> HashMap<String, String>;
+
+#[lock_script("lua/reply-resp3-mget.lua")]
+fn both(#[key] first: &str, #[key] second: &str) -> Vec<String>;
+
+#[lock_script("lua/reply-resp3-zscore.lua")]
+fn score(#[key] set: &str, member: &str) -> Option<f64>;
+
+#[lock_script("lua/reply-resp3-forms.lua")]
+fn forms(n: f64) -> redis::Value;
+
+#[lock_script("lua/reply-resp3-map.lua")]
+fn built(which: &str) -> Vec<String>;
+
+#[lock_script("lockscript-test/ui/scripts/reply-set-ifeq.lua")]
+fn replace(#[key] key: &str, old: &str, new: &str) -> Option<String>;
 
 #[lockscript_test::test]
 fn honest_declarations_read_what_the_script_replies(mut conn: redis::Connection) {
@@ -109,4 +140,124 @@ fn msgpack_bytes_arrive_exactly_and_decoded_values_as_declared(mut conn: redis::
         decoded(&[0, 0, 1, 0], "struct").invoke(&mut conn).unwrap(),
         256
     );
+}
+
+/// ZRANGE's members and scores, read as pairs both ways redis-rs reads them: flat under
+/// RESP2, nested under `redis.setresp(3)` (where each pair is an array, the score text).
+#[lockscript_test::test]
+fn member_and_score_pairs_read_flat_and_nested(mut conn: redis::Connection) {
+    redis::cmd("ZADD")
+        .arg("z")
+        .arg(1.5)
+        .arg("a")
+        .arg(3)
+        .arg("b")
+        .exec(&mut conn)
+        .unwrap();
+    let expected = vec![("a".to_owned(), 1.5), ("b".to_owned(), 3.0)];
+    assert_eq!(ranked_flat("z").invoke(&mut conn).unwrap(), expected);
+    assert_eq!(ranked("z").invoke(&mut conn).unwrap(), expected);
+    let text = |s: &str| redis::Value::BulkString(s.as_bytes().to_vec());
+    assert_eq!(
+        ranked_raw("z").invoke(&mut conn).unwrap(),
+        redis::Value::Array(vec![
+            redis::Value::Array(vec![text("a"), text("1.5")]),
+            redis::Value::Array(vec![text("b"), text("3")]),
+        ])
+    );
+}
+
+/// The rules the check follows under `redis.setresp(3)`, as the server applies them for
+/// a RESP2 caller: false replies 0 (true 1); a map replies as its pairs, flat; a null
+/// ends an array; a double replies as text.
+#[lockscript_test::test]
+fn under_resp3_replies_arrive_as_the_check_says(mut conn: redis::Connection) {
+    assert_eq!(exists("k").invoke(&mut conn).unwrap(), 0);
+    redis::cmd("SET").arg("k").arg("v").exec(&mut conn).unwrap();
+    assert_eq!(exists("k").invoke(&mut conn).unwrap(), 1);
+    redis::cmd("HSET")
+        .arg("h")
+        .arg("a")
+        .arg("1")
+        .exec(&mut conn)
+        .unwrap();
+    let map = fields3("h").invoke(&mut conn).unwrap();
+    assert_eq!(map, HashMap::from([("a".to_owned(), "1".to_owned())]));
+    // The missing key's null ends the table: only what comes before it.
+    assert_eq!(both("k", "none").invoke(&mut conn).unwrap(), ["v"]);
+    assert!(both("none", "k").invoke(&mut conn).unwrap().is_empty());
+    redis::cmd("ZADD")
+        .arg("z")
+        .arg(2.5)
+        .arg("m")
+        .exec(&mut conn)
+        .unwrap();
+    assert_eq!(score("z", "m").invoke(&mut conn).unwrap(), Some(2.5));
+    assert_eq!(score("z", "none").invoke(&mut conn).unwrap(), None);
+}
+
+/// RESP3's forms a script builds reply to a RESP2 caller as text (a double, a big number,
+/// a verbatim string) and as arrays (a map's pairs, flat; a set's members), whether or
+/// not the script switched. Redis 6.2 reads no big number or verbatim string: the table
+/// arrives as an empty array, which the check counts in.
+#[lockscript_test::test]
+fn resp3_forms_a_script_builds_arrive_as_text_and_arrays(mut conn: redis::Connection) {
+    let text = |s: &str| redis::Value::BulkString(s.as_bytes().to_vec());
+    let newer = version(&mut conn).0 >= 7;
+    let (big, verbatim) = if newer {
+        (text("12345678901234567890"), text("hi"))
+    } else {
+        (redis::Value::Array(vec![]), redis::Value::Array(vec![]))
+    };
+    assert_eq!(
+        forms(5.0).invoke(&mut conn).unwrap(),
+        redis::Value::Array(vec![text("2.5"), big, verbatim])
+    );
+    let mut map = built("map").invoke(&mut conn).unwrap();
+    map.sort();
+    assert_eq!(map, ["1", "2", "a", "b"]);
+    let mut set = built("set").invoke(&mut conn).unwrap();
+    set.sort();
+    assert_eq!(set, ["x", "y"]);
+}
+
+/// `SET ... IFEQ` (Valkey 8.1+, Redis 8.4+) replies OK, or nil when the value differs:
+/// the `Option` the check asks for. A server without it refuses the option.
+#[lockscript_test::test]
+fn set_ifeq_replies_nil_when_the_value_differs(mut conn: redis::Connection) {
+    if !has_set_ifeq(&mut conn) {
+        eprintln!("this server has no SET ... IFEQ");
+        return;
+    }
+    redis::cmd("SET").arg("k").arg("a").exec(&mut conn).unwrap();
+    assert_eq!(replace("k", "other", "b").invoke(&mut conn).unwrap(), None);
+    assert_eq!(
+        replace("k", "a", "b").invoke(&mut conn).unwrap(),
+        Some("OK".to_owned())
+    );
+}
+
+/// Valkey 8.1 and Redis 8.4 added `SET ... IFEQ`.
+fn has_set_ifeq(conn: &mut redis::Connection) -> bool {
+    match valkey_version(conn) {
+        Some(valkey) => valkey >= (8, 1),
+        None => version(conn) >= (8, 4),
+    }
+}
+
+/// The server's `redis_version` (Valkey's says 7.2), as (major, minor).
+fn version(conn: &mut redis::Connection) -> (u32, u32) {
+    info_version(conn, "redis_version:").unwrap_or_default()
+}
+
+fn valkey_version(conn: &mut redis::Connection) -> Option<(u32, u32)> {
+    info_version(conn, "valkey_version:")
+}
+
+fn info_version(conn: &mut redis::Connection, field: &str) -> Option<(u32, u32)> {
+    let info: String = redis::cmd("INFO").arg("server").query(conn).unwrap();
+    info.lines().find_map(|l| l.strip_prefix(field)).map(|v| {
+        let mut parts = v.trim().split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+    })
 }

@@ -78,6 +78,10 @@ impl Declared {
         if matches!(shape, Error | Unknown) {
             return None;
         }
+        if shape == Shape::False {
+            // Not in a script's reply (Redis sends it as nil, or 0): judged as nil.
+            return self.refuses(shown, Nil, element);
+        }
         let refused = |fix: String| {
             Some(Refusal {
                 found: shape.describe().to_owned(),
@@ -127,6 +131,9 @@ impl Declared {
                 inner.refuses(&inner_shown(shown, 0), shape, None)
             }
             (Self::List(_) | Self::Set(_) | Self::Map(..), Nil) => None,
+            (Self::List(inner), Array) if matches!(**inner, Self::Tuple(_)) => {
+                flat_or_nested(inner, &inner_shown(shown, 0), element)
+            }
             (Self::List(inner) | Self::Set(inner), Array) => {
                 element_refusal(inner, &inner_shown(shown, 0), element)
             }
@@ -188,6 +195,34 @@ impl Declared {
             .iter()
             .find_map(|s| self.refuses(shown, s, shapes.element()))
     }
+}
+
+/// An array's elements against a `Vec` of tuples: redis-rs reads the tuples nested (each
+/// element an array) or flat (the elements taken in turn as the members: ZRANGE's
+/// members and scores under RESP2), so an element that is not an array is refused only
+/// when no member takes it.
+fn flat_or_nested(tuple: &Declared, shown: &str, element: Option<&Shapes>) -> Option<Refusal> {
+    let Declared::Tuple(members) = tuple else {
+        return element_refusal(tuple, shown, element);
+    };
+    let element = element?;
+    element.iter().find_map(|s| {
+        let sub = element.element();
+        let refusal = if s == Shape::Array {
+            tuple.refuses(shown, s, sub)?
+        } else {
+            let all: Vec<Refusal> = members
+                .iter()
+                .enumerate()
+                .map(|(i, m)| m.refuses(&inner_shown(shown, i), s, sub))
+                .collect::<Option<Vec<_>>>()?;
+            all.into_iter().next()?
+        };
+        Some(Refusal {
+            found: format!("an array with {} among its elements", refusal.found),
+            fix: format!("for its elements, {}", refusal.fix),
+        })
+    })
 }
 
 /// An array's elements against the element type: the refusal, said of the array.
@@ -256,6 +291,22 @@ mod tests {
         // A float declaration refuses only the truncated number.
         assert!(refused(&Declared::Float, "f"));
         assert!(!refused(&Declared::Float, "ib"));
+    }
+
+    /// redis-rs reads a `Vec` of pairs from nested pairs or from a flat array (RESP2's
+    /// ZRANGE WITHSCORES), so the flat elements need fit one member only.
+    #[test]
+    fn a_vec_of_tuples_takes_pairs_nested_or_flat() {
+        let pairs = Declared::List(Box::new(Declared::Tuple(vec![
+            Declared::Text,
+            Declared::Float,
+        ])));
+        assert!(!refused(&pairs, "[b?]"));
+        assert!(!refused(&pairs, "[b[b]]"));
+        assert!(refused(&pairs, "[n]"));
+        assert!(refused(&pairs, "[[n]]"));
+        // A flat element any member takes (a truncated number as the `String`).
+        assert!(!refused(&pairs, "[f]"));
     }
 
     #[test]

@@ -2,8 +2,9 @@
 
 use std::fmt;
 
-/// One kind of reply, as the client reads it under RESP2 (the protocol a script's reply
-/// is sent in, whatever the caller speaks, until the script calls `redis.setresp(3)`).
+/// One kind of reply, as a RESP2 caller reads it (redis-rs's default protocol; a RESP3
+/// caller gets RESP3's forms of some, such as a boolean for a script's `false` after
+/// `redis.setresp(3)`, which only `bool` and `redis::Value` read).
 ///
 /// ```
 /// use lockscript_audit::reply::{Shape, Shapes};
@@ -15,6 +16,10 @@ use std::fmt;
 pub enum Shape {
     /// A nil reply: Lua's `nil` or `false`, a command's nil (`GET` of a missing key).
     Nil,
+    /// Lua's `false` before it is replied (a script's `return` never holds it): nil to the
+    /// caller, but the integer 0 once the script called `redis.setresp(3)` (a command's
+    /// nil is `false` in Lua under RESP2, `nil` under RESP3).
+    False,
     /// An integer: a command's integer, a Lua integer constant, `#t`, `true` (1).
     Integer,
     /// An integer that was a Lua number which may have had a fraction, cut off when Redis
@@ -37,8 +42,9 @@ pub enum Shape {
     Unknown,
 }
 
-const ALL: [Shape; 10] = [
+const ALL: [Shape; 11] = [
     Shape::Nil,
+    Shape::False,
     Shape::Integer,
     Shape::Truncated,
     Shape::Bulk,
@@ -60,6 +66,7 @@ impl Shape {
     fn letter(self) -> char {
         match self {
             Self::Nil => 'n',
+            Self::False => 'F',
             Self::Integer => 'i',
             Self::Truncated => 'f',
             Self::Bulk => 'b',
@@ -76,6 +83,7 @@ impl Shape {
     pub fn describe(self) -> &'static str {
         match self {
             Self::Nil => "nil",
+            Self::False => "Lua's false",
             Self::Integer => "an integer",
             Self::Truncated => "a Lua number, sent as an integer with its fraction cut off",
             Self::Bulk => "a bulk string",
@@ -185,6 +193,28 @@ impl Shapes {
         out
     }
 
+    /// This set with `from` replaced by `to`, here and in an array's elements, at every
+    /// depth (Lua's `false` by what it replies, a command's nil by Lua's `false`).
+    ///
+    /// ```
+    /// use lockscript_audit::reply::{Shape, Shapes};
+    ///
+    /// let replied = Shapes::parse("F[nF]").replaced(Shape::False, &Shapes::of(Shape::Nil));
+    /// assert_eq!(replied.code(), "n[n]");
+    /// ```
+    #[must_use]
+    pub fn replaced(&self, from: Shape, to: &Self) -> Self {
+        let mut out = if self.contains(from) {
+            self.without(from).union(to)
+        } else {
+            self.clone()
+        };
+        if let Some(element) = &self.element {
+            out.element = Some(Box::new(element.replaced(from, to)));
+        }
+        out
+    }
+
     /// This set with only the shapes of `keep` (and unknown, which may be any of them).
     #[must_use]
     pub fn only(&self, keep: &[Shape]) -> Self {
@@ -197,7 +227,8 @@ impl Shapes {
     /// (`crate::commands::REPLIES`): one letter per shape (`n` nil, `i` integer, `f`
     /// truncated number, `b` bulk string, `w` a string not a number, `s` status, `o` a
     /// status not a number, `e` error, `?` unknown) and `[...]` an array of the shapes
-    /// inside. A letter it does not know reads as unknown.
+    /// inside; `F` is Lua's `false`, which only the inference holds. A letter it does not
+    /// know reads as unknown.
     ///
     /// ```
     /// use lockscript_audit::reply::Shapes;
@@ -216,6 +247,7 @@ impl Shapes {
                 ']' => break,
                 '[' => Self::array(Self::parse_in(chars)),
                 'n' => Self::of(Shape::Nil),
+                'F' => Self::of(Shape::False),
                 'i' => Self::of(Shape::Integer),
                 'f' => Self::of(Shape::Truncated),
                 'b' => Self::of(Shape::Bulk),
@@ -262,6 +294,7 @@ impl fmt::Display for Shapes {
                     _ => f.write_str("array")?,
                 },
                 Shape::Nil => f.write_str("nil")?,
+                Shape::False => f.write_str("false")?,
                 Shape::Integer => f.write_str("integer")?,
                 Shape::Truncated => f.write_str("truncated number")?,
                 Shape::Bulk => f.write_str("bulk string")?,
@@ -286,6 +319,7 @@ mod tests {
             "[b]",
             "nb[b]",
             "i",
+            "Fi[nF]",
             "nbo",
             "[nib[b[nib[?]]]]",
             "?",

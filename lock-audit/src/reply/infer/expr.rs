@@ -6,8 +6,9 @@ use full_moon::ast::{
 };
 use full_moon::tokenizer::{Symbol, TokenType};
 
-use super::library::{arithmetic, field, global, library, may_be_false, may_be_true, not};
-use super::{Value, Walk, data, is_symbol, literal_string, name_of, string_of, text_shape};
+use super::library::{arithmetic, falsy, field, global, library, may_be_false, may_be_true, not};
+use super::{Resp, Value, Walk, data, is_symbol, literal_string, name_of, string_of, text_shape};
+use crate::reply::Protocol;
 use crate::reply::shape::{Shape, Shapes};
 
 impl Walk {
@@ -20,7 +21,7 @@ impl Walk {
                 let l = left.shapes();
                 let r = self.expr(rhs);
                 if may_be_false(&l) && may_be_true(&l) {
-                    Value::Data(r.shapes().with(Shape::Nil))
+                    Value::Data(r.shapes().union(&falsy(&l)))
                 } else if may_be_true(&l) {
                     r
                 } else {
@@ -35,7 +36,11 @@ impl Walk {
                 } else if !may_be_true(&l) {
                     r
                 } else {
-                    Value::Data(l.without(Shape::Nil).union(&r.shapes()))
+                    Value::Data(
+                        l.without(Shape::Nil)
+                            .without(Shape::False)
+                            .union(&r.shapes()),
+                    )
                 }
             }
             BinOp::TwoDots(_) => {
@@ -57,7 +62,7 @@ impl Walk {
             | BinOp::GreaterThan(_)
             | BinOp::GreaterThanEqual(_) => {
                 self.expr(rhs);
-                Value::Data(Shapes::of(Shape::Integer).with(Shape::Nil))
+                Value::Data(Shapes::of(Shape::Integer).with(Shape::False))
             }
             _ => {
                 self.expr(rhs);
@@ -85,7 +90,10 @@ impl Walk {
                     symbol: Symbol::True,
                 } => data(Shape::Integer),
                 TokenType::Symbol {
-                    symbol: Symbol::False | Symbol::Nil,
+                    symbol: Symbol::False,
+                } => data(Shape::False),
+                TokenType::Symbol {
+                    symbol: Symbol::Nil,
                 } => data(Shape::Nil),
                 _ => Value::Data(Shapes::unknown()),
             },
@@ -117,6 +125,8 @@ impl Walk {
                     match (table, member) {
                         ("redis" | "server", "call") => return Value::Call(false),
                         ("redis" | "server", "pcall") => return Value::Call(true),
+                        // `pcall(redis.setresp, 3)`, `local f = redis.setresp`: may switch.
+                        ("redis" | "server", "setresp") => self.set_protocol(Resp::EITHER),
                         _ => {}
                     }
                     if let Some(value) = field(table, member) {
@@ -205,6 +215,10 @@ impl Walk {
                 let value = match (table, member) {
                     ("redis" | "server", "call") => self.command(args, false),
                     ("redis" | "server", "pcall") => self.command(args, true),
+                    ("redis" | "server", "setresp") => {
+                        self.set_protocol(switched_to(args));
+                        library(table, member, &walked)
+                    }
                     _ => library(table, member, &walked),
                 };
                 (value, rest)
@@ -224,7 +238,7 @@ impl Walk {
                         }
                         Value::Data(shapes)
                     }
-                    Some(Value::Data(_)) => Value::Data(Shapes::unknown()),
+                    Some(Value::Data(_) | Value::Resp(_)) => Value::Data(Shapes::unknown()),
                     None => {
                         if name == "rawset" {
                             for (_, local) in &walked {
@@ -289,14 +303,24 @@ impl Walk {
         let open = given.last().is_some_and(|e| {
             matches!(e, Expression::FunctionCall(_)) || is_symbol(e, Symbol::Ellipsis)
         });
-        let reply = if self.resp3 {
-            None
-        } else {
-            crate::commands::reply_to(&call, open)
-        };
-        let mut shapes = reply.unwrap_or_else(Shapes::unknown);
+        let resp = self.protocol();
+        let mut replies = Vec::new();
+        if resp.two {
+            // RESP2's null is Lua's false.
+            replies.push(
+                crate::commands::reply_to(&call, open, Protocol::Resp2)
+                    .map(|s| s.replaced(Shape::Nil, &Shapes::of(Shape::False))),
+            );
+        }
+        if resp.three {
+            replies.push(crate::commands::reply_to(&call, open, Protocol::Resp3));
+        }
+        let mut shapes = replies
+            .into_iter()
+            .try_fold(Shapes::none(), |all, s| Some(all.union(&s?)))
+            .unwrap_or_else(Shapes::unknown);
         if self.reads_written(&given) {
-            shapes = shapes.without(Shape::Nil);
+            shapes = shapes.without(Shape::Nil).without(Shape::False);
         }
         Value::Data(if pcall {
             shapes.with(Shape::Error)
@@ -305,6 +329,8 @@ impl Walk {
         })
     }
 
+    /// A table constructor: an array of its positional elements up to the first `nil`,
+    /// or the status, error or RESP3 form its field names.
     pub(super) fn table(&mut self, table: &full_moon::ast::TableConstructor) -> Value {
         let mut elements = Shapes::none();
         let mut kind = None;
@@ -324,11 +350,13 @@ impl Walk {
                                 Shape::Status
                             }));
                         }
-                        // RESP3 forms Redis 7 reads (`{double = 1.5}`, `{map = ...}`).
-                        Some("double" | "map" | "set" | "big_number" | "verbatim_string")
-                            if kind.is_none() =>
-                        {
-                            kind = Some(Shapes::unknown());
+                        // RESP3's forms, which Redis 7 and Valkey reply to a RESP2 caller as
+                        // a bulk string (`{double = 1.5}` as "1.5"), or an array (a map's
+                        // pairs, flat; a set's members).
+                        Some(
+                            form @ ("double" | "map" | "set" | "big_number" | "verbatim_string"),
+                        ) if kind.is_none() => {
+                            kind = Some(resp3_form(form, &v));
                         }
                         _ => {}
                     }
@@ -369,5 +397,37 @@ fn open_arguments(args: &FunctionArgs) -> bool {
             matches!(e, Expression::FunctionCall(_)) || is_symbol(e, Symbol::Ellipsis)
         }),
         _ => false,
+    }
+}
+
+/// What `redis.setresp(n)` switches to: RESP3 for a literal 3, RESP2 for 2, either when
+/// the argument is not a literal.
+fn switched_to(args: &FunctionArgs) -> Resp {
+    let FunctionArgs::Parentheses { arguments, .. } = args else {
+        return Resp::EITHER;
+    };
+    match arguments.iter().next() {
+        Some(Expression::Number(n)) => match n.token().to_string().trim() {
+            "3" => Resp::THREE,
+            "2" => Resp::TWO,
+            _ => Resp::EITHER,
+        },
+        _ => Resp::EITHER,
+    }
+}
+
+/// What a table with the RESP3 field `form` replies to a RESP2 caller, its value having
+/// `value`'s shapes; unknown when the value is not of the kind the form needs (Redis then
+/// reads the table as an array). Redis 6.2 reads no `big_number` or `verbatim_string`:
+/// it replies the table as an array, empty.
+fn resp3_form(form: &str, value: &Shapes) -> Shapes {
+    let only = |kinds: &[Shape]| !value.is_empty() && value.iter().all(|k| kinds.contains(&k));
+    let text_or_empty = || Shapes::of(Shape::Bulk).union(&Shapes::array(Shapes::none()));
+    match form {
+        "double" if only(&[Shape::Integer, Shape::Truncated]) => Shapes::of(Shape::Bulk),
+        "big_number" if only(&[Shape::Bulk, Shape::Word]) => text_or_empty(),
+        "verbatim_string" if only(&[Shape::Array]) => text_or_empty(),
+        "map" | "set" if only(&[Shape::Array]) => Shapes::array(Shapes::unknown()),
+        _ => Shapes::unknown(),
     }
 }

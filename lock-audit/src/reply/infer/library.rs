@@ -17,23 +17,40 @@ pub(super) fn arithmetic(operands: &[Shapes]) -> Value {
     })
 }
 
-/// Nil and unknown values may be false.
+/// Nil, false and unknown values may be false.
 pub(super) fn may_be_false(shapes: &Shapes) -> bool {
-    shapes.contains(Shape::Nil) || shapes.contains(Shape::Unknown) || shapes.is_empty()
+    shapes.contains(Shape::Nil)
+        || shapes.contains(Shape::False)
+        || shapes.contains(Shape::Unknown)
+        || shapes.is_empty()
 }
 
 pub(super) fn may_be_true(shapes: &Shapes) -> bool {
-    !shapes.without(Shape::Nil).is_empty() || shapes.is_empty()
+    !shapes.without(Shape::Nil).without(Shape::False).is_empty() || shapes.is_empty()
 }
 
-/// `not x`: true (1) when `x` may be false, false (nil) when it may be true.
+/// The values of `shapes` that are false in a test (`nil`, `false`): what `x and y`
+/// gives when `x` is one.
+pub(super) fn falsy(shapes: &Shapes) -> Shapes {
+    let unknown = shapes.contains(Shape::Unknown) || shapes.is_empty();
+    let mut out = Shapes::none();
+    if unknown || shapes.contains(Shape::Nil) {
+        out = out.with(Shape::Nil);
+    }
+    if unknown || shapes.contains(Shape::False) {
+        out = out.with(Shape::False);
+    }
+    out
+}
+
+/// `not x`: true (1) when `x` may be false, false when it may be true.
 pub(super) fn not(inner: &Shapes) -> Shapes {
     let mut out = Shapes::none();
     if may_be_false(inner) {
         out = out.with(Shape::Integer);
     }
     if may_be_true(inner) {
-        out = out.with(Shape::Nil);
+        out = out.with(Shape::False);
     }
     out
 }
@@ -76,8 +93,9 @@ pub(super) fn library(table: &str, member: &str, args: &[(Value, Option<String>)
         // No value when nothing matched, or for an empty string.
         ("string", "byte" | "find") => Value::Data(Shapes::of(Shape::Integer).with(Shape::Nil)),
         // A boolean.
+        // A boolean.
         ("redis", "breakpoint" | "acl_check_cmd") => {
-            Value::Data(Shapes::of(Shape::Integer).with(Shape::Nil))
+            Value::Data(Shapes::of(Shape::Integer).with(Shape::False))
         }
         // Nothing.
         ("redis", "log" | "setresp" | "set_repl" | "debug") | ("table", "insert" | "sort") => {
@@ -128,11 +146,13 @@ pub(super) fn global(name: &str, args: &[(Value, Option<String>)]) -> Value {
         },
         // Its first argument, which it returned only when it was neither nil nor false.
         "assert" => match first {
-            Some(s) if !s.is_empty() => Value::Data(s.without(Shape::Nil)),
+            Some(s) if !s.is_empty() => Value::Data(s.without(Shape::Nil).without(Shape::False)),
             _ => Value::Data(Shapes::unknown()),
         },
         // A boolean first.
-        "pcall" | "xpcall" | "rawequal" => Value::Data(Shapes::of(Shape::Integer).with(Shape::Nil)),
+        "pcall" | "xpcall" | "rawequal" => {
+            Value::Data(Shapes::of(Shape::Integer).with(Shape::False))
+        }
         "gcinfo" => data(Shape::Integer),
         _ => Value::Data(Shapes::unknown()),
     }

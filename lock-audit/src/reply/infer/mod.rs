@@ -10,6 +10,12 @@
 //! one. Local functions are inferred once where they are defined, their
 //! parameters unknown. What it cannot follow is unknown, which no declared type refuses.
 //!
+//! The protocol is followed like a local (an invisible one): `redis.setresp(3)` switches
+//! the path it is on to RESP3, where a command's reply is its RESP3 form and `false`
+//! replies 0; a branch that switched joins one that did not as "either", as does a
+//! function that switches (when it runs is not followed), so a reply there may be either
+//! form. A function's body, in a script that switches anywhere, starts as either.
+//!
 //! Here the statements and the scopes; `expr` the expressions and calls, `library` what
 //! Redis's Lua libraries and Lua's operators give, `narrow` what a test says of a local,
 //! `written` what a block wrote before it reads it back.
@@ -32,6 +38,44 @@ use narrow::{Narrow, narrows};
 
 /// A key (and a hash field) known to exist, by the text of its expressions.
 type Fact = (String, Option<String>);
+
+/// The protocols a path may be in: RESP2 until `redis.setresp(3)`, RESP3 after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Resp {
+    two: bool,
+    three: bool,
+}
+
+impl Resp {
+    const TWO: Self = Self {
+        two: true,
+        three: false,
+    };
+    const THREE: Self = Self {
+        two: false,
+        three: true,
+    };
+    const EITHER: Self = Self {
+        two: true,
+        three: true,
+    };
+
+    /// What Lua's `false` replies: nil, or under RESP3 the integer 0 (RESP3's false, to
+    /// a RESP3 caller).
+    fn false_replies(self) -> Shapes {
+        let mut out = Shapes::none();
+        if self.two {
+            out = out.with(Shape::Nil);
+        }
+        if self.three {
+            out = out.with(Shape::Integer);
+        }
+        out
+    }
+}
+
+/// The name of the local that holds the protocol: not a Lua name, so no script's.
+const RESP: &str = "redis.setresp";
 
 /// One `return` of the script (or its end, reached without one), and what it may give.
 ///
@@ -77,13 +121,15 @@ enum Value {
     Call(bool),
     /// A local function, by what it returns.
     Function(Shapes),
+    /// The protocol (the value of the local [`RESP`]).
+    Resp(Resp),
 }
 
 impl Value {
     fn shapes(&self) -> Shapes {
         match self {
             Self::Data(s) => s.clone(),
-            Self::Call(_) | Self::Function(_) => Shapes::unknown(),
+            Self::Call(_) | Self::Function(_) | Self::Resp(_) => Shapes::unknown(),
         }
     }
 
@@ -92,6 +138,10 @@ impl Value {
             (Self::Call(a), Self::Call(b)) if a == b => Self::Call(*a),
             (Self::Function(a), Self::Function(b)) => Self::Function(a.union(b)),
             (Self::Data(a), Self::Data(b)) => Self::Data(a.union(b)),
+            (Self::Resp(a), Self::Resp(b)) => Self::Resp(Resp {
+                two: a.two || b.two,
+                three: a.three || b.three,
+            }),
             _ => Self::Data(Shapes::unknown()),
         }
     }
@@ -115,17 +165,22 @@ struct Local {
 type Scopes = Vec<Vec<Local>>;
 
 /// Every `return` of `block` (a whole script) with its shapes, and the end of the script
-/// when it can be reached without one (`last_line`). `resp3`: the script calls
-/// `redis.setresp`, so what commands reply is not known.
-pub(crate) fn returns(block: &Block, last_line: usize, resp3: bool) -> Vec<Return> {
+/// when it can be reached without one (`last_line`). `switches`: the script names
+/// `setresp`, so a function's body may run under either protocol.
+pub(crate) fn returns(block: &Block, last_line: usize, switches: bool) -> Vec<Return> {
     let mut walk = Walk {
-        scopes: vec![Vec::new()],
+        scopes: vec![vec![Local {
+            name: RESP.to_owned(),
+            value: Value::Resp(Resp::TWO),
+            text: None,
+            depth: 0,
+        }]],
         depth: 0,
         returns: Vec::new(),
         breaks: Vec::new(),
         written: Vec::new(),
         pending: Vec::new(),
-        resp3,
+        switches,
     };
     let ends = walk.block(block);
     let mut found = walk.returns;
@@ -167,7 +222,8 @@ struct Walk {
     written: Vec<Vec<Fact>>,
     /// What the test guarding the next block says exists (`if EXISTS k == 1 then`).
     pending: Vec<Fact>,
-    resp3: bool,
+    /// The script names `setresp`.
+    switches: bool,
 }
 
 fn string_of(token: &TokenReference) -> Option<&str> {
@@ -250,6 +306,30 @@ impl Walk {
         }
     }
 
+    /// The protocols the walk may be in here.
+    fn protocol(&mut self) -> Resp {
+        match self.find(RESP).map(|l| &l.value) {
+            Some(Value::Resp(r)) => *r,
+            Some(_) => Resp::EITHER,
+            None => Resp::TWO,
+        }
+    }
+
+    /// `redis.setresp(...)` here: the path is in `resp` from now on; a function that
+    /// switches leaves the code around it in either (when it runs is not followed).
+    pub(super) fn set_protocol(&mut self, resp: Resp) {
+        let depth = self.depth;
+        for local in self.scopes.iter_mut().flatten() {
+            if local.name == RESP {
+                local.value = Value::Resp(if local.depth < depth {
+                    Resp::EITHER
+                } else {
+                    resp
+                });
+            }
+        }
+    }
+
     fn narrow(&mut self, narrows: &[(String, Narrow)]) {
         for (name, how) in narrows {
             if let Some(local) = self.find(name)
@@ -284,11 +364,16 @@ impl Walk {
         }
         match block.last_stmt() {
             Some(LastStmt::Return(ret)) => {
-                let shapes = ret
+                let mut shapes = ret
                     .returns()
                     .iter()
                     .next()
                     .map_or_else(|| Shapes::of(Shape::Nil), |e| self.expr(e).shapes());
+                if self.depth == 0 {
+                    // The script's reply: Lua's false becomes what it replies.
+                    let replies = self.protocol().false_replies();
+                    shapes = shapes.replaced(Shape::False, &replies);
+                }
                 self.returns.push(Return {
                     at: position(ret.token()),
                     shapes,
@@ -439,8 +524,8 @@ impl Walk {
 
     /// `t[#t + 1] = x`, `table.insert(t, x)`: an array of this function's stays an array,
     /// with `x` among its elements; any other table is no longer known. A nil `x` is no
-    /// element at all, a `false` one is sent as nil, and the shapes do not tell the two
-    /// apart: neither is counted (a miss rather than a false alarm).
+    /// element at all; a `false` one (a command's nil reply, under RESP2) is an element,
+    /// sent as nil.
     pub(super) fn append(&mut self, name: &str, value: &Value) {
         let depth = self.depth;
         let added = value.shapes().without(Shape::Nil);
@@ -561,21 +646,30 @@ impl Walk {
         // What the code around wrote is not known to be written when the function runs.
         let written = std::mem::take(&mut self.written);
         self.depth += 1;
-        self.scopes.push(
-            body.parameters()
-                .iter()
-                .filter_map(|p| match p {
-                    full_moon::ast::Parameter::Name(n) => name_of(n),
-                    _ => None,
-                })
-                .map(|n| Local {
-                    name: n.to_owned(),
-                    value: Value::Data(Shapes::unknown()),
-                    text: None,
-                    depth: self.depth,
-                })
-                .collect(),
-        );
+        let mut frame: Vec<Local> = body
+            .parameters()
+            .iter()
+            .filter_map(|p| match p {
+                full_moon::ast::Parameter::Name(n) => name_of(n),
+                _ => None,
+            })
+            .map(|n| Local {
+                name: n.to_owned(),
+                value: Value::Data(Shapes::unknown()),
+                text: None,
+                depth: self.depth,
+            })
+            .collect();
+        if self.switches {
+            // Called from wherever, after a switch or not.
+            frame.push(Local {
+                name: RESP.to_owned(),
+                value: Value::Resp(Resp::EITHER),
+                text: None,
+                depth: self.depth,
+            });
+        }
+        self.scopes.push(frame);
         let ends = self.block(body.block());
         self.scopes.pop();
         self.depth -= 1;
@@ -825,11 +919,12 @@ mod tests {
         // BullMQ's getCounts: an integer per state, appended in a loop.
         let script = "local results = {}\nfor i = 1, #ARGV do\n  if ARGV[i] == 'active' then\n    results[#results+1] = redis.call('LLEN', KEYS[1] .. ARGV[i])\n  else\n    results[#results+1] = redis.call('ZCARD', KEYS[1] .. ARGV[i])\n  end\nend\nreturn results";
         assert_eq!(shapes(script), ["[i]"]);
-        // A nil appended is no element; `false` would be one, sent as nil: not counted.
+        // A nil appended is no element; `false` (GET's nil, as Lua holds it) is one, sent
+        // as nil.
         let script = "local t = {}\nlocal v\nif ARGV[1] then v = 1 end\nt[#t + 1] = v\nreturn t";
         assert_eq!(shapes(script), ["[i]"]);
         let script = "local t = {}\nt[#t + 1] = redis.call('GET', KEYS[1])\nreturn t";
-        assert_eq!(shapes(script), ["[b]"]);
+        assert_eq!(shapes(script), ["[nb]"]);
         let script = "local t = {'a'}\ntable.insert(t, 1)\nreturn t";
         assert_eq!(shapes(script), ["[iw]"]);
         let script = "local t = redis.call('HGETALL', KEYS[1])\nt[#t + 1] = 1\nreturn t";
@@ -857,10 +952,120 @@ mod tests {
     }
 
     #[test]
-    fn setresp_makes_command_replies_unknown() {
+    fn the_newest_servers_commands_are_known() {
+        assert_eq!(
+            shapes("return redis.call('DELIFEQ', KEYS[1], ARGV[1])"),
+            ["i"]
+        );
+        assert_eq!(
+            shapes("return redis.call('HGETEX', KEYS[1], 'FIELDS', 1, ARGV[1])"),
+            ["[nb]"]
+        );
+        assert_eq!(
+            shapes("return redis.call('HSETEX', KEYS[1], 'FIELDS', 1, 'f', ARGV[1])"),
+            ["i"]
+        );
+        assert_eq!(
+            shapes("return redis.call('SET', KEYS[1], ARGV[1], 'IFEQ', ARGV[2])"),
+            ["no"]
+        );
+    }
+
+    /// After `redis.setresp(3)` a command's reply is its RESP3 form, returned to a RESP2
+    /// caller: null is nil, a map its pairs, flat, a double with its member a nested pair.
+    #[test]
+    fn after_setresp_3_replies_take_their_resp3_form() {
         assert_eq!(
             shapes("redis.setresp(3)\nreturn redis.call('GET', KEYS[1])"),
-            ["?"]
+            ["nb"]
         );
+        assert_eq!(
+            shapes("redis.setresp(3)\nreturn redis.call('HGETALL', KEYS[1])"),
+            ["[b]"]
+        );
+        let zrange = "return redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')";
+        assert_eq!(shapes(zrange), ["[b?]"]);
+        assert_eq!(shapes(&format!("redis.setresp(3)\n{zrange}")), ["[b[b]]"]);
+        // A null inside an array ends the Lua table: not an element.
+        assert_eq!(
+            shapes("redis.setresp(3)\nreturn redis.call('MGET', KEYS[1], KEYS[2])"),
+            ["[b]"]
+        );
+        // Back to RESP2.
+        assert_eq!(
+            shapes(&format!("redis.setresp(3)\nredis.setresp(2)\n{zrange}")),
+            ["[b?]"]
+        );
+        assert_eq!(
+            shapes("server.setresp(3)\nreturn redis.call('MGET', KEYS[1])"),
+            ["[b]"]
+        );
+    }
+
+    /// Lua's false replies nil, but 0 once the script is on RESP3 (a RESP2 null, read
+    /// before the switch, is false too); nil stays nil.
+    #[test]
+    fn false_replies_zero_after_setresp_3() {
+        assert_eq!(shapes("redis.setresp(3)\nreturn false"), ["i"]);
+        assert_eq!(shapes("redis.setresp(3)\nreturn nil"), ["n"]);
+        assert_eq!(shapes("redis.setresp(3)\nreturn {1, false}"), ["[i]"]);
+        assert_eq!(
+            shapes("redis.setresp(3)\nreturn not redis.call('GET', KEYS[1])"),
+            ["i"]
+        );
+        assert_eq!(
+            shapes("local v = redis.call('GET', KEYS[1])\nredis.setresp(3)\nreturn v"),
+            ["ib"]
+        );
+        assert_eq!(shapes("return {1, false}"), ["[ni]"]);
+    }
+
+    /// A path that may or may not have switched gets either form: a switch in one
+    /// branch, in a function, or to a protocol the script computes.
+    #[test]
+    fn a_switch_on_some_paths_gives_either_form() {
+        let zrange = "return redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')";
+        assert_eq!(
+            shapes(&format!("if ARGV[1] then redis.setresp(3) end\n{zrange}")),
+            ["[b?[b]]"]
+        );
+        assert_eq!(
+            shapes("local function three() redis.setresp(3) end\nthree()\nreturn false"),
+            ["ni"]
+        );
+        assert_eq!(
+            shapes("redis.setresp(tonumber(ARGV[1]))\nreturn false"),
+            ["ni"]
+        );
+        assert_eq!(shapes("pcall(redis.setresp, 3)\nreturn false"), ["ni"]);
+        // A function's body may run after a switch.
+        assert_eq!(
+            shapes("local function f() return false end\nredis.setresp(3)\nreturn f()"),
+            ["i"]
+        );
+        assert_eq!(
+            shapes(
+                "local function f()\n  return redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')\nend\nredis.setresp(3)\nreturn f()"
+            ),
+            ["[b?[b]]"]
+        );
+    }
+
+    /// RESP3's forms a script builds reply to a RESP2 caller as Redis 7 and Valkey send
+    /// them: a double, a big number, a verbatim string as text; a map, a set as an array.
+    /// (Redis 6.2 sends the big number and the verbatim string as an empty array.)
+    #[test]
+    fn resp3_tables_reply_as_their_resp2_form() {
+        assert_eq!(shapes("return {double = 1.5}"), ["b"]);
+        // Redis 6.2 reads neither of these: an empty array there.
+        assert_eq!(shapes("return {big_number = '123'}"), ["b[]"]);
+        assert_eq!(
+            shapes("return {verbatim_string = {format = 'txt', string = 'hi'}}"),
+            ["b[]"]
+        );
+        assert_eq!(shapes("return {map = {a = 1}}"), ["[?]"]);
+        assert_eq!(shapes("return {set = {a = true}}"), ["[?]"]);
+        // Not of the form's kind: read as an array, which is not followed.
+        assert_eq!(shapes("return {double = 'x'}"), ["?"]);
     }
 }

@@ -20,11 +20,11 @@ const NUMBERS: [Shape; 2] = [Shape::Integer, Shape::Truncated];
 
 impl Narrow {
     fn not_nil() -> Self {
-        Self::Not(vec![Shape::Nil])
+        Self::Not(vec![Shape::Nil, Shape::False])
     }
 
     fn nil() -> Self {
-        Self::Only(vec![Shape::Nil])
+        Self::Only(vec![Shape::Nil, Shape::False])
     }
 
     /// `type(v) == name` when `equal`, `~=` otherwise.
