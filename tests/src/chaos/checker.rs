@@ -1122,8 +1122,19 @@ fn check_suspect(
     for (&(worker, grant), track) in &mut tracks {
         track.renewals.sort_by_key(|r| r.0);
         for (i, &(seen, valid_until, due, renewal)) in track.renewals.iter().enumerate() {
-            let frozen = faults.frozen_within(worker, due, due + 2 * budget);
-            let bound = due + budget + frozen;
+            // The bound moves by every moment the worker was frozen before it, a freeze
+            // that began after the first bound too: to its fixed point (a freeze of
+            // 1,616 ms over a renewal due in it, renewed 63 ms after the thaw, was held
+            // to a window cut at twice the budget in a Redlock soak, seeds 4624, 4641).
+            let mut frozen = 0;
+            let bound = loop {
+                let bound = due + budget + frozen;
+                let more = faults.frozen_within(worker, due, bound);
+                if more <= frozen {
+                    break bound;
+                }
+                frozen = more;
+            };
             let next = track.renewals.get(i + 1).map(|r| r.0);
             let earliest = seen.min(due.saturating_sub(ns(RENEW_EARLY)));
             let answered = next.is_some_and(|n| n <= bound)
@@ -2187,8 +2198,43 @@ mod tests {
             mode: String::new(),
             slots: Vec::new(),
         };
-        let report = with(vec![frozen, suspect, releasing(1_900 * MS)]);
+        let report = with(vec![frozen, suspect.clone(), releasing(1_900 * MS)]);
         assert!(report.violations.is_empty(), "{:?}", report.violations);
+        // Frozen from just after the due time for longer than twice the budget: held to
+        // the bound from the thaw (less the 50 ms it ran after the due time): renewed
+        // 400 ms after the thaw is fine (a window cut at twice the budget ended at
+        // 2,750 ms), and nothing by the thaw plus 550 ms is a violation.
+        let long = Event::Fault {
+            kind: "freeze_worker".into(),
+            target: "worker:1".into(),
+            t_start: 1_050 * MS,
+            t_end: 2_600 * MS,
+            forgets_locks: false,
+            forgets_fences: false,
+            mode: String::new(),
+            slots: Vec::new(),
+        };
+        // (A 5 s lease: one that ran out first is the loss rule's.)
+        let long_lease = |more: Vec<Event>| {
+            let mut events = vec![
+                grant_as(1, 1, 1, 330 * MS, "long"),
+                renewal(1, 330 * MS, 5_000 * MS, 1_000 * MS),
+                Event::End {
+                    worker: 1,
+                    t: 6_000 * MS,
+                },
+            ];
+            events.extend(more);
+            check(&events, &bounds())
+        };
+        let report = long_lease(vec![
+            long.clone(),
+            renewal(1, 3_000 * MS, 5_300 * MS, 3_600 * MS),
+            releasing(3_100 * MS),
+        ]);
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        let report = long_lease(vec![long, releasing(3_300 * MS)]);
+        assert_eq!(kinds(&report), ["suspect"]);
         // A worker whose history ends before the bound (killed) is not judged.
         let mut killed = base.clone();
         killed.pop();
