@@ -228,7 +228,8 @@ impl<'a> Faults<'a> {
                 ..
             } = e
             {
-                if kind == "freeze_worker"
+                // Stopped by the nemesis, or kept off the CPU (the worker's own pulse).
+                if (kind == "freeze_worker" || kind == "worker_stall")
                     && let Some(w) = target.strip_prefix("worker:").and_then(|w| w.parse().ok())
                 {
                     frozen.entry(w).or_default().push((*t_start, *t_end));
@@ -244,6 +245,18 @@ impl<'a> Faults<'a> {
         }
         for moves in clocks.values_mut() {
             moves.sort_by_key(|m| m.0);
+        }
+        // A freeze and the stall the worker's pulse saw in it overlap: counted once.
+        for spans in frozen.values_mut() {
+            spans.sort_unstable();
+            let mut merged: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+            for &(s, e) in spans.iter() {
+                match merged.last_mut() {
+                    Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                    _ => merged.push((s, e)),
+                }
+            }
+            *spans = merged;
         }
         Self {
             all,
@@ -1689,7 +1702,32 @@ mod tests {
             &slower,
         );
         assert!(report.violations.is_empty(), "{:?}", report.violations);
-        let report = check(&[grant(1, 1, 1, 100 * MS), frozen, lost(660 * MS)], &slower);
+        let report = check(
+            &[grant(1, 1, 1, 100 * MS), frozen.clone(), lost(660 * MS)],
+            &slower,
+        );
+        assert_eq!(kinds(&report), ["timely loss"]);
+        // The worker's own pulse saw it kept off the CPU: the same as a freeze, and a
+        // freeze with the stall the pulse saw in it is one span, not two.
+        let stalled = Event::Fault {
+            kind: "worker_stall".into(),
+            target: "worker:1".into(),
+            t_start: 350 * MS,
+            t_end: 500 * MS,
+            forgets_locks: false,
+            forgets_fences: false,
+            mode: String::new(),
+            slots: Vec::new(),
+        };
+        let report = check(
+            &[grant(1, 1, 1, 100 * MS), stalled.clone(), lost(550 * MS)],
+            &bounds(),
+        );
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        let report = check(
+            &[grant(1, 1, 1, 100 * MS), frozen, stalled, lost(660 * MS)],
+            &slower,
+        );
         assert_eq!(kinds(&report), ["timely loss"]);
         // Frozen just after the validity end, while the signal was still due: held to
         // the bound from the thaw. Frozen only after the slack had passed: not excused.
