@@ -424,3 +424,105 @@ fn a_stalled_primary_met_by_a_question_asked_again_costs_no_lease_elsewhere() {
     eprintln!("Locks {meets:?}: {healthy:?}");
     healthy.assert_unharmed("Locks", meets);
 }
+
+/// A lease's ttl in the restart test: a renewal every 200 ms, 400 ms left when it goes.
+const RESTART_TTL: Duration = Duration::from_millis(600);
+
+/// How long the restart test's primary stays down: longer than what is left of a lease
+/// when its renewal goes, shorter than the node timeout (no failover: its replica keeps
+/// answering `MOVED` to it).
+const DOWN: Duration = Duration::from_millis(800);
+
+/// A primary killed (SIGKILL) and restarted empty costs only the leases it holds, with a
+/// response timeout longer than a lease. While it is down, a renewal on its slots meets
+/// its replica's `MOVED` (or no connection) and is sent again until it is answered or
+/// the response timeout passes; the renewals of the leases on the healthy primaries,
+/// due at the same time and sent in the same round, are answered at once, and each is
+/// applied as it comes (measured before: every lease of a round that held one on the
+/// killed primary lost at its validity end, its answer held until the round ended).
+#[test]
+fn a_primary_killed_and_restarted_empty_costs_no_lease_elsewhere() {
+    let mut cluster = RedisCluster::start_with(3, 1, |_, node| {
+        node.arg("--cluster-require-full-coverage").arg("no")
+    });
+    lockscript::load_scripts(&mut cluster.connection()).expect("load_scripts");
+    let killed = cluster.masters()[0];
+    let names = names_on_every_master(&cluster);
+    let probe = (cluster.one_lock_name_per_master("probe").into_iter())
+        .find(|(_, m)| *m == killed)
+        .expect("a lock name on the killed primary");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let locks = runtime.block_on(async {
+        lockscript::Locks::connect_cluster(cluster.urls())
+            .await
+            .expect("connect_cluster")
+            .ttl(RESTART_TTL)
+            .response_timeout(Duration::from_secs(2))
+    });
+    // Taken together: their renewals go in the same rounds.
+    let held: Vec<_> = runtime.block_on(async {
+        let mut held = Vec::new();
+        for (name, master) in names {
+            let guard = locks.try_lock(&name).await.expect("try_lock");
+            held.push((name, master, guard.expect("free")));
+        }
+        held
+    });
+    std::thread::sleep(RESTART_TTL);
+    let (healthy, on_killed): (Vec<_>, Vec<_>) =
+        held.into_iter().partition(|(_, m, _)| *m != killed);
+    let watched: Vec<_> = healthy
+        .iter()
+        .map(|(name, _, guard)| {
+            let (lease, name) = (guard.lease(), name.clone());
+            runtime.spawn(async move {
+                let watch = DOWN + RESTART_TTL * 2;
+                let suspect = tokio::time::timeout(watch, lease.suspect()).await.is_ok();
+                suspect.then_some(name)
+            })
+        })
+        .collect();
+    cluster.node(killed).signal("KILL");
+    // The handle learns at once that the primary is gone (a call on its slots meets the
+    // closed connection): the next rounds send to its slots while it is down.
+    let probed = runtime.block_on(locks.try_lock(&probe.0));
+    assert!(probed.is_err(), "a lock on the killed primary: {probed:?}");
+    std::thread::sleep(DOWN);
+    cluster.node_mut(killed).restart();
+    let suspect: Vec<String> = runtime.block_on(async {
+        let mut suspect = Vec::new();
+        for watcher in watched {
+            suspect.extend(watcher.await.expect("a watcher"));
+        }
+        suspect
+    });
+    let lost: Vec<&String> = (healthy.iter())
+        .filter(|(name, master, guard)| {
+            guard.lease().is_lost() || !key_lives(&cluster, name, *master)
+        })
+        .map(|(name, _, _)| name)
+        .collect();
+    eprintln!(
+        "healthy {}: suspect {suspect:?}, lost {lost:?}",
+        healthy.len()
+    );
+    assert!(
+        suspect.is_empty() && lost.is_empty(),
+        "leases on the healthy primaries while another was killed and restarted empty: \
+         suspect {suspect:?}, lost {lost:?} (of {})",
+        healthy.len()
+    );
+    drop(on_killed);
+    runtime.block_on(async {
+        for (_, _, guard) in healthy {
+            guard
+                .release()
+                .await
+                .expect("a release on a healthy primary");
+        }
+    });
+}

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::future::join_all;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 
 use crate::Invocation;
 use crate::LockError;
@@ -17,6 +18,10 @@ use crate::machine::key::Keys;
 use crate::machine::lease::{LeaseState, Sending};
 use crate::machine::reply::Confirmed;
 use crate::machine::settings::Settings;
+
+/// Where [`Backend::renew_all`] hands each lease's answer: its place among the
+/// renewals, and what [`Backend::renew`] would have answered.
+pub type Answered<'a> = dyn Fn(usize, Result<Option<Instant>, LockError>) + Sync + 'a;
 
 /// The server side of the lock protocol, for the async engine.
 pub trait Backend: Clone + Send + Sync + 'static {
@@ -66,15 +71,23 @@ pub trait Backend: Clone + Send + Sync + 'static {
 
     /// The renewals of several leases (`Sending` says each one's ttl), in as few round
     /// trips as the backend can; each lease's own answer, as [`renew`](Self::renew)
-    /// gives it, in the same order. One failed or refused renewal hides no other's.
+    /// gives it, handed to `answered(i, answer)` (`i` its place in `due`) once, as soon
+    /// as it is known. One failed, refused or slow renewal hides or delays no other's.
     fn renew_all(
         &self,
         due: &[(Arc<LeaseState>, Sending)],
-    ) -> impl Future<Output = Vec<Result<Option<Instant>, LockError>>> + Send {
-        join_all(
-            due.iter()
-                .map(|(lease, sending)| self.renew(lease.owner(), sending.ttl)),
-        )
+        answered: &Answered<'_>,
+    ) -> impl Future<Output = ()> + Send {
+        let mut each: FuturesUnordered<_> = (due.iter().enumerate())
+            .map(|(i, (lease, sending))| async move {
+                (i, self.renew(lease.owner(), sending.ttl).await)
+            })
+            .collect();
+        async move {
+            while let Some((i, reply)) = each.next().await {
+                answered(i, reply);
+            }
+        }
     }
 
     /// Deletes the lock if `token` holds it (waking waiters); whether it did.

@@ -17,7 +17,7 @@ use futures_util::stream::FuturesUnordered;
 
 use redis::FromRedisValue;
 
-use crate::exec::backend::Backend;
+use crate::exec::backend::{Answered, Backend};
 use crate::exec::queue::Offer;
 use crate::machine::call::{LeaseCall, LeaseCalls, Owner, RETRY_LATER, renewal};
 use crate::machine::fair::Ticket;
@@ -130,21 +130,46 @@ where
             .unwrap_or_else(|| Err(LockError::no_reply(settings.response_timeout)))
     }
 
-    /// `n` lease calls (`make(i, offered)` builds the `i`th, native where `settings`
-    /// allow and the server was found to offer it), each answered on its own, in order,
-    /// all within `settings`' response timeout: sends them in one round trip (asking the
-    /// server what it offers beside them if the question is open, see
-    /// [`ask_beside`](Self::ask_beside)); the calls refused as native commands or refused
-    /// for now go again together ([`LeaseCalls`]) until each has its answer or the
-    /// timeout passes. A connection that refuses a pipeline across slots (a Cluster)
-    /// gets each call of a round alone, concurrently, from then on, each answer kept as
-    /// it comes: a Cluster primary that stalls costs only the calls sent to it.
+    /// `n` lease calls, each answer in its place: see
+    /// [`lease_calls_each`](Self::lease_calls_each).
     pub(crate) async fn lease_calls(
         &self,
         settings: &Settings,
         n: usize,
         make: impl Fn(usize, NativeCommands) -> LeaseCall,
     ) -> Vec<Result<Confirmed, LockError>> {
+        let mut replies: Vec<Option<Result<Confirmed, LockError>>> =
+            std::iter::repeat_with(|| None).take(n).collect();
+        self.lease_calls_each(settings, n, make, |i, reply| {
+            if let Some(place) = replies.get_mut(i) {
+                *place = Some(reply);
+            }
+        })
+        .await;
+        let unanswered = || Err(LockError::no_reply(settings.response_timeout));
+        (replies.into_iter())
+            .map(|reply| reply.unwrap_or_else(unanswered))
+            .collect()
+    }
+
+    /// `n` lease calls (`make(i, offered)` builds the `i`th, native where `settings`
+    /// allow and the server was found to offer it), all within `settings`' response
+    /// timeout, each answer handed to `each(i, answer)` as soon as it is final: sends
+    /// them in one round trip (asking the server what it offers beside them if the
+    /// question is open, see [`ask_beside`](Self::ask_beside)); the calls refused as
+    /// native commands or refused for now go again together ([`LeaseCalls`]) until each
+    /// has its answer or the timeout passes. A connection that refuses a pipeline across
+    /// slots (a Cluster) gets each call of a round alone, concurrently, from then on,
+    /// each answer handed out as it comes: a Cluster primary that stalls, or whose slots
+    /// answer `MOVED` until the bound while it is down, costs only the calls sent to it,
+    /// never the time of the others' answers.
+    pub(crate) async fn lease_calls_each(
+        &self,
+        settings: &Settings,
+        n: usize,
+        make: impl Fn(usize, NativeCommands) -> LeaseCall,
+        mut each: impl FnMut(usize, Result<Confirmed, LockError>) + Send,
+    ) {
         let native = settings.native;
         let mut calls = LeaseCalls::new(n, true);
         let mut conn = self.conn.clone();
@@ -155,7 +180,8 @@ where
                 if round.is_empty() {
                     return;
                 }
-                self.send_round(&mut conn, &mut calls, round).await;
+                self.send_round(&mut conn, &mut calls, round, &mut each)
+                    .await;
                 if calls.retrying() {
                     tokio::time::sleep(RETRY_LATER).await;
                 }
@@ -170,35 +196,48 @@ where
             self.offered
                 .met(&LockError::no_reply(settings.response_timeout));
         }
-        calls.answers(settings.response_timeout)
+        for (i, reply) in calls.rest(settings.response_timeout) {
+            each(i, reply);
+        }
     }
 
-    /// Sends one round of `calls` and reads it: one call alone; several in one
-    /// pipeline, or each alone concurrently on a connection that takes no pipeline
-    /// across slots.
+    /// Sends one round of `calls` and reads it, handing each final answer to `each`:
+    /// one call alone; several in one pipeline, or each alone concurrently on a
+    /// connection that takes no pipeline across slots.
     async fn send_round(
         &self,
         conn: &mut C,
         calls: &mut LeaseCalls,
         mut round: Vec<(usize, LeaseCall)>,
+        each: &mut (impl FnMut(usize, Result<Confirmed, LockError>) + Send),
     ) {
         let offered = &*self.offered;
+        let mut hand_out = |calls: &mut LeaseCalls| {
+            for (i, reply) in calls.take_answered() {
+                each(i, reply);
+            }
+        };
         if round.len() == 1
             && let Some((i, call)) = round.pop()
         {
             let reply = send(conn, &call, offered).await;
-            return calls.answered(i, reply, offered);
+            calls.answered(i, reply, offered);
+            return hand_out(calls);
         }
         if !self.one_by_one.load(Ordering::Relaxed) {
             let sent = match LeaseCalls::pipeline(round) {
                 Ok((pipe, placed)) => match pipe.query_async(conn).await {
-                    Ok(replies) => return calls.read(&placed, replies, offered),
+                    Ok(replies) => {
+                        calls.read(&placed, replies, offered);
+                        return hand_out(calls);
+                    }
                     Err(e) => LockError::from(e),
                 },
                 Err(e) => e,
             };
             if !sent.is_cross_slot() {
-                return calls.failed(&sent, offered);
+                calls.failed(&sent, offered);
+                return hand_out(calls);
             }
             self.one_by_one.store(true, Ordering::Relaxed);
             calls.unsent();
@@ -210,11 +249,11 @@ where
                 async move { (*i, send(&mut conn, call, offered).await) }
             })
             .collect();
-        // Each answer kept as it comes: cut at the bound, the calls that were answered
-        // keep their answers, and only those still waiting (on a primary that stalls)
-        // are answered by the timeout.
+        // Each answer handed out as it comes: a call still waiting (on a primary that
+        // stalls, or one refused for now until the bound) holds no other's.
         while let Some((i, reply)) = alone.next().await {
             calls.answered(i, reply, offered);
+            hand_out(calls);
         }
     }
 }
@@ -297,22 +336,20 @@ where
     }
 
     /// Every renewal in one round trip (a pipeline of native renewals or renew.lua
-    /// calls); on a Cluster one by one, concurrently.
-    async fn renew_all(
-        &self,
-        due: &[(Arc<LeaseState>, Sending)],
-    ) -> Vec<Result<Option<Instant>, LockError>> {
+    /// calls); on a Cluster one by one, concurrently, each answer handed to `answered`
+    /// as it comes.
+    async fn renew_all(&self, due: &[(Arc<LeaseState>, Sending)], answered: &Answered<'_>) {
         let Some((first, _)) = due.first() else {
-            return Vec::new();
+            return;
         };
         let sent = Instant::now();
-        let replies = self
-            .lease_calls(&first.settings, due.len(), |i, native| {
-                renewal(&due[i].0, &due[i].1, native)
-            })
-            .await;
-        let confirmed = |reply: Result<Confirmed, LockError>| reply.map(|r| r.0.then_some(sent));
-        replies.into_iter().map(confirmed).collect()
+        self.lease_calls_each(
+            &first.settings,
+            due.len(),
+            |i, native| renewal(&due[i].0, &due[i].1, native),
+            |i, reply| answered(i, reply.map(|r| r.0.then_some(sent))),
+        )
+        .await;
     }
 
     async fn release(&self, of: Owner<'_>) -> Result<bool, LockError> {

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 
 use crate::LockError;
-use crate::exec::backend::Backend;
+use crate::exec::backend::{Answered, Backend};
 use crate::exec::node::Node;
 use crate::machine::call::Owner;
 use crate::machine::call::renewal;
@@ -254,12 +254,9 @@ where
 
     /// Every renewal in one round trip per master (a pipeline on each, in parallel, each
     /// bounded by the node timeout); each lease then needs its own majority.
-    async fn renew_all(
-        &self,
-        due: &[(Arc<LeaseState>, Sending)],
-    ) -> Vec<Result<Option<Instant>, LockError>> {
+    async fn renew_all(&self, due: &[(Arc<LeaseState>, Sending)], answered: &Answered<'_>) {
         let Some((first, _)) = due.first() else {
-            return Vec::new();
+            return;
         };
         let settings = &first.settings;
         let start = Instant::now();
@@ -281,9 +278,9 @@ where
                 })
                 .collect(),
         };
-        (0..due.len())
-            .map(|i| self.renewed(&round_of(i), start, due[i].1.ttl))
-            .collect()
+        for (i, (_, sending)) in due.iter().enumerate() {
+            answered(i, self.renewed(&round_of(i), start, sending.ttl));
+        }
     }
 
     async fn release(&self, of: Owner<'_>) -> Result<bool, LockError> {

@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use tokio::sync::Notify;
 
+use crate::LockError;
 use crate::exec::backend::Backend;
 use crate::machine::lease::{BATCH_HORIZON, LeaseState, Sending};
 use crate::machine::schedule::Schedule;
@@ -141,41 +142,51 @@ impl<B: Backend> Watchdog<B> {
     }
 }
 
-/// The renewals that are due, in one round trip where the backend can; then each
-/// lease's next place in the queue. Until the answers come, each lease whose validity
-/// ends is seen lost then, on time (the round trip is bounded by the response timeout,
-/// which may be longer than what is left of a short lease).
+/// The renewals that are due, in one round trip where the backend can; each lease's
+/// answer applied, and the lease queued at its next action, as soon as it comes: a
+/// renewal that waits (on a Cluster primary in trouble) delays no other lease of the
+/// round. Until its answer comes, each lease whose validity ends is seen lost then, on
+/// time (the round trip is bounded by the response timeout, which may be longer than
+/// what is left of a short lease).
 async fn renew<B: Backend>(dog: Arc<Watchdog<B>>, renewals: Vec<(Arc<LeaseState>, Sending)>) {
-    let replies = {
-        let round_trip = dog.backend.renew_all(&renewals);
-        tokio::pin!(round_trip);
-        // The first validity end as the renewals went out; looked at again (an `extend`
-        // may have moved it, a lost or released lease has none) when it comes first.
-        let mut end = renewals.iter().map(|(_, s)| s.valid_until).min();
-        loop {
-            let Some(at) = end else {
-                break round_trip.await;
-            };
-            tokio::select! {
-                replies = &mut round_trip => break replies,
-                () = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {}
-            }
-            let now = Instant::now();
-            // While its renewal is in flight, a held lease's next action is its validity
-            // end; past it, the lease is seen lost here.
-            end = renewals
-                .iter()
-                .filter_map(|(l, _)| l.next_action(now))
-                .min();
+    let done: Vec<AtomicBool> = renewals.iter().map(|_| AtomicBool::new(false)).collect();
+    let answered = |i: usize, reply: Result<Option<Instant>, LockError>| {
+        let (Some((lease, sending)), Some(flag)) = (renewals.get(i), done.get(i)) else {
+            return;
+        };
+        if flag.swap(true, Ordering::AcqRel) {
+            return;
         }
+        lease.renewal_done(*sending, reply, Instant::now());
+        dog.schedule_all(std::slice::from_ref(lease));
     };
-    let now = Instant::now();
-    let mut done = Vec::with_capacity(renewals.len());
-    for ((lease, sending), reply) in renewals.into_iter().zip(replies) {
-        lease.renewal_done(sending, reply, now);
-        done.push(lease);
+    let round_trip = dog.backend.renew_all(&renewals, &answered);
+    tokio::pin!(round_trip);
+    // The first validity end among the leases still waiting for their answer; looked at
+    // again (an `extend` may have moved it, a lost or released lease has none) when it
+    // comes first.
+    let waiting = |now: Instant| {
+        (renewals.iter().zip(&done))
+            .filter(|(_, flag)| !flag.load(Ordering::Acquire))
+            .filter_map(|((lease, _), _)| lease.next_action(now))
+            .min()
+    };
+    let mut end = (renewals.iter().zip(&done))
+        .filter(|(_, flag)| !flag.load(Ordering::Acquire))
+        .map(|((_, sending), _)| sending.valid_until)
+        .min();
+    loop {
+        let Some(at) = end else {
+            break round_trip.await;
+        };
+        tokio::select! {
+            () = &mut round_trip => break,
+            () = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {}
+        }
+        // While its renewal is in flight, a held lease's next action is its validity
+        // end; past it, the lease is seen lost here.
+        end = waiting(Instant::now());
     }
-    dog.schedule_all(&done);
 }
 
 /// The watchdog task: acts on leases as their times come, until the watchdog is gone.

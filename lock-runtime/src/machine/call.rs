@@ -112,6 +112,8 @@ enum Due {
         native: bool,
     },
     Answered(Result<Confirmed, LockError>),
+    /// Answered, and the answer already handed out ([`LeaseCalls::take_answered`]).
+    Delivered,
 }
 
 /// A call of a round as a pipeline carries it: its place among the calls, and how many
@@ -258,18 +260,51 @@ impl LeaseCalls {
         }
     }
 
-    /// Each call's answer, in order, once the rounds end (every call answered, or the
-    /// executor's bound `timeout` passed): a call on its way then got no reply in time
-    /// (it may have run); one refused and not sent again has its refusal.
-    pub(crate) fn answers(self, timeout: Duration) -> Vec<Result<Confirmed, LockError>> {
-        let each = |due| match due {
-            Due::Answered(reply) => reply,
+    /// The calls answered since the last look, each with its place, handed out as they
+    /// come: a call that waits (on a Cluster primary in trouble) holds no other's
+    /// answer. Each answer is handed out once; [`rest`](Self::rest) skips them.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn take_answered(&mut self) -> Vec<(usize, Result<Confirmed, LockError>)> {
+        let mut out = Vec::new();
+        for (i, due) in self.calls.iter_mut().enumerate() {
+            if matches!(due, Due::Answered(_))
+                && let Due::Answered(reply) = std::mem::replace(due, Due::Delivered)
+            {
+                out.push((i, reply));
+            }
+        }
+        out
+    }
+
+    /// The answer of each call not yet handed out, with its place, in order, once the
+    /// rounds end (every call answered, or the executor's bound `timeout` passed): a
+    /// call on its way then got no reply in time (it may have run); one refused and not
+    /// sent again has its refusal.
+    pub(crate) fn rest(self, timeout: Duration) -> Vec<(usize, Result<Confirmed, LockError>)> {
+        let each = |(i, due)| match due {
+            Due::Answered(reply) => Some((i, reply)),
             Due::Next {
                 refused: Some(e), ..
-            } => Err(e),
-            Due::Next { refused: None, .. } | Due::Sent { .. } => Err(LockError::no_reply(timeout)),
+            } => Some((i, Err(e))),
+            Due::Next { refused: None, .. } | Due::Sent { .. } => {
+                Some((i, Err(LockError::no_reply(timeout))))
+            }
+            Due::Delivered => None,
         };
-        self.calls.into_iter().map(each).collect()
+        self.calls
+            .into_iter()
+            .enumerate()
+            .filter_map(each)
+            .collect()
+    }
+
+    /// Each call's answer, in order, once the rounds end: see [`rest`](Self::rest)
+    /// (none handed out before).
+    pub(crate) fn answers(self, timeout: Duration) -> Vec<Result<Confirmed, LockError>> {
+        self.rest(timeout)
+            .into_iter()
+            .map(|(_, reply)| reply)
+            .collect()
     }
 }
 
