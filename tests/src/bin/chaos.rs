@@ -5,7 +5,7 @@
 //! chaos run [--topology single|aof|cluster|redlock|all] [--seed N] [--seconds S]
 //!           [--minutes M] [--workers W] [--mutant no-deadline] [--faults K1,K2...]
 //!           [--dir DIR]
-//! chaos check DIR    check a recorded run again
+//! chaos check DIR    check a recorded run again (or every run of a soak's DIR)
 //! ```
 //!
 //! `run` runs one schedule of `--seconds` (default 20) per topology and seed; with
@@ -57,30 +57,85 @@ fn main() {
         }
         Some("check") => {
             let dir = PathBuf::from(args.get(1).unwrap_or_else(|| usage()));
-            let events: Vec<_> = run::histories(&dir)
-                .iter()
-                .flat_map(|p| history::read(p))
-                .collect();
-            let bounds = Bounds {
-                slack: SLACK,
-                call_slack: CALL_SLACK,
-                wait_timeout: Duration::from_secs(2),
-                call: lockscript::DEFAULT_RESPONSE_TIMEOUT,
-                drift: run::drift(Duration::from_millis(300)),
-            };
-            let report = checker::check(&events, &bounds);
-            for v in &report.explained {
-                println!("EXPLAINED (expected: a move of a server's clock) {v}");
-            }
-            for v in &report.violations {
-                println!("VIOLATION {v}");
-            }
-            println!("{} violations", report.violations.len());
-            std::process::exit(i32::from(!report.violations.is_empty()));
+            std::process::exit(check_command(&dir));
         }
         Some("run") => std::process::exit(run_command(&args[1..])),
         _ => usage(),
     }
+}
+
+/// `chaos check DIR`: checks the run recorded in `DIR` again, or, for a soak's
+/// directory, every run recorded in its subdirectories, with the soak's totals. A
+/// directory with no recorded run is an error, not a pass.
+fn check_command(dir: &std::path::Path) -> i32 {
+    let mut runs: Vec<PathBuf> = if run::histories(dir).is_empty() {
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.is_dir() && !run::histories(p).is_empty())
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        vec![dir.to_path_buf()]
+    };
+    runs.sort();
+    if runs.is_empty() {
+        eprintln!(
+            "no recorded run in {}: give a run's directory (with its *.jsonl histories) \
+             or a soak's directory of them",
+            dir.display()
+        );
+        return 2;
+    }
+    let bounds = Bounds {
+        slack: SLACK,
+        call_slack: CALL_SLACK,
+        wait_timeout: Duration::from_secs(2),
+        call: lockscript::DEFAULT_RESPONSE_TIMEOUT,
+        drift: run::drift(Duration::from_millis(300)),
+    };
+    let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+    let mut violations = 0;
+    for path in &runs {
+        let events: Vec<_> = run::histories(path)
+            .iter()
+            .flat_map(|p| history::read(p))
+            .collect();
+        let report = checker::check(&events, &bounds);
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        for v in &report.explained {
+            println!("EXPLAINED ({name}; expected: a move of a server's clock) {v}");
+        }
+        for v in &report.violations {
+            println!("VIOLATION ({name}) {v}");
+        }
+        violations += report.violations.len();
+        for (what, n) in report.figures {
+            let total = totals.entry(what.clone()).or_default();
+            *total = if what.contains("largest") {
+                (*total).max(n)
+            } else {
+                *total + n
+            };
+        }
+    }
+    if runs.len() > 1 {
+        println!(
+            "
+{} runs checked",
+            runs.len()
+        );
+        for (what, n) in &totals {
+            println!("  {what:<48} {n:>8}");
+        }
+    }
+    println!("{violations} violations");
+    i32::from(violations > 0)
 }
 
 /// The topologies `name` names (`all`, or one).
