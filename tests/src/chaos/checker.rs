@@ -1362,6 +1362,21 @@ mod tests {
         }
     }
 
+    /// A fault of worker 1 from `from` to `to`: `freeze_worker` (the nemesis's SIGSTOP)
+    /// or `worker_stall` (its own pulse saw it kept off the CPU).
+    fn worker_fault(kind: &str, from: u64, to: u64) -> Event {
+        Event::Fault {
+            kind: kind.into(),
+            target: "worker:1".into(),
+            t_start: from,
+            t_end: to,
+            forgets_locks: false,
+            forgets_fences: false,
+            mode: String::new(),
+            slots: Vec::new(),
+        }
+    }
+
     fn grant(worker: u32, id: u64, fence: u64, t: u64) -> Event {
         Event::Grant {
             worker,
@@ -1676,16 +1691,7 @@ mod tests {
         assert_eq!(kinds(&report), ["timely loss"]);
         let report = check(&[grant(1, 1, 1, 100 * MS), lost(480 * MS)], &bounds());
         assert!(report.violations.is_empty());
-        let frozen = Event::Fault {
-            kind: "freeze_worker".into(),
-            target: "worker:1".into(),
-            t_start: 350 * MS,
-            t_end: 500 * MS,
-            forgets_locks: false,
-            forgets_fences: false,
-            mode: String::new(),
-            slots: Vec::new(),
-        };
+        let frozen = worker_fault("freeze_worker", 350 * MS, 500 * MS);
         let report = check(
             &[grant(1, 1, 1, 100 * MS), frozen.clone(), lost(550 * MS)],
             &bounds(),
@@ -1709,16 +1715,7 @@ mod tests {
         assert_eq!(kinds(&report), ["timely loss"]);
         // The worker's own pulse saw it kept off the CPU: the same as a freeze, and a
         // freeze with the stall the pulse saw in it is one span, not two.
-        let stalled = Event::Fault {
-            kind: "worker_stall".into(),
-            target: "worker:1".into(),
-            t_start: 350 * MS,
-            t_end: 500 * MS,
-            forgets_locks: false,
-            forgets_fences: false,
-            mode: String::new(),
-            slots: Vec::new(),
-        };
+        let stalled = worker_fault("worker_stall", 350 * MS, 500 * MS);
         let report = check(
             &[grant(1, 1, 1, 100 * MS), stalled.clone(), lost(550 * MS)],
             &bounds(),
@@ -1731,16 +1728,7 @@ mod tests {
         assert_eq!(kinds(&report), ["timely loss"]);
         // Frozen just after the validity end, while the signal was still due: held to
         // the bound from the thaw. Frozen only after the slack had passed: not excused.
-        let freeze = |from, to| Event::Fault {
-            kind: "freeze_worker".into(),
-            target: "worker:1".into(),
-            t_start: from,
-            t_end: to,
-            forgets_locks: false,
-            forgets_fences: false,
-            mode: String::new(),
-            slots: Vec::new(),
-        };
+        let freeze = |from, to| worker_fault("freeze_worker", from, to);
         let report = check(
             &[
                 grant(1, 1, 1, 100 * MS),
@@ -1908,16 +1896,7 @@ mod tests {
             kinds(&check(&[call("release", 700)], &bounds())),
             ["call duration"]
         );
-        let frozen = Event::Fault {
-            kind: "freeze_worker".into(),
-            target: "worker:1".into(),
-            t_start: 100 * MS,
-            t_end: 400 * MS,
-            forgets_locks: false,
-            forgets_fences: false,
-            mode: String::new(),
-            slots: Vec::new(),
-        };
+        let frozen = worker_fault("freeze_worker", 100 * MS, 400 * MS);
         assert!(
             check(&[frozen, call("release", 700)], &bounds())
                 .violations
@@ -2226,32 +2205,14 @@ mod tests {
         };
         assert_eq!(kinds(&with(vec![late, releasing(1_700 * MS)])), ["suspect"]);
         // A worker frozen meanwhile is held to the bound from its thaw.
-        let frozen = Event::Fault {
-            kind: "freeze_worker".into(),
-            target: "worker:1".into(),
-            t_start: 1_100 * MS,
-            t_end: 1_300 * MS,
-            forgets_locks: false,
-            forgets_fences: false,
-            mode: String::new(),
-            slots: Vec::new(),
-        };
+        let frozen = worker_fault("freeze_worker", 1_100 * MS, 1_300 * MS);
         let report = with(vec![frozen, suspect.clone(), releasing(1_900 * MS)]);
         assert!(report.violations.is_empty(), "{:?}", report.violations);
         // Frozen from just after the due time for longer than twice the budget: held to
         // the bound from the thaw (less the 50 ms it ran after the due time): renewed
         // 400 ms after the thaw is fine (a window cut at twice the budget ended at
         // 2,750 ms), and nothing by the thaw plus 550 ms is a violation.
-        let long = Event::Fault {
-            kind: "freeze_worker".into(),
-            target: "worker:1".into(),
-            t_start: 1_050 * MS,
-            t_end: 2_600 * MS,
-            forgets_locks: false,
-            forgets_fences: false,
-            mode: String::new(),
-            slots: Vec::new(),
-        };
+        let long = worker_fault("freeze_worker", 1_050 * MS, 2_600 * MS);
         // (A 5 s lease: one that ran out first is the loss rule's.)
         let long_lease = |more: Vec<Event>| {
             let mut events = vec![
@@ -2327,16 +2288,7 @@ mod tests {
         single.remove(0);
         assert!(check(&single, &bounds()).violations.is_empty());
         let mut frozen = history(freeze(vec![other]));
-        frozen.push(Event::Fault {
-            kind: "freeze_worker".into(),
-            target: "worker:1".into(),
-            t_start: 200 * MS,
-            t_end: 450 * MS,
-            forgets_locks: false,
-            forgets_fences: false,
-            mode: String::new(),
-            slots: Vec::new(),
-        });
+        frozen.push(worker_fault("freeze_worker", 200 * MS, 450 * MS));
         assert!(check(&frozen, &bounds()).violations.is_empty());
     }
 
