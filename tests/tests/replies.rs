@@ -250,16 +250,9 @@ fn set_ifeq_replies_nil_when_the_value_differs(mut conn: redis::Connection) {
 fn redis_8_2_commands_reply_as_their_rows_say(mut conn: redis::Connection) {
     use lockscript_audit::commands::reply_to;
     use lockscript_audit::reply::Protocol;
-    for command in ["XACKDEL", "VADD"] {
-        let known: Vec<redis::Value> = redis::cmd("COMMAND")
-            .arg("INFO")
-            .arg(command)
-            .query(&mut conn)
-            .unwrap();
-        if known.iter().any(|c| *c == redis::Value::Nil) {
-            eprintln!("this server has no {command}");
-            return;
-        }
+    if !has_redis_8_2_commands(&mut conn) {
+        eprintln!("this server has no XACKDEL or VADD");
+        return;
     }
     let setup: &[&[&str]] = &[
         &["XADD", "s", "1-0", "f", "v"],
@@ -287,56 +280,7 @@ fn redis_8_2_commands_reply_as_their_rows_say(mut conn: redis::Connection) {
             .exec(&mut conn)
             .unwrap();
     }
-    // Each call, and the shape codes its replies show under RESP2 and RESP3 (the server's
-    // own, so that a change in it shows here as well as a wrong row).
-    let calls: &[(&[&str], &str, &str)] = &[
-        (
-            &["XACKDEL", "s", "g", "IDS", "2", "1-0", "9-0"],
-            "[i]",
-            "[i]",
-        ),
-        (
-            &["XACKDEL", "none", "g", "KEEPREF", "IDS", "1", "1-0"],
-            "[i]",
-            "[i]",
-        ),
-        (&["XDELEX", "s", "IDS", "2", "2-0", "9-0"], "[i]", "[i]"),
-        (&["XDELEX", "s", "DELREF", "IDS", "1", "3-0"], "[i]", "[i]"),
-        (&["VADD", "v", "VALUES", "3", "0", "0", "1", "c"], "i", "i"),
-        (&["VCARD", "v"], "i", "i"),
-        (&["VCARD", "none"], "i", "i"),
-        (&["VDIM", "v"], "i", "i"),
-        (&["VEMB", "v", "a"], "[b]", "[b]"),
-        (&["VEMB", "v", "none"], "n", "n"),
-        (&["VEMB", "v", "a", "RAW"], "[bo]", "[bo]"),
-        (&["VGETATTR", "v", "b"], "b", "b"),
-        (&["VGETATTR", "v", "a"], "n", "n"),
-        (&["VINFO", "v"], "[io]", "[io]"),
-        (&["VINFO", "none"], "n", "n"),
-        (&["VISMEMBER", "v", "a"], "i", "i"),
-        (&["VISMEMBER", "none", "a"], "i", "i"),
-        (&["VLINKS", "v", "a"], "[[b]]", "[[b]]"),
-        (&["VLINKS", "v", "a", "WITHSCORES"], "[[b]]", "[[b]]"),
-        (&["VLINKS", "v", "none"], "n", "n"),
-        (&["VRANDMEMBER", "v"], "b", "b"),
-        (&["VRANDMEMBER", "none"], "n", "n"),
-        (&["VRANDMEMBER", "v", "-3"], "[b]", "[b]"),
-        (&["VRANDMEMBER", "none", "2"], "[]", "[]"),
-        (&["VSIM", "v", "ELE", "a"], "[b]", "[b]"),
-        (&["VSIM", "v", "ELE", "a", "WITHSCORES"], "[b]", "[b]"),
-        (&["VSIM", "v", "ELE", "a", "WITHATTRIBS"], "[nb]", "[b]"),
-        (
-            &["VSIM", "v", "ELE", "a", "WITHSCORES", "WITHATTRIBS"],
-            "[nb]",
-            "[b[b]]",
-        ),
-        (&["VSIM", "none", "ELE", "a"], "[]", "[]"),
-        (&["VSETATTR", "v", "a", "{\"z\":2}"], "i", "i"),
-        (&["VSETATTR", "v", "none", "{}"], "i", "i"),
-        (&["VREM", "v", "none"], "i", "i"),
-        (&["VREM", "v", "c"], "i", "i"),
-    ];
-    for (call, resp2, resp3) in calls {
+    for (call, resp2, resp3) in REDIS_8_2_CALLS {
         for (protocol, which, seen) in
             [(Protocol::Resp2, "2", resp2), (Protocol::Resp3, "3", resp3)]
         {
@@ -354,6 +298,69 @@ fn redis_8_2_commands_reply_as_their_rows_say(mut conn: redis::Connection) {
     }
 }
 
+/// The calls `redis_8_2_commands_reply_as_their_rows_say` makes, each with the shape codes
+/// its replies show under RESP2 and RESP3 (the server's own, so that a change in it shows
+/// here as well as a wrong row).
+const REDIS_8_2_CALLS: &[(&[&str], &str, &str)] = &[
+    (
+        &["XACKDEL", "s", "g", "IDS", "2", "1-0", "9-0"],
+        "[i]",
+        "[i]",
+    ),
+    (
+        &["XACKDEL", "none", "g", "KEEPREF", "IDS", "1", "1-0"],
+        "[i]",
+        "[i]",
+    ),
+    (&["XDELEX", "s", "IDS", "2", "2-0", "9-0"], "[i]", "[i]"),
+    (&["XDELEX", "s", "DELREF", "IDS", "1", "3-0"], "[i]", "[i]"),
+    (&["VADD", "v", "VALUES", "3", "0", "0", "1", "c"], "i", "i"),
+    (&["VCARD", "v"], "i", "i"),
+    (&["VCARD", "none"], "i", "i"),
+    (&["VDIM", "v"], "i", "i"),
+    (&["VEMB", "v", "a"], "[b]", "[b]"),
+    (&["VEMB", "v", "none"], "n", "n"),
+    (&["VEMB", "v", "a", "RAW"], "[bo]", "[bo]"),
+    (&["VGETATTR", "v", "b"], "b", "b"),
+    (&["VGETATTR", "v", "a"], "n", "n"),
+    (&["VINFO", "v"], "[io]", "[io]"),
+    (&["VINFO", "none"], "n", "n"),
+    (&["VISMEMBER", "v", "a"], "i", "i"),
+    (&["VISMEMBER", "none", "a"], "i", "i"),
+    (&["VLINKS", "v", "a"], "[[b]]", "[[b]]"),
+    (&["VLINKS", "v", "a", "WITHSCORES"], "[[b]]", "[[b]]"),
+    (&["VLINKS", "v", "none"], "n", "n"),
+    (&["VRANDMEMBER", "v"], "b", "b"),
+    (&["VRANDMEMBER", "none"], "n", "n"),
+    (&["VRANDMEMBER", "v", "-3"], "[b]", "[b]"),
+    (&["VRANDMEMBER", "none", "2"], "[]", "[]"),
+    (&["VSIM", "v", "ELE", "a"], "[b]", "[b]"),
+    (&["VSIM", "v", "ELE", "a", "WITHSCORES"], "[b]", "[b]"),
+    (&["VSIM", "v", "ELE", "a", "WITHATTRIBS"], "[nb]", "[b]"),
+    (
+        &["VSIM", "v", "ELE", "a", "WITHSCORES", "WITHATTRIBS"],
+        "[nb]",
+        "[b[b]]",
+    ),
+    (&["VSIM", "none", "ELE", "a"], "[]", "[]"),
+    (&["VSETATTR", "v", "a", "{\"z\":2}"], "i", "i"),
+    (&["VSETATTR", "v", "none", "{}"], "i", "i"),
+    (&["VREM", "v", "none"], "i", "i"),
+    (&["VREM", "v", "c"], "i", "i"),
+];
+
+/// Redis 8.2 added XACKDEL, and built in the vector sets.
+fn has_redis_8_2_commands(conn: &mut redis::Connection) -> bool {
+    ["XACKDEL", "VADD"].iter().all(|command| {
+        let info: Vec<redis::Value> = redis::cmd("COMMAND")
+            .arg("INFO")
+            .arg(command)
+            .query(conn)
+            .unwrap();
+        !info.contains(&redis::Value::Nil)
+    })
+}
+
 /// A reply's shape as the table writes it: text that Redis sent as a bulk string is `b`
 /// whatever it says; a status `o` unless it reads as a number.
 fn shape_of(value: &redis::Value) -> lockscript_audit::reply::Shapes {
@@ -362,9 +369,8 @@ fn shape_of(value: &redis::Value) -> lockscript_audit::reply::Shapes {
         redis::Value::Nil => Shapes::of(Shape::Nil),
         redis::Value::Int(_) => Shapes::of(Shape::Integer),
         redis::Value::BulkString(_) => Shapes::of(Shape::Bulk),
-        redis::Value::Okay => Shapes::of(Shape::StatusWord),
         redis::Value::SimpleString(s) if s.parse::<f64>().is_ok() => Shapes::of(Shape::Status),
-        redis::Value::SimpleString(_) => Shapes::of(Shape::StatusWord),
+        redis::Value::Okay | redis::Value::SimpleString(_) => Shapes::of(Shape::StatusWord),
         redis::Value::Array(items) => Shapes::array(
             items
                 .iter()

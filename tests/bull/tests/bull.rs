@@ -89,7 +89,7 @@ fn promote_moves_a_delayed_job_to_the_paused_list_the_include_picks(redis: &Test
         .arg(-1)
         .query(&mut conn)
         .unwrap();
-    assert_eq!(delayed, [id.clone()]);
+    assert_eq!(delayed, std::slice::from_ref(&id));
     // Paused: getTargetQueueList (included) sends the job to the paused list.
     redis::cmd("SET")
         .arg("bull:q:meta-paused")
