@@ -473,9 +473,9 @@ pub fn reply(name: &str) -> Option<crate::reply::Shapes> {
 /// string, `SET ... NX` nil) is added when the call has more arguments than the command's
 /// arity and either a literal among them is a word the schema names for it, or the first
 /// argument past the arity is not a literal word (a count, a value from `ARGV`); an
-/// `open` call gets every reply. A module's command (arity -1, which places no option)
-/// gets an option's reply when the call names it, and a count's when it has an argument
-/// past the key.
+/// `open` call gets every reply. A command of arity -1 (a module's, or `PING`), which
+/// places no option, gets an option's reply when the call names it, and a count's or a
+/// message's when it has an argument past its key (past its name if it takes none).
 ///
 /// ```
 /// use lockscript_audit::commands::reply_to;
@@ -500,7 +500,13 @@ pub fn reply_to(
         .map(|sub| format!("{name}|{sub}"))
         .and_then(|full| Some((full.clone(), reply_row(&full, protocol)?)))
         .or_else(|| Some((name.to_owned(), reply_row(name, protocol)?)))?;
-    let arity = find(&full).map_or(0, |c| c.arity);
+    let command = find(&full);
+    let arity = command.map_or(0, |c| c.arity);
+    // The index of the first argument past the key, or past the name when the command
+    // takes no key there (for arity -1, below).
+    let first_option = 1 + usize::from(
+        command.is_some_and(|c| c.keys.iter().any(|k| k.begin == keys::Begin::Index(1))),
+    );
     let needed = usize::try_from(arity.unsigned_abs()).unwrap_or(usize::MAX);
     let word = |a: &Option<String>| a.as_deref().is_some_and(|t| t.parse::<f64>().is_err());
     let beyond = call.get(needed);
@@ -514,11 +520,11 @@ pub fn reply_to(
                 .skip(1)
                 .any(|a| a.as_deref().is_some_and(|t| t.eq_ignore_ascii_case(w)))
         });
-        // A module's command (Redis 8's V*) registers the arity -1, which says nothing of
-        // where its options begin: an option counts by its name, and an argument named
-        // in lower case (`*`, VRANDMEMBER's count) by any argument past the key.
-        let unplaced =
-            arity == -1 && (named || (words.split(',').any(|w| w == "*") && call.len() > 2));
+        // Arity -1 (a module's command, Redis 8's V*; PING) says nothing of where the
+        // options begin: an option counts by its name, and an argument named in lower case
+        // (`*`: VRANDMEMBER's count, PING's message) by any argument past the key.
+        let unplaced = arity == -1
+            && (named || (words.split(',').any(|w| w == "*") && call.len() > first_option));
         if open
             || arity == 0
             || unplaced
@@ -656,6 +662,10 @@ mod tests {
         assert_eq!(reply_to(&one, false, Resp2).unwrap().code(), "nb");
         let some = [text("VRANDMEMBER"), None, None];
         assert_eq!(reply_to(&some, false, Resp2).unwrap().code(), "nb[b]");
+        // PING's arity is -1 too, and it takes no key: its message is what counts.
+        assert_eq!(reply_to(&[text("PING")], false, Resp2).unwrap().code(), "o");
+        let message = [text("PING"), None];
+        assert_eq!(reply_to(&message, false, Resp2).unwrap().code(), "bo");
     }
 
     /// Under RESP3 a null inside an array is a Lua nil, where the table ends: not an
