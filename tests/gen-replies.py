@@ -14,10 +14,18 @@ could be had, and the older clones it was first read from (their union):
     valkey-io/valkey=../valkey/.git@55bbbe09a3b37a98c907dbfbc225768ff253e84f \
     > lock-audit/src/commands/replies.rs
 Valkey 9.1.2 is the matrix's Valkey. No Redis 8.2 source was to be had (Debian carries
-8.0.6, and no package in the registries this project reaches ships the 8.2 tree): the
-commands 8.2 has and 8.0 lacks (XACKDEL, XDELEX, the vector set commands V*) have no row,
-so a script's reply from them is unknown, never refused. To take a newer source, unpack
-it and add it to the command line: every shape of every source is kept.
+8.0.6, and no package in the registries this project reaches ships the 8.2 tree), so the
+commands Redis 8.2.3's `COMMAND LIST` has and no source describes (XACKDEL, XDELEX, and
+the vector set commands VADD VCARD VDIM VEMB VGETATTR VINFO VISMEMBER VLINKS VRANDMEMBER
+VREM VSETATTR VSIM, which the built-in vectorset module registers with no reply schema)
+get their rows from DOCUMENTED below: written by hand from the Redis documentation
+(redis.io's command pages, and the module's README for the V* commands), each form of
+each checked by running the command in a script, under RESP2 and `redis.setresp(3)`,
+against the Redis 8.2.3 binary (tests/tests/replies.rs,
+`redis_8_2_commands_reply_as_their_rows_say`, skipped on servers without them). They
+are merged like a source's rows, so a newer source's schema adds to them. To take a
+newer source, unpack it and add it to the command line: every shape of every source is
+kept.
 
 Writes the reply table of the script lint (lock-audit/src/commands/replies.rs): for each
 command (subcommands as `PARENT|SUB`), the shapes a script sees when it calls it, from the
@@ -264,6 +272,43 @@ EXTRA = {
 }
 
 
+# Commands no source describes (Redis 8.2's, above), as `(RESP2 row, RESP3 row)`, each row
+# `(shapes without options, [(shapes, words its options name)])` as `replies` returns
+# them: from the Redis documentation, every form checked against Redis 8.2.3. Only what
+# the server showed differs from the pages is noted.
+DOCUMENTED = {
+    # An array with, for each id, -1 (no such id), 1 (deleted) or 2 (dangling references).
+    "XACKDEL": (("[i]", []), ("[i]", [])),
+    "XDELEX": (("[i]", []), ("[i]", [])),
+    # 1 when added, 0 when updated (RESP3: true / false, which a script replies as 1 / 0).
+    "VADD": (("i", []), ("i", [])),
+    "VCARD": (("i", []), ("i", [])),
+    # An error, not nil, for a missing key.
+    "VDIM": (("i", []), ("i", [])),
+    # The vector (doubles: text under RESP2, `{double = n}` under RESP3), nil for a missing
+    # key or element; RAW: the quantization's name (a status, the server shows), the raw
+    # bytes, the norm and, for q8, the range.
+    "VEMB": (("n[b]", [("[bo]", ["RAW"])]), ("n[b]", [("[bo]", ["RAW"])])),
+    "VGETATTR": (("nb", []), ("nb", [])),
+    # The set's fields and values (statuses and integers, the server shows), nil for a
+    # missing key.
+    "VINFO": (("n[io]", []), ("n[io]", [])),
+    "VISMEMBER": (("i", []), ("i", [])),
+    # The neighbours at each layer (WITHSCORES: with their scores, a map under RESP3,
+    # flat when replied), nil for a missing key or element.
+    "VLINKS": (("n[[b]]", []), ("n[[b]]", [])),
+    # One member, nil for a missing key; with a count, an array (empty for a missing key).
+    "VRANDMEMBER": (("nb", [("[b]", ["*"])]), ("nb", [("[b]", ["*"])])),
+    "VREM": (("i", []), ("i", [])),
+    "VSETATTR": (("i", []), ("i", [])),
+    # The members (WITHSCORES: each with its score, flat; a map under RESP3, flat when
+    # replied); WITHATTRIBS: each with its attributes, nil when it has none (under RESP3
+    # a map's null value is left out, and with WITHSCORES each value is `[score,
+    # attributes]`, cut at a null).
+    "VSIM": (("[b]", [("[nb]", ["WITHATTRIBS"])]), ("[b]", [("[b[b]]", ["WITHATTRIBS"])])),
+}
+
+
 def merge(old, new):
     """Two rows of one command (from two sources) as one: every shape of both."""
     if old is None:
@@ -320,6 +365,9 @@ def main():
                 old2, old3 = table.get(full, (None, None))
                 table[full] = (merge(old2, replies(command["reply_schema"])),
                                merge(old3, replies(command["reply_schema"], resp3=True)))
+    for name, rows in DOCUMENTED.items():
+        old2, old3 = table.get(name, (None, None))
+        table[name] = (merge(old2, rows[0]), merge(old3, rows[1]))
     table.update(OVERRIDES)
     for name, (shapes, words) in EXTRA.items():
         table[name] = tuple(merge(row, ("", [(shapes, words)])) for row in table[name])
@@ -328,6 +376,10 @@ def main():
     print("//! of them describes, with every shape any of them gives):")
     for source in sources:
         print(f"//! {source}")
+    print("//! and, for the commands of Redis 8.2.3 none of them describes")
+    print("//! (" + ", ".join(sorted(DOCUMENTED)) + "),")
+    print("//! rows written from the Redis documentation (`DOCUMENTED` in the generator),")
+    print("//! each form checked against Redis 8.2.3 by tests/tests/replies.rs.")
     print("//! Do not edit. Each row is `shapes` for the reply without options, then for")
     print("//! each reply only options give, `|shapes:WORDS`, the words its description names")
     print("//! (`crate::commands::reply_to` says which calls may get it); first as a script")

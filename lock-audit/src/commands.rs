@@ -34,7 +34,9 @@
 //! - **Replies**: what a script sees each command reply ([`reply`], [`reply_to`]), from
 //!   the servers' sources instead (`tests/gen-replies.py` reads the `reply_schema` of
 //!   each `src/commands/*.json` of Redis and Valkey; release builds leave the schemas out
-//!   of `COMMAND DOCS`), with the commits it read named in `replies.rs`.
+//!   of `COMMAND DOCS`), with the commits it read named in `replies.rs`; the commands of
+//!   Redis 8.2 that no source it could read describes (XACKDEL, XDELEX, the V*) have rows
+//!   written from the Redis documentation, each checked against Redis 8.2.3.
 //!
 //! Names with a dot (`JSON.SET`) are commands of modules loaded at run time and are not
 //! checked. Redis 8's vector-set commands (`VADD`) come from a module built into the
@@ -448,8 +450,8 @@ pub(crate) const fn marks(marks: &str) -> Servers {
 /// Every shape a command's reply may have (`"GET"`, or `"XINFO|STREAM"` for a
 /// subcommand) as a script sees it and returns it, whatever its options, from the
 /// servers' reply schemas (the generated table `replies.rs`, written by
-/// `tests/gen-replies.py`); `None` for a command no schema describes (a module's, one
-/// newer than the sources the table was read from).
+/// `tests/gen-replies.py`); `None` for a command the table has no row for (a module's
+/// loaded at run time, one newer than the table).
 ///
 /// ```
 /// let get = lockscript_audit::commands::reply("get").unwrap();
@@ -471,7 +473,9 @@ pub fn reply(name: &str) -> Option<crate::reply::Shapes> {
 /// string, `SET ... NX` nil) is added when the call has more arguments than the command's
 /// arity and either a literal among them is a word the schema names for it, or the first
 /// argument past the arity is not a literal word (a count, a value from `ARGV`); an
-/// `open` call gets every reply.
+/// `open` call gets every reply. A command of arity -1 (a module's, or `PING`), which
+/// places no option, gets an option's reply when the call names it, and a count's or a
+/// message's when it has an argument past its key (past its name if it takes none).
 ///
 /// ```
 /// use lockscript_audit::commands::reply_to;
@@ -496,7 +500,13 @@ pub fn reply_to(
         .map(|sub| format!("{name}|{sub}"))
         .and_then(|full| Some((full.clone(), reply_row(&full, protocol)?)))
         .or_else(|| Some((name.to_owned(), reply_row(name, protocol)?)))?;
-    let arity = find(&full).map_or(0, |c| c.arity);
+    let command = find(&full);
+    let arity = command.map_or(0, |c| c.arity);
+    // The index of the first argument past the key, or past the name when the command
+    // takes no key there (for arity -1, below).
+    let first_option = 1 + usize::from(
+        command.is_some_and(|c| c.keys.iter().any(|k| k.begin == keys::Begin::Index(1))),
+    );
     let needed = usize::try_from(arity.unsigned_abs()).unwrap_or(usize::MAX);
     let word = |a: &Option<String>| a.as_deref().is_some_and(|t| t.parse::<f64>().is_err());
     let beyond = call.get(needed);
@@ -510,7 +520,16 @@ pub fn reply_to(
                 .skip(1)
                 .any(|a| a.as_deref().is_some_and(|t| t.eq_ignore_ascii_case(w)))
         });
-        if open || arity == 0 || (beyond.is_some() && (named || positional)) {
+        // Arity -1 (a module's command, Redis 8's V*; PING) says nothing of where the
+        // options begin: an option counts by its name, and an argument named in lower case
+        // (`*`: VRANDMEMBER's count, PING's message) by any argument past the key.
+        let unplaced = arity == -1
+            && (named || (words.split(',').any(|w| w == "*") && call.len() > first_option));
+        if open
+            || arity == 0
+            || unplaced
+            || (arity != -1 && beyond.is_some() && (named || positional))
+        {
             shapes = shapes.union(&crate::reply::Shapes::parse(code));
         }
     }
@@ -584,9 +603,9 @@ mod tests {
                 .code(),
             "nb[b]"
         );
-        // A subcommand, and a command no schema describes (a module's).
+        // A subcommand, and a command no schema describes (a module loaded at run time).
         assert!(reply_to(&[text("XINFO"), text("STREAM"), None], false, Resp2).is_some());
-        assert_eq!(reply("VADD"), None);
+        assert_eq!(reply("JSON.SET"), None);
     }
 
     /// The commands of the matrix's newest servers have their replies: Valkey 9's
@@ -604,6 +623,49 @@ mod tests {
         let ifeq = [text("SET"), None, None, text("IFEQ"), None];
         assert_eq!(reply_to(&ifeq, false, Resp2).unwrap().code(), "no");
         assert_eq!(reply_to(&ifeq, false, Resp3).unwrap().code(), "no");
+    }
+
+    /// Redis 8.2's commands that no source describes have the rows written from its
+    /// documentation (checked against the server in tests/tests/replies.rs), options
+    /// included: VSIM's attributes may be nil under RESP2, and nest with the scores under
+    /// RESP3.
+    #[test]
+    fn redis_8_2_commands_have_rows_from_the_documentation() {
+        use super::{reply, reply_to};
+        use crate::reply::Protocol::{Resp2, Resp3};
+        let text = |s: &str| Some(s.to_owned());
+        assert_eq!(reply("XACKDEL").unwrap().code(), "[i]");
+        assert_eq!(reply("XDELEX").unwrap().code(), "[i]");
+        assert_eq!(reply("VISMEMBER").unwrap().code(), "i");
+        assert_eq!(reply("VGETATTR").unwrap().code(), "nb");
+        let vsim = [text("VSIM"), text("v"), text("ELE"), text("a")];
+        assert_eq!(reply_to(&vsim, false, Resp2).unwrap().code(), "[b]");
+        let attributes = [vsim.as_slice(), &[text("WITHATTRIBS")]].concat();
+        assert_eq!(reply_to(&attributes, false, Resp2).unwrap().code(), "[nb]");
+        assert_eq!(
+            reply_to(&attributes, false, Resp3).unwrap().code(),
+            "[b[b]]"
+        );
+        let raw = [text("VEMB"), text("v"), text("a"), text("RAW")];
+        assert_eq!(reply_to(&raw, false, Resp2).unwrap().code(), "n[bo]");
+        // Their arity (-1, a module's) places no option: a key from KEYS and an element
+        // from ARGV ask for none; a count past the key does.
+        let plain = [text("VSIM"), None, text("ELE"), None];
+        assert_eq!(reply_to(&plain, false, Resp2).unwrap().code(), "[b]");
+        assert_eq!(
+            reply_to(&[text("VEMB"), None, None], false, Resp2)
+                .unwrap()
+                .code(),
+            "n[b]"
+        );
+        let one = [text("VRANDMEMBER"), None];
+        assert_eq!(reply_to(&one, false, Resp2).unwrap().code(), "nb");
+        let some = [text("VRANDMEMBER"), None, None];
+        assert_eq!(reply_to(&some, false, Resp2).unwrap().code(), "nb[b]");
+        // PING's arity is -1 too, and it takes no key: its message is what counts.
+        assert_eq!(reply_to(&[text("PING")], false, Resp2).unwrap().code(), "o");
+        let message = [text("PING"), None];
+        assert_eq!(reply_to(&message, false, Resp2).unwrap().code(), "bo");
     }
 
     /// Under RESP3 a null inside an array is a Lua nil, where the table ends: not an

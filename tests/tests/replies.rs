@@ -68,6 +68,9 @@ fn built(which: &str) -> Vec<String>;
 #[lock_script("lockscript-test/ui/scripts/reply-set-ifeq.lua")]
 fn replace(#[key] key: &str, old: &str, new: &str) -> Option<String>;
 
+#[lock_script("lua/reply-call-as.lua")]
+fn call_as(protocol: &str, command: &[&str]) -> redis::Value;
+
 #[lockscript_test::test]
 fn honest_declarations_read_what_the_script_replies(mut conn: redis::Connection) {
     // nil | bulk string as Option<String>.
@@ -235,6 +238,147 @@ fn set_ifeq_replies_nil_when_the_value_differs(mut conn: redis::Connection) {
         replace("k", "a", "b").invoke(&mut conn).unwrap(),
         Some("OK".to_owned())
     );
+}
+
+/// The commands of Redis 8.2 that no source's schema describes have rows written from
+/// the documentation (`DOCUMENTED` in tests/gen-replies.py): each form each row claims
+/// (nil and an array, with and without options) is produced here in a script, under
+/// RESP2 and `redis.setresp(3)`, and its reply must be among the shapes the lint gives
+/// that call written with these literals. Skipped on a server without them (all but
+/// Redis 8.2 of the matrix).
+#[lockscript_test::test]
+fn redis_8_2_commands_reply_as_their_rows_say(mut conn: redis::Connection) {
+    use lockscript_audit::commands::reply_to;
+    use lockscript_audit::reply::Protocol;
+    if !has_redis_8_2_commands(&mut conn) {
+        eprintln!("this server has no XACKDEL or VADD");
+        return;
+    }
+    let setup: &[&[&str]] = &[
+        &["XADD", "s", "1-0", "f", "v"],
+        &["XADD", "s", "2-0", "f", "v"],
+        &["XADD", "s", "3-0", "f", "v"],
+        &["XGROUP", "CREATE", "s", "g", "0"],
+        &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"],
+        &["VADD", "v", "VALUES", "3", "1", "0", "0", "a"],
+        &[
+            "VADD",
+            "v",
+            "VALUES",
+            "3",
+            "0",
+            "1",
+            "0",
+            "b",
+            "SETATTR",
+            "{\"y\":1}",
+        ],
+    ];
+    for command in setup {
+        redis::cmd(command[0])
+            .arg(&command[1..])
+            .exec(&mut conn)
+            .unwrap();
+    }
+    for (call, resp2, resp3) in REDIS_8_2_CALLS {
+        for (protocol, which, seen) in
+            [(Protocol::Resp2, "2", resp2), (Protocol::Resp3, "3", resp3)]
+        {
+            let reply = call_as(which, call).invoke(&mut conn).unwrap();
+            let shape = shape_of(&reply);
+            assert_eq!(shape.code(), *seen, "{call:?} under RESP{which}: {reply:?}");
+            let words: Vec<Option<String>> = call.iter().map(|w| Some((*w).to_owned())).collect();
+            let row = reply_to(&words, false, protocol).unwrap();
+            assert_eq!(
+                row.union(&shape),
+                row,
+                "{call:?} under RESP{which} replied {shape} ({reply:?}), not among the row's {row}"
+            );
+        }
+    }
+}
+
+/// The calls `redis_8_2_commands_reply_as_their_rows_say` makes, each with the shape codes
+/// its replies show under RESP2 and RESP3 (the server's own, so that a change in it shows
+/// here as well as a wrong row).
+const REDIS_8_2_CALLS: &[(&[&str], &str, &str)] = &[
+    (
+        &["XACKDEL", "s", "g", "IDS", "2", "1-0", "9-0"],
+        "[i]",
+        "[i]",
+    ),
+    (
+        &["XACKDEL", "none", "g", "KEEPREF", "IDS", "1", "1-0"],
+        "[i]",
+        "[i]",
+    ),
+    (&["XDELEX", "s", "IDS", "2", "2-0", "9-0"], "[i]", "[i]"),
+    (&["XDELEX", "s", "DELREF", "IDS", "1", "3-0"], "[i]", "[i]"),
+    (&["VADD", "v", "VALUES", "3", "0", "0", "1", "c"], "i", "i"),
+    (&["VCARD", "v"], "i", "i"),
+    (&["VCARD", "none"], "i", "i"),
+    (&["VDIM", "v"], "i", "i"),
+    (&["VEMB", "v", "a"], "[b]", "[b]"),
+    (&["VEMB", "v", "none"], "n", "n"),
+    (&["VEMB", "v", "a", "RAW"], "[bo]", "[bo]"),
+    (&["VGETATTR", "v", "b"], "b", "b"),
+    (&["VGETATTR", "v", "a"], "n", "n"),
+    (&["VINFO", "v"], "[io]", "[io]"),
+    (&["VINFO", "none"], "n", "n"),
+    (&["VISMEMBER", "v", "a"], "i", "i"),
+    (&["VISMEMBER", "none", "a"], "i", "i"),
+    (&["VLINKS", "v", "a"], "[[b]]", "[[b]]"),
+    (&["VLINKS", "v", "a", "WITHSCORES"], "[[b]]", "[[b]]"),
+    (&["VLINKS", "v", "none"], "n", "n"),
+    (&["VRANDMEMBER", "v"], "b", "b"),
+    (&["VRANDMEMBER", "none"], "n", "n"),
+    (&["VRANDMEMBER", "v", "-3"], "[b]", "[b]"),
+    (&["VRANDMEMBER", "none", "2"], "[]", "[]"),
+    (&["VSIM", "v", "ELE", "a"], "[b]", "[b]"),
+    (&["VSIM", "v", "ELE", "a", "WITHSCORES"], "[b]", "[b]"),
+    (&["VSIM", "v", "ELE", "a", "WITHATTRIBS"], "[nb]", "[b]"),
+    (
+        &["VSIM", "v", "ELE", "a", "WITHSCORES", "WITHATTRIBS"],
+        "[nb]",
+        "[b[b]]",
+    ),
+    (&["VSIM", "none", "ELE", "a"], "[]", "[]"),
+    (&["VSETATTR", "v", "a", "{\"z\":2}"], "i", "i"),
+    (&["VSETATTR", "v", "none", "{}"], "i", "i"),
+    (&["VREM", "v", "none"], "i", "i"),
+    (&["VREM", "v", "c"], "i", "i"),
+];
+
+/// Redis 8.2 added XACKDEL, and built in the vector sets.
+fn has_redis_8_2_commands(conn: &mut redis::Connection) -> bool {
+    ["XACKDEL", "VADD"].iter().all(|command| {
+        let info: Vec<redis::Value> = redis::cmd("COMMAND")
+            .arg("INFO")
+            .arg(command)
+            .query(conn)
+            .unwrap();
+        !info.contains(&redis::Value::Nil)
+    })
+}
+
+/// A reply's shape as the table writes it: text that Redis sent as a bulk string is `b`
+/// whatever it says; a status `o` unless it reads as a number.
+fn shape_of(value: &redis::Value) -> lockscript_audit::reply::Shapes {
+    use lockscript_audit::reply::{Shape, Shapes};
+    match value {
+        redis::Value::Nil => Shapes::of(Shape::Nil),
+        redis::Value::Int(_) => Shapes::of(Shape::Integer),
+        redis::Value::BulkString(_) => Shapes::of(Shape::Bulk),
+        redis::Value::SimpleString(s) if s.parse::<f64>().is_ok() => Shapes::of(Shape::Status),
+        redis::Value::Okay | redis::Value::SimpleString(_) => Shapes::of(Shape::StatusWord),
+        redis::Value::Array(items) => Shapes::array(
+            items
+                .iter()
+                .map(shape_of)
+                .fold(Shapes::none(), |all, s| all.union(&s)),
+        ),
+        other => panic!("a script's reply to a RESP2 caller is no {other:?}"),
+    }
 }
 
 /// Valkey 8.1 and Redis 8.4 added `SET ... IFEQ`.

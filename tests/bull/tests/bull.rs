@@ -1,8 +1,13 @@
-//! bull's scripts with includes, run under a real, private Redis.
+//! bull's scripts with includes, run under a real, private Redis: each reply converts to
+//! the type declared (the one bull's own callers read) on every path taken here.
 
-use bull_scripts::{add_job, promote};
+use bull_scripts::bull::{
+    add_job, is_finished, is_job_in_list, move_stalled_jobs_to_wait, move_to_active,
+    move_to_finished, promote, remove_jobs, take_lock, update_delay_set,
+};
 use lockscript::LockError;
 use lockscript_test::TestRedis;
+use redis::{FromRedisValue, Value};
 
 const Q: &str = "bull:q:";
 
@@ -56,9 +61,7 @@ fn add_job_with_its_includes_adds_a_waiting_job(conn: &mut redis::Connection) {
 }
 
 #[lockscript_test::test]
-fn a_prioritised_job_goes_through_the_included_add_job_with_priority(
-    conn: &mut redis::Connection,
-) {
+fn a_prioritised_job_goes_through_the_included_add_job_with_priority(conn: &mut redis::Connection) {
     add(conn, 0, 0);
     add(conn, 0, 5);
     let score: f64 = redis::cmd("ZSCORE")
@@ -86,7 +89,7 @@ fn promote_moves_a_delayed_job_to_the_paused_list_the_include_picks(redis: &Test
         .arg(-1)
         .query(&mut conn)
         .unwrap();
-    assert_eq!(delayed, [id.clone()]);
+    assert_eq!(delayed, std::slice::from_ref(&id));
     // Paused: getTargetQueueList (included) sends the job to the paused list.
     redis::cmd("SET")
         .arg("bull:q:meta-paused")
@@ -166,10 +169,199 @@ fn an_error_in_an_included_file_names_that_file_and_its_own_line(conn: &mut redi
     assert!(message.contains("WRONGTYPE"), "{message}");
     assert_eq!(
         at.as_deref(),
-        Some("../../target/corpus/bull-4.16.5/package/lib/commands/includes/addJobWithPriority.lua:6")
+        Some(
+            "../../target/corpus/bull-4.16.5/package/lib/commands/includes/addJobWithPriority.lua:6"
+        )
     );
     assert!(
-        err.to_string().contains("includes/addJobWithPriority.lua:6: "),
+        err.to_string()
+            .contains("includes/addJobWithPriority.lua:6: "),
         "{err}"
     );
+}
+
+fn key(name: &str) -> String {
+    format!("{Q}{name}")
+}
+
+/// `scripts.moveToActive` without a rate limiter: the next waiting job, locked.
+fn take(
+    conn: &mut redis::Connection,
+) -> Option<(std::collections::HashMap<String, String>, String)> {
+    move_to_active(
+        &key("wait"),
+        &key("active"),
+        &key("priority"),
+        &key("active@t1"),
+        &key("stalled"),
+        &key("limiter"),
+        &key("delayed"),
+        &key("drained"),
+        Q,
+        "t1",
+        "30000",
+        "1700000000000",
+        "",
+        "",
+        "",
+        "",
+        "",
+    )
+    .invoke(conn)
+    .expect("moveToActive runs and its reply reads as Option<(HashMap, String)>")
+}
+
+/// `scripts.moveToCompleted`: keep every job, and take the next one when `fetch_next`.
+fn complete(conn: &mut redis::Connection, id: &str, fetch_next: bool) -> Value {
+    // `{ count: -1 }` packed as bull's msgpackr sends it.
+    let keep_all = [0x81, 0xa5, b'c', b'o', b'u', b'n', b't', 0xff];
+    move_to_finished(
+        &key("active"),
+        &key("completed"),
+        &key(id),
+        &key("wait"),
+        &key("priority"),
+        &key("active@t1"),
+        &key("delayed"),
+        &key("stalled"),
+        &key("metrics:completed"),
+        id,
+        "1700000000001",
+        "returnvalue",
+        "\"done\"",
+        "t1",
+        &keep_all,
+        "{}",
+        if fetch_next { "1" } else { "0" },
+        Q,
+        "30000",
+        "t1",
+        "",
+    )
+    .invoke(conn)
+    .expect("moveToFinished runs")
+}
+
+#[lockscript_test::test]
+fn move_to_active_and_finished_reply_the_job_nil_or_a_code_as_bull_reads_them(
+    conn: &mut redis::Connection,
+) {
+    add(conn, 0, 0);
+    add(conn, 0, 0);
+    let (job, id) = take(conn).expect("job 1 waits");
+    assert_eq!((job["name"].as_str(), id.as_str()), ("email", "1"));
+    assert!(
+        take_lock(&key("1:lock"), "t2", "30000")
+            .invoke(conn)
+            .is_ok_and(|taken| !taken)
+    );
+    assert!(is_job_in_list(&key("active"), "1").invoke(conn).unwrap());
+    assert!(!is_job_in_list(&key("wait"), "1").invoke(conn).unwrap());
+    assert_eq!(
+        is_finished(&key("completed"), &key("failed"), "1")
+            .invoke(conn)
+            .unwrap(),
+        None
+    );
+    // Completing job 1 takes job 2: `[fields, id]`, read as `move_to_active` reads it.
+    let next = complete(conn, "1", true);
+    let (job, id) =
+        <(std::collections::HashMap<String, String>, String)>::from_redis_value(next).unwrap();
+    assert_eq!((job["name"].as_str(), id.as_str()), ("email", "2"));
+    assert_eq!(
+        is_finished(&key("completed"), &key("failed"), "1")
+            .invoke(conn)
+            .unwrap(),
+        Some(1)
+    );
+    // Without the next job: 0; then job 2 is no longer active, or its lock is gone: < 0.
+    assert_eq!(complete(conn, "2", false), Value::Int(0));
+    let again = i64::from_redis_value(complete(conn, "2", false)).unwrap();
+    assert!(again < 0, "{again}");
+    // Nothing waits: nil, `None`.
+    assert_eq!(take(conn), None);
+}
+
+#[lockscript_test::test]
+fn stalled_jobs_and_the_delay_set_reply_lists_and_an_optional_score(conn: &mut redis::Connection) {
+    let stalled = |conn: &mut redis::Connection| {
+        move_stalled_jobs_to_wait(
+            &key("stalled"),
+            &key("wait"),
+            &key("active"),
+            &key("failed"),
+            &key("stalled-check"),
+            &key("meta-paused"),
+            &key("paused"),
+            "1",
+            Q,
+            "1700000000000",
+            "5000",
+        )
+        .invoke(conn)
+        .expect("moveStalledJobsToWait runs and its reply reads as two lists")
+    };
+    add(conn, 0, 0);
+    take(conn).expect("job 1 waits");
+    // Active without its lock: the first check marks it, the second moves it back.
+    redis::cmd("DEL").arg(key("1:lock")).exec(conn).unwrap();
+    assert_eq!(stalled(conn), (vec![], vec![]));
+    redis::cmd("DEL")
+        .arg(key("stalled-check"))
+        .exec(conn)
+        .unwrap();
+    assert_eq!(stalled(conn), (vec![], vec!["1".to_owned()]));
+    // Checked too recently: `{{}, {}}`.
+    assert_eq!(stalled(conn), (vec![], vec![]));
+
+    let update = |conn: &mut redis::Connection, now: &str| {
+        update_delay_set(
+            &key("delayed"),
+            &key("active"),
+            &key("wait"),
+            &key("priority"),
+            &key("paused"),
+            &key("meta-paused"),
+            Q,
+            now,
+            "t1",
+        )
+        .invoke(conn)
+        .expect("updateDelaySet runs and its reply reads as Option<f64>")
+    };
+    assert_eq!(update(conn, "1700000000000"), None);
+    // A job delayed a minute: its score (the time * 4096 + its id) is the next time.
+    let id = add(conn, 1_700_000_060_000, 0);
+    assert_eq!(id, "2");
+    assert_eq!(
+        update(conn, "1700000000000"),
+        Some(1_700_000_060_000.0 * 4096.0 + 2.0)
+    );
+
+    // `removeJobs`: the next cursor and the ids removed (both jobs are unlocked now).
+    let (mut cursor, mut removed) = ("0".to_owned(), Vec::new());
+    loop {
+        let (next, ids) = remove_jobs(
+            &key("active"),
+            &key("wait"),
+            &key("delayed"),
+            &key("paused"),
+            &key("completed"),
+            &key("failed"),
+            &key("priority"),
+            &key("limiter"),
+            Q,
+            "*",
+            &cursor,
+        )
+        .invoke(conn)
+        .expect("removeJobs runs and its reply reads as (String, Vec<String>)");
+        removed.extend(ids);
+        cursor = next;
+        if cursor == "0" {
+            break;
+        }
+    }
+    removed.sort();
+    assert_eq!(removed, ["1", "2"]);
 }
