@@ -168,6 +168,8 @@ impl Watched {
             if !self.seen.insert(sample.clone()) {
                 continue;
             }
+            // The event's name (`aof-fsync-always`, `command`, `fork`...) is the mode;
+            // its length is the span's, less the readings' spacing.
             let (event, _, ms) = sample;
             let stalled = u64::try_from(ms).unwrap_or(0).saturating_mul(1_000_000);
             found.push(Event::Fault {
@@ -177,7 +179,7 @@ impl Watched {
                 t_end: now_ns(),
                 forgets_locks: false,
                 forgets_fences: false,
-                mode: format!("{event} {ms} ms"),
+                mode: event,
                 slots: self.slots.clone(),
             });
         }
