@@ -33,11 +33,13 @@
 //!   nobody owns is never a guard's, and is gone from the server once its background
 //!   release has ended on the server's answer).
 //!
-//! Not yet: a client's or the server's clock stepping or drifting (every clock is the
-//! model's), a refused native command, release notifications and their loss, handover
-//! between callers of one handle, `extend`, a dropped guard, the fair queue, read/write
-//! locks, semaphores, Redlock, and the executors' own timing (the chaos checker and the
-//! bounds tests keep that).
+//! Release notifications and their loss are covered without being modelled: a sleeper
+//! wakes at any later tick, which is what a notification (soon) and its loss (the nap's
+//! end) both give. Not yet: a client's or the server's clock stepping or drifting (every
+//! clock is the model's; within the stated drift bound a step is smaller than a tick), a
+//! refused native command, handover between callers of one handle, the fair queue,
+//! read/write locks, semaphores, Redlock, and the executors' own timing (the chaos
+//! checker and the bounds tests keep that).
 //!
 //! # Why a search of its own
 //!
