@@ -15,7 +15,7 @@ use rand::rngs::StdRng;
 
 use super::history::{Event, now_ns};
 use super::servers::{self, Node, Servers};
-use super::worker::Topology;
+use super::worker::{LONG_TTL, Topology};
 use crate::cluster::NODE_TIMEOUT;
 use crate::proxy::{Proxy, Resetting};
 use crate::server::RedisServer;
@@ -601,8 +601,14 @@ impl Nemesis {
             }
             Kind::KillRestart => {
                 node.server.stop();
+                // Redlock's assumption: a restarted master stays down past every lease it
+                // may have held, the long-lease actor's too (2 s; a downtime of the
+                // plain leases' 300 ms to 900 ms let a second holder take a long lease the
+                // restarted master forgot: seeds 5130, 5150 of a Redlock script soak).
+                let long_ms = u64::try_from(LONG_TTL.as_millis()).unwrap_or(ttl_ms);
+                let longest = ttl_ms.max(long_ms);
                 Injected::lasting(if redlock {
-                    self.ms(ttl_ms + 100..ttl_ms * 3)
+                    self.ms(longest + 100..longest + ttl_ms * 3)
                 } else {
                     self.ms(0..800)
                 })
