@@ -371,25 +371,21 @@ impl RedisCluster {
     /// ```
     #[must_use]
     pub fn slots_of(&self, i: usize) -> Vec<(u16, u16)> {
-        self.cluster_nodes(i)
-            .and_then(|view| {
-                view.into_iter()
-                    .find(|node| node.flags.iter().any(|f| f == "myself"))
-            })
-            .map(|node| node.slots)
+        self.own_view_of(i)
+            .map(|view| view.slots)
             .unwrap_or_default()
     }
 
     /// The indexes of the live nodes that currently report themselves as masters, ascending.
     #[must_use]
     pub fn masters(&self) -> Vec<usize> {
-        self.live_with_role("master")
+        self.live_where(|view| view.master)
     }
 
     /// The indexes of the live nodes that currently report themselves as replicas, ascending.
     #[must_use]
     pub fn replicas(&self) -> Vec<usize> {
-        self.live_with_role("slave")
+        self.live_where(|view| view.replica)
     }
 
     /// Polls until the cluster is settled: every live node (one that answers within 500 ms; a
@@ -688,17 +684,15 @@ impl RedisCluster {
             .unwrap_or_else(|| panic!("no cluster node answers CLUSTER NODES\n{}", self.logs()))
     }
 
-    /// Live nodes whose own `CLUSTER NODES` line (`myself`) has the flag `role`.
-    fn live_with_role(&self, role: &str) -> Vec<usize> {
+    /// What node `i` says of itself; `None` if it does not answer.
+    fn own_view_of(&self, i: usize) -> Option<OwnView> {
+        own_view(&mut probe_connection(&self.nodes[i]).ok()?)
+    }
+
+    /// Live nodes whose own view of themselves (`myself` in `CLUSTER NODES`) `holds`.
+    fn live_where(&self, holds: impl Fn(&OwnView) -> bool) -> Vec<usize> {
         (0..self.nodes.len())
-            .filter(|&i| {
-                self.cluster_nodes(i).is_some_and(|view| {
-                    view.iter().any(|node| {
-                        node.flags.iter().any(|f| f == "myself")
-                            && node.flags.iter().any(|f| f == role)
-                    })
-                })
-            })
+            .filter(|&i| self.own_view_of(i).is_some_and(|view| holds(&view)))
             .collect()
     }
 }
@@ -738,8 +732,10 @@ pub fn probe_url(url: &str) -> redis::RedisResult<redis::Connection> {
 /// What a node says of itself (its `myself` line of `CLUSTER NODES`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OwnView {
-    /// Whether it is a master (otherwise a replica, or a node without a role yet).
+    /// Whether it is a master.
     pub master: bool,
+    /// Whether it is a replica (a node may be neither while it joins).
+    pub replica: bool,
     /// The slot ranges it serves as a master (inclusive).
     pub slots: Vec<(u16, u16)>,
 }
@@ -760,6 +756,7 @@ pub fn own_view(con: &mut redis::Connection) -> Option<OwnView> {
         .find(|node| node.flags.iter().any(|f| f == "myself"))
         .map(|node| OwnView {
             master: node.flags.iter().any(|f| f == "master"),
+            replica: node.flags.iter().any(|f| f == "slave"),
             slots: node.slots,
         })
 }
