@@ -166,8 +166,9 @@ pub mod __private {
     #[cfg(all(feature = "mutants", any(feature = "tokio", feature = "blocking")))]
     pub mod mutants {
         pub use crate::machine::mutants::{
-            set_last_look_by_its_answer, set_no_deadline, set_orphan_release_stops_at_nothing,
-            set_overlap_ignored, set_refusal_after_stop_loses, set_shorter_extend_trusted,
+            set_last_look_by_its_answer, set_native_refusal_unseen, set_no_deadline,
+            set_orphan_release_stops_at_nothing, set_overlap_ignored, set_refusal_after_stop_loses,
+            set_shorter_extend_trusted,
         };
     }
 }

@@ -231,3 +231,50 @@ fn a_last_look_judged_by_its_answer_not_its_send_is_found() {
     }
     clean("three faults", &config);
 }
+
+/// The world of the native commands: the server starts with `SET … IFEQ` and
+/// `DELIFEQ` (Valkey 9), each handle asks it beside its first lease call and goes
+/// native once it knows, and an older server may take over with the data (a failover
+/// to a replica of an older version), refusing them from then on.
+fn native_world() -> Config {
+    let mut config = Config {
+        native: true,
+        depth: 14,
+        ..Config::default()
+    };
+    config.events.downgrades = 1;
+    config
+}
+
+/// Native renewals and releases, the question asked beside them, and a server that
+/// refuses them after a downgrade keep every promise.
+#[test]
+fn native_commands_and_a_downgrade_keep_every_promise() {
+    let _alone = alone();
+    clean("native commands, a downgrade", &native_world());
+}
+
+/// The hidden refusal of issue 37 (defect 2) put back: a native command refused by an
+/// older server taken for an error like any other, the handle never goes to scripts,
+/// and a lease no fault touched is lost (the review's lease was lost at 2 s with its
+/// key alive). Not found without the downgrade.
+#[test]
+fn a_native_refusal_taken_for_an_error_is_found_as_an_untouched_lease_lost() {
+    let _alone = alone();
+    let _planted = Planted::new(mutants::set_native_refusal_unseen);
+    let mut one = Config {
+        native: true,
+        clients: 1,
+        faults: 1,
+        depth: 22,
+        horizon: 10,
+        ..Config::default()
+    };
+    one.events.downgrades = 1;
+    let report = search("native refusal unseen, planted", &one);
+    let violation = report.violation.expect("the planted defect is found");
+    assert_eq!(violation.rule, Property::Kept.name(), "{violation}");
+    assert!(violation.actions <= 18, "a short history: {violation}");
+    one.events.downgrades = 0;
+    clean("native refusal unseen, planted, no downgrade", &one);
+}

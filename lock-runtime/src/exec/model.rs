@@ -17,7 +17,14 @@
 //! - `release` ([`Holder::release`]), and the drop of its guard right after, which hands a
 //!   release that must be tried again to the background; a guard dropped without a
 //!   release ([`Holder::drop_guard`]);
-//! - the background release of every grant nobody owns ([`Orphan`]).
+//! - the background release of every grant nobody owns ([`Orphan`]);
+//! - for each of those lease calls, what the async executor does around it: native
+//!   commands where the handle found the server offers them, the question (`COMMAND
+//!   DOCS`) asked beside the call that finds it open ([`Out::question`],
+//!   [`Handle::asked`]), a native command the server refuses sent again as its script in
+//!   the same call ([`Heard::Again`]), and a failure that a reconnect explains opening
+//!   the question again, an acquire's too. It runs the executors' own `LeaseCalls`
+//!   and `Offered`, with the replies a connection hands them.
 //!
 //! Owner tokens come to the model as strings. Every object has a `digest` (what a later
 //! call can depend on, the random tokens left out: the model tells states apart by it)
@@ -29,12 +36,12 @@
 //! use lockscript::__private::model::{Ask, Handle, Reply};
 //!
 //! let ms = Duration::from_millis;
-//! let handle = Handle::new("m", ms(600), ms(200), ms(1_000), ms(100)).unwrap();
+//! let handle = Handle::new("m", ms(600), ms(200), ms(1_000), ms(100), true).unwrap();
 //! let t0 = Instant::now();
 //! let mut lock = handle.lock(t0);
 //! let Ask::Attempt { token, .. } = lock.next(t0) else { panic!() };
 //! // ... the model's server runs the attempt for `token`, granting fence 7:
-//! lock.attempted(Reply::Answered((1, 7)), t0);
+//! lock.attempted(&handle, Reply::Answered((1, 7)), t0);
 //! let Ask::Granted(holder) = lock.next(t0) else { panic!() };
 //! assert_eq!(holder.fence(), 7);
 //! ```
@@ -43,44 +50,53 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use redis::Value;
+
 use crate::LockError;
 use crate::exec::owned::Owned;
 use crate::machine::acquire::{Acquire, Next, Wake};
+use crate::machine::call::{LeaseCall, LeaseCalls, renewal};
 use crate::machine::grant::{Abandoned, Outcome};
 use crate::machine::key::{Keys, Kind};
 use crate::machine::lease::{Lease, LeaseState, Sending, Status};
-use crate::machine::reply::Acquired;
+use crate::machine::native::{self, NativeCommands, Offered};
+use crate::machine::reply::{Acquired, Confirmed};
 use crate::machine::settings::Settings;
 
-/// A handle's settings on one lock name, as the model's clients use them.
+/// A handle's settings on one lock name, as the model's clients use them, and what it
+/// found its server offers besides scripts.
 ///
 /// ```no_run
 /// # use std::time::Duration;
 /// let ms = Duration::from_millis;
-/// let handle = lockscript::__private::model::Handle::new("m", ms(600), ms(200), ms(1_000), ms(100));
+/// let handle = lockscript::__private::model::Handle::new("m", ms(600), ms(200), ms(1_000), ms(100), true);
 /// ```
-#[derive(Clone)]
 pub struct Handle {
     settings: Arc<Settings>,
     keys: Keys,
+    offered: Offered,
 }
 
 impl Handle {
     /// A handle on lock `name`: leases of `ttl` (renewed by the watchdog), calls cut at
     /// `response_timeout`, `lock()` waiting up to `wait_timeout`, fencing counters kept
-    /// `fence_retention` past a grant's lease. Refused as the faces refuse these settings.
+    /// `fence_retention` past a grant's lease, native renewals and releases where the
+    /// server offers them (`native`, as `native_commands`). Refused as the faces refuse
+    /// these settings.
     pub fn new(
         name: &str,
         ttl: Duration,
         response_timeout: Duration,
         wait_timeout: Duration,
         fence_retention: Duration,
+        native: bool,
     ) -> Result<Self, LockError> {
         let settings = Settings {
             ttl,
             wait_timeout,
             response_timeout,
             fence_retention,
+            native,
             ..Settings::default()
         };
         settings.validate()?;
@@ -90,6 +106,7 @@ impl Handle {
         Ok(Self {
             settings: Arc::new(settings),
             keys,
+            offered: Offered::default(),
         })
     }
 
@@ -144,6 +161,43 @@ impl Handle {
             sent: None,
         }
     }
+
+    /// The outcome of `question` ([`Out::question`]): whether the server's answer
+    /// documents `SET … IFEQ` and `DELIFEQ` (`Some(true)`), neither (`Some(false)`), or
+    /// no answer came within the question's bound (`None`: offers nothing, as the
+    /// executors count it).
+    pub fn asked(&self, question: Question, offers: Option<bool>) {
+        let found = if offers == Some(true) {
+            NativeCommands {
+                set_ifeq: true,
+                delifeq: true,
+                delex_ifeq: false,
+            }
+        } else {
+            NativeCommands::default()
+        };
+        self.offered.answered(question.0, found);
+    }
+
+    /// Whether lease calls go native now.
+    pub fn goes_native(&self) -> bool {
+        self.offered.usable(self.settings.native).renews()
+    }
+
+    /// What tells this handle apart from another.
+    pub fn digest<H: Hasher>(&self, state: &mut H) {
+        self.offered.digest(state);
+    }
+
+    /// A copy that goes on alone from here (the model's branches).
+    #[must_use]
+    pub fn fork(&self) -> Self {
+        Self {
+            settings: Arc::clone(&self.settings),
+            keys: self.keys.clone(),
+            offered: self.offered.fork(),
+        }
+    }
 }
 
 /// What a call got back, as the model delivers it.
@@ -155,6 +209,9 @@ pub enum Reply<T> {
     NoReply,
     /// An error reply: the command did not run.
     Refused,
+    /// The server does not know the command (`ERR unknown command`, `ERR syntax error`:
+    /// an older server than the handle found): it did not run.
+    Unknown,
 }
 
 impl<T> Reply<T> {
@@ -167,6 +224,200 @@ impl<T> Reply<T> {
                 redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
                 "refused by the model's server",
             )))),
+            Reply::Unknown => Err(server_error("ERR unknown command")),
+        }
+    }
+}
+
+/// An error reply as a connection reads it off the wire (`-…\r\n`).
+fn server_error(line: &str) -> LockError {
+    let wire = format!("-{line}\r\n");
+    let read = redis::parse_redis_value(wire.as_bytes()).and_then(Value::extract_error);
+    LockError::Redis(match read {
+        Err(e) => e,
+        Ok(_) => redis::RedisError::from((redis::ErrorKind::Parse, "not an error reply")),
+    })
+}
+
+/// A question beside a lease call: `COMMAND DOCS SET DELEX DELIFEQ`, its outcome for
+/// [`Handle::asked`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Question(native::Question);
+
+/// A lease call's command, as it goes to the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Command {
+    /// renew.lua for `ttl`; native: `SET key token IFEQ token PX ttl`.
+    Renew {
+        /// The lease it sets.
+        ttl: Duration,
+        /// Sent as the server's own command.
+        native: bool,
+    },
+    /// compare-del.lua; native: `DELIFEQ key token`, then `PUBLISH` in the same round
+    /// trip.
+    Delete {
+        /// Sent as the server's own command.
+        native: bool,
+    },
+}
+
+/// A lease call to send.
+#[derive(Clone, Copy, Debug)]
+pub struct Out {
+    /// What goes.
+    pub command: Command,
+    /// When the executor gives up on the answer (then [`Reply::NoReply`]); one bound for
+    /// the call and every time it goes again.
+    pub give_up: Instant,
+    /// The question the executor asks beside it, bounded on its own by the response
+    /// timeout, when the call found it open.
+    pub question: Option<Question>,
+}
+
+/// What a lease call's reply led to.
+pub enum Heard<T> {
+    /// The call goes again (a native command the server refused, now as its script).
+    Again(Out),
+    /// Its outcome.
+    Done(T),
+}
+
+/// Which lease call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Step {
+    Renew(Duration),
+    Delete,
+}
+
+/// One lease call on its way, through the executors' own rounds (`LeaseCalls`): sent
+/// native where the handle found the server offers it, sent again as its script when
+/// the native command is refused, every round within one bound.
+struct Leasing {
+    calls: LeaseCalls,
+    step: Step,
+    /// The round on its way went native.
+    native: bool,
+    give_up: Instant,
+}
+
+impl Leasing {
+    /// The call begins at `now` (`make` builds it for what the server offers), with the
+    /// question beside it if it is open.
+    fn begin(
+        handle: &Handle,
+        step: Step,
+        make: &dyn Fn(NativeCommands) -> LeaseCall,
+        now: Instant,
+    ) -> (Self, Out) {
+        let question = handle.offered.claim(handle.settings.native).map(Question);
+        let mut leasing = Self {
+            calls: LeaseCalls::new(1, true),
+            step,
+            native: false,
+            give_up: now + handle.settings.response_timeout,
+        };
+        let out = leasing.round(handle, make).unwrap_or(Out {
+            command: leasing.command(),
+            give_up: leasing.give_up,
+            question: None,
+        });
+        (leasing, Out { question, ..out })
+    }
+
+    fn command(&self) -> Command {
+        match self.step {
+            Step::Renew(ttl) => Command::Renew {
+                ttl,
+                native: self.native,
+            },
+            Step::Delete => Command::Delete {
+                native: self.native,
+            },
+        }
+    }
+
+    /// The next round's call, if one is due.
+    fn round(
+        &mut self,
+        handle: &Handle,
+        make: &dyn Fn(NativeCommands) -> LeaseCall,
+    ) -> Option<Out> {
+        let usable = handle.offered.usable(handle.settings.native);
+        let (_, call) = self.calls.round(usable, |_, native| make(native)).pop()?;
+        self.native = call.is_native();
+        Some(Out {
+            command: self.command(),
+            give_up: self.give_up,
+            question: None,
+        })
+    }
+
+    /// The round's reply: the call's outcome, or the call again.
+    fn heard(
+        &mut self,
+        handle: &Handle,
+        reply: Reply<bool>,
+        make: &dyn Fn(NativeCommands) -> LeaseCall,
+    ) -> Heard<Result<Confirmed, LockError>> {
+        let reply = self.read(reply, handle);
+        self.calls.answered(0, reply, &handle.offered);
+        if let Some(out) = self.round(handle, make) {
+            return Heard::Again(out);
+        }
+        let answer = (self.calls.take_answered().pop()).map_or_else(
+            || Err(LockError::no_reply(handle.settings.response_timeout)),
+            |(_, reply)| reply,
+        );
+        Heard::Done(answer)
+    }
+
+    /// The reply as the executors read it off the connection: a script's integer, or a
+    /// native command's own replies (`OK` or nil from `SET … IFEQ`; `DELIFEQ`'s integer
+    /// and the notification's receivers), an error as the server words it.
+    fn read(&self, reply: Reply<bool>, handle: &Handle) -> Result<Confirmed, LockError> {
+        match (reply, self.step) {
+            (Reply::Answered(done), Step::Renew(_)) if self.native => {
+                let set = if done { Value::Okay } else { Value::Nil };
+                LeaseCall::read(vec![Ok(set)], &handle.offered)
+            }
+            (Reply::Answered(done), Step::Delete) if self.native => {
+                let deleted = Ok(Value::Int(i64::from(done)));
+                LeaseCall::read(vec![deleted, Ok(Value::Int(0))], &handle.offered)
+            }
+            (Reply::Answered(done), _) => redis::from_redis_value(Value::Int(i64::from(done)))
+                .map_err(|e| LockError::Redis(e.into())),
+            (Reply::Unknown, Step::Renew(_)) => Err(server_error("ERR syntax error")),
+            (Reply::Unknown, Step::Delete) => Err(server_error(
+                "ERR unknown command 'DELIFEQ', with args beginning with: 'lock:{m}'",
+            )),
+            (other, _) => other.map_reply().into_result(&handle.settings),
+        }
+    }
+
+    fn digest<H: Hasher>(&self, state: &mut H) {
+        self.calls.digest(state);
+        (self.step, self.native, self.give_up).hash(state);
+    }
+
+    fn fork(&self) -> Self {
+        Self {
+            calls: self.calls.fork(),
+            step: self.step,
+            native: self.native,
+            give_up: self.give_up,
+        }
+    }
+}
+
+impl Reply<bool> {
+    /// An error reply, as one for a confirmation.
+    fn map_reply(self) -> Reply<Confirmed> {
+        match self {
+            Reply::Answered(done) => Reply::Answered(Confirmed(done)),
+            Reply::NoReply => Reply::NoReply,
+            Reply::Refused => Reply::Refused,
+            Reply::Unknown => Reply::Unknown,
         }
     }
 }
@@ -226,6 +477,7 @@ impl Acquisition {
                         settings: Arc::clone(&self.settings),
                         renewal: None,
                         extension: None,
+                        releasing: None,
                         lost_before: None,
                     });
                 }
@@ -240,12 +492,16 @@ impl Acquisition {
         }
     }
 
-    /// The attempt's reply (`(1, fence)` or `(0, pttl)`), at `now`.
-    pub fn attempted(&mut self, reply: Reply<(i64, i64)>, now: Instant) {
+    /// The attempt's reply (`(1, fence)` or `(0, pttl)`), at `now`. A failure that a
+    /// reconnect or a failover explains opens `handle`'s question again, as any call's.
+    pub fn attempted(&mut self, handle: &Handle, reply: Reply<(i64, i64)>, now: Instant) {
         let sent = self.sent.take().unwrap_or(now);
-        let reply = reply
-            .into_result(&self.settings)
-            .map(|(acquired, value)| Outcome::from_reply(Acquired(acquired, value), sent));
+        let reply = reply.into_result(&self.settings);
+        if let Err(e) = &reply {
+            handle.offered.met(e);
+        }
+        let reply =
+            reply.map(|(acquired, value)| Outcome::from_reply(Acquired(acquired, value), sent));
         self.machine.acquired(reply, now);
     }
 
@@ -299,9 +555,11 @@ pub enum Belief {
 pub struct Holder {
     owned: Owned,
     settings: Arc<Settings>,
-    renewal: Option<Sending>,
+    renewal: Option<(Sending, Leasing)>,
     /// The caller's `extend` in flight.
-    extension: Option<Sending>,
+    extension: Option<(Sending, Leasing)>,
+    /// The release in flight.
+    releasing: Option<Leasing>,
     /// Set when the release began: whether the lease was lost before it.
     lost_before: Option<bool>,
 }
@@ -340,54 +598,81 @@ impl Holder {
             && lease.renewal_due(now)
     }
 
-    /// The watchdog's renewal at `now`, if one goes: the ttl it sets, and when the
-    /// watchdog gives up on its reply. Its answer goes to
+    /// The watchdog's renewal at `now`, if one goes. Its answer goes to
     /// [`renewal_done`](Self::renewal_done).
-    pub fn begin_renewal(&mut self, now: Instant) -> Option<(Duration, Instant)> {
+    pub fn begin_renewal(&mut self, handle: &Handle, now: Instant) -> Option<Out> {
         let sending = self.lease().begin_renewal(now)?;
-        self.renewal = Some(sending);
-        Some((sending.ttl, now + self.settings.response_timeout))
+        let lease = self.lease();
+        let make = |native| renewal(lease, &sending, native);
+        let (leasing, out) = Leasing::begin(handle, Step::Renew(sending.ttl), &make, now);
+        self.renewal = Some((sending, leasing));
+        Some(out)
     }
 
-    /// The renewal's reply (`true`: renewed; `false`: the key is not ours), at `now`.
-    pub fn renewal_done(&mut self, reply: Reply<bool>, now: Instant) {
-        let Some(sending) = self.renewal.take() else {
-            return;
+    /// The renewal's reply (`true`: renewed; `false`: the key is not ours), at `now`:
+    /// the renewal again (a refused native command, now as its script), or done.
+    pub fn renewal_done(&mut self, handle: &Handle, reply: Reply<bool>, now: Instant) -> Heard<()> {
+        let Some((sending, mut leasing)) = self.renewal.take() else {
+            return Heard::Done(());
         };
-        let reply = self.confirmed(reply, &sending);
-        self.lease().renewal_done(sending, reply, now);
+        let lease = self.owned.lease();
+        let make = |native| renewal(lease, &sending, native);
+        match leasing.heard(handle, reply, &make) {
+            Heard::Again(out) => {
+                self.renewal = Some((sending, leasing));
+                Heard::Again(out)
+            }
+            Heard::Done(answer) => {
+                let reply = confirmed(answer, &sending);
+                lease.renewal_done(sending, reply, now);
+                Heard::Done(())
+            }
+        }
     }
 
-    /// A renewal's or extension's reply as the lease takes it: confirmed from when
-    /// `sending` went out, or not ours.
-    fn confirmed(
-        &self,
-        reply: Reply<bool>,
-        sending: &Sending,
-    ) -> Result<Option<Instant>, LockError> {
-        let sent = LeaseState::sent_at(sending);
-        reply
-            .into_result(&self.settings)
-            .map(|done| done.then_some(sent))
-    }
-
-    /// The caller's `extend(ttl)` at `now`: when it gives up on the reply, or the error
-    /// `extend` returns without sending anything (the lease is lost already). Its answer
-    /// goes to [`extended`](Self::extended).
-    pub fn begin_extend(&mut self, ttl: Duration, now: Instant) -> Result<Instant, LockError> {
+    /// The caller's `extend(ttl)` at `now`, or the error `extend` returns without
+    /// sending anything (the lease is lost already). Its answer goes to
+    /// [`extended`](Self::extended).
+    pub fn begin_extend(
+        &mut self,
+        handle: &Handle,
+        ttl: Duration,
+        now: Instant,
+    ) -> Result<Out, LockError> {
         let sending = self.lease().extending(ttl, now)?;
-        self.extension = Some(sending);
-        Ok(now + self.settings.response_timeout)
+        let lease = self.lease();
+        let make =
+            |native| (lease.settings).renew_call(&lease.keys, lease.token.as_str(), ttl, native);
+        let (leasing, out) = Leasing::begin(handle, Step::Renew(ttl), &make, now);
+        self.extension = Some((sending, leasing));
+        Ok(out)
     }
 
     /// The extension's reply (`true`: extended; `false`: the key is not ours), at `now`:
-    /// what `extend` returns.
-    pub fn extended(&mut self, reply: Reply<bool>, now: Instant) -> Result<(), LockError> {
-        let Some(sending) = self.extension.take() else {
-            return Ok(());
+    /// the call again, or what `extend` returns.
+    pub fn extended(
+        &mut self,
+        handle: &Handle,
+        reply: Reply<bool>,
+        now: Instant,
+    ) -> Heard<Result<(), LockError>> {
+        let Some((sending, mut leasing)) = self.extension.take() else {
+            return Heard::Done(Ok(()));
         };
-        let reply = self.confirmed(reply, &sending);
-        self.lease().extended(sending, reply, now)
+        let lease = self.owned.lease();
+        let ttl = sending.ttl;
+        let make =
+            |native| (lease.settings).renew_call(&lease.keys, lease.token.as_str(), ttl, native);
+        match leasing.heard(handle, reply, &make) {
+            Heard::Again(out) => {
+                self.extension = Some((sending, leasing));
+                Heard::Again(out)
+            }
+            Heard::Done(answer) => {
+                let reply = confirmed(answer, &sending);
+                Heard::Done(lease.extended(sending, reply, now))
+            }
+        }
     }
 
     /// The guard is dropped at `now` without a release (an early return, a panic): the
@@ -398,50 +683,86 @@ impl Holder {
         Some(Orphan::new(abandoned, &self.settings))
     }
 
-    /// `release()` begins at `now`: the lease stops, and its compare-and-delete goes out
-    /// (the executor gives up on its reply at the instant returned). Its answer goes to
-    /// [`released`](Self::released).
-    pub fn release(&mut self, now: Instant) -> Instant {
+    /// `release()` begins at `now`: the lease stops, and its compare-and-delete goes out.
+    /// Its answer goes to [`released`](Self::released).
+    pub fn release(&mut self, handle: &Handle, now: Instant) -> Out {
         let (lost_before, _) = self.owned.give_up(None, now);
         self.lost_before = Some(lost_before);
-        now + self.settings.response_timeout
+        let lease = self.owned.lease();
+        let make =
+            |native| (lease.settings).release_call(&lease.keys, lease.token.as_str(), native);
+        let (leasing, out) = Leasing::begin(handle, Step::Delete, &make, now);
+        self.releasing = Some(leasing);
+        out
     }
 
     /// The release's reply (`true`: deleted; `false`: the key was not ours), at `now`:
-    /// what `release()` returns, and the release to try again in the background when the
-    /// guard, dropped right after, still owes one.
+    /// the call again, or what `release()` returns, and the release to try again in the
+    /// background when the guard, dropped right after, still owes one.
     pub fn released(
         &mut self,
+        handle: &Handle,
         reply: Reply<bool>,
         now: Instant,
-    ) -> (Result<(), LockError>, Option<Orphan>) {
+    ) -> Heard<(Result<(), LockError>, Option<Orphan>)> {
+        let answer = match self.releasing.as_mut() {
+            Some(leasing) => {
+                let lease = self.owned.lease();
+                let make = |native| {
+                    (lease.settings).release_call(&lease.keys, lease.token.as_str(), native)
+                };
+                match leasing.heard(handle, reply, &make) {
+                    Heard::Again(out) => return Heard::Again(out),
+                    Heard::Done(answer) => answer,
+                }
+            }
+            None => reply.map_reply().into_result(&self.settings),
+        };
+        self.releasing = None;
         let lost_before = self.lost_before.unwrap_or(false);
-        let outcome = self
-            .owned
-            .deleted(lost_before, reply.into_result(&self.settings));
+        let outcome = self.owned.deleted(lost_before, answer.map(|c| c.0));
         let again = self.owned.abandoned(now);
         let orphan = again.map(|a| Orphan::new(a, &self.settings));
-        (outcome, orphan)
+        Heard::Done((outcome, orphan))
     }
 
     /// What tells this holder apart from another (its token left out).
     pub fn digest<H: Hasher>(&self, state: &mut H) {
         self.lease().digest(state);
-        (self.renewal, self.extension).hash(state);
+        for (sending, leasing) in [&self.renewal, &self.extension].into_iter().flatten() {
+            sending.hash(state);
+            leasing.digest(state);
+        }
+        (self.renewal.is_some(), self.extension.is_some()).hash(state);
+        if let Some(leasing) = &self.releasing {
+            leasing.digest(state);
+        }
         self.lost_before.hash(state);
     }
 
     /// A copy that goes on alone from here, its lease a copy too (the model's branches).
     #[must_use]
     pub fn fork(&self) -> Self {
+        let fork = |(sending, leasing): &(Sending, Leasing)| (*sending, leasing.fork());
         Self {
             owned: self.owned.fork(),
             settings: Arc::clone(&self.settings),
-            renewal: self.renewal,
-            extension: self.extension,
+            renewal: self.renewal.as_ref().map(fork),
+            extension: self.extension.as_ref().map(fork),
+            releasing: self.releasing.as_ref().map(Leasing::fork),
             lost_before: self.lost_before,
         }
     }
+}
+
+/// A renewal's or extension's outcome as the lease takes it: confirmed from when
+/// `sending` went out, or not ours.
+fn confirmed(
+    answer: Result<Confirmed, LockError>,
+    sending: &Sending,
+) -> Result<Option<Instant>, LockError> {
+    let sent = LeaseState::sent_at(sending);
+    answer.map(|done| done.0.then_some(sent))
 }
 
 /// A grant nobody owns, released in the background with its own token until its TTL
@@ -452,6 +773,8 @@ pub struct Orphan {
     failures: u32,
     /// When the try on its way was sent.
     sent: Option<Instant>,
+    /// The try on its way.
+    leasing: Option<Leasing>,
 }
 
 impl Orphan {
@@ -461,6 +784,7 @@ impl Orphan {
             settings: Arc::clone(settings),
             failures: 0,
             sent: None,
+            leasing: None,
         }
     }
 
@@ -469,30 +793,53 @@ impl Orphan {
         self.abandoned.token.as_str()
     }
 
-    /// The release is sent at `now`: when the background task gives up on its reply.
-    pub fn sending(&mut self, now: Instant) -> Instant {
+    /// The release is sent at `now`.
+    pub fn sending(&mut self, handle: &Handle, now: Instant) -> Out {
         self.sent = Some(now);
-        now + self.settings.response_timeout
+        let (settings, abandoned) = (&self.settings, &self.abandoned);
+        let make = |native| settings.abandoned_call(abandoned, native);
+        let (leasing, out) = Leasing::begin(handle, Step::Delete, &make, now);
+        self.leasing = Some(leasing);
+        out
     }
 
-    /// The compare-and-delete answered `reply` at `now`: when to try again, or `None`
-    /// when the background release is over.
-    pub fn released(&mut self, reply: Reply<bool>, now: Instant) -> Option<Instant> {
-        let reply = reply.into_result(&self.settings);
+    /// The compare-and-delete answered `reply` at `now`: the call again, or when to try
+    /// again (`None` when the background release is over).
+    pub fn released(
+        &mut self,
+        handle: &Handle,
+        reply: Reply<bool>,
+        now: Instant,
+    ) -> Heard<Option<Instant>> {
+        let answer = match self.leasing.as_mut() {
+            Some(leasing) => {
+                let (settings, abandoned) = (&self.settings, &self.abandoned);
+                let make = |native| settings.abandoned_call(abandoned, native);
+                match leasing.heard(handle, reply, &make) {
+                    Heard::Again(out) => return Heard::Again(out),
+                    Heard::Done(answer) => answer,
+                }
+            }
+            None => reply.map_reply().into_result(&self.settings),
+        };
+        self.leasing = None;
         let again = self.abandoned.released(
-            reply.as_ref().copied(),
+            answer.as_ref().map(|c| c.0),
             self.failures,
             self.sent.unwrap_or(now),
             now,
         );
         self.failures += 1;
-        again
+        Heard::Done(again)
     }
 
     /// What tells this background release apart from another (its token left out).
     pub fn digest<H: Hasher>(&self, state: &mut H) {
         let a = &self.abandoned;
         (a.until, a.unanswered, &a.ticket, self.failures, self.sent).hash(state);
+        if let Some(leasing) = &self.leasing {
+            leasing.digest(state);
+        }
     }
 
     /// A copy that goes on alone from here (the model's branches).
@@ -503,6 +850,22 @@ impl Orphan {
             settings: Arc::clone(&self.settings),
             failures: self.failures,
             sent: self.sent,
+            leasing: self.leasing.as_ref().map(Leasing::fork),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_older_servers_refusal_reads_as_the_wire_gives_it() {
+        let syntax = server_error("ERR syntax error");
+        let unknown = server_error("ERR unknown command 'DELIFEQ', with args beginning with: 'k'");
+        for e in [&syntax, &unknown] {
+            assert!(NativeCommands::refused(e), "{e:?}");
+            assert!(!e.is_transient(), "{e:?}");
         }
     }
 }

@@ -308,6 +308,53 @@ impl LeaseCalls {
     }
 }
 
+#[cfg(feature = "model")]
+impl LeaseCalls {
+    /// A copy that goes on alone (the model checker's branches); errors copied as the
+    /// executors copy a round's error for each of its calls.
+    pub(crate) fn fork(&self) -> Self {
+        let copy = |r: &Result<Confirmed, LockError>| match r {
+            Ok(c) => Ok(*c),
+            Err(e) => Err(e.for_each()),
+        };
+        let calls = (self.calls.iter())
+            .map(|due| match due {
+                Due::Next { script, refused } => Due::Next {
+                    script: *script,
+                    refused: refused.as_ref().map(LockError::for_each),
+                },
+                Due::Sent { native } => Due::Sent { native: *native },
+                Due::Answered(reply) => Due::Answered(copy(reply)),
+                Due::Delivered => Due::Delivered,
+            })
+            .collect();
+        Self {
+            calls,
+            retry_later: self.retry_later,
+        }
+    }
+
+    /// Everything a later call can depend on (the model checker tells states apart by
+    /// it): where each call stands, its error by kind.
+    pub(crate) fn digest<H: std::hash::Hasher>(&self, state: &mut H) {
+        use std::hash::Hash;
+        let kind = |e: &LockError| e.to_string();
+        for due in &self.calls {
+            match due {
+                Due::Next { script, refused } => {
+                    (0u8, script, refused.as_ref().map(kind)).hash(state);
+                }
+                Due::Sent { native } => (1u8, native).hash(state),
+                Due::Answered(reply) => {
+                    (2u8, reply.as_ref().map(|c| c.0).map_err(kind)).hash(state);
+                }
+                Due::Delivered => 3u8.hash(state),
+            }
+        }
+        self.retry_later.hash(state);
+    }
+}
+
 /// The watchdog's renewal of `lease` (with the ttl `sending` carries), native where the
 /// server offers it (`native`) and the lease's handle allows it.
 pub(crate) fn renewal(

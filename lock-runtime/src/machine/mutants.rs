@@ -115,3 +115,18 @@ switch!(
     last_look_by_its_answer,
     LAST_LOOK_BY_ITS_ANSWER
 );
+
+switch!(
+    /// Makes a native command the server refuses (`ERR unknown command`, `ERR syntax
+    /// error`, `NOPERM`) an error like any other, instead of the proof that it did not run
+    /// (issue 37, defect 2: a pipeline's error hid which command failed, so a server
+    /// replaced by an older one refused every native renewal, the handle never went to
+    /// scripts, and the lease was lost with its key alive).
+    ///
+    /// ```no_run
+    /// lockscript::__private::mutants::set_native_refusal_unseen(true);
+    /// ```
+    set_native_refusal_unseen,
+    native_refusal_unseen,
+    NATIVE_REFUSAL_UNSEEN
+);

@@ -134,6 +134,9 @@ impl NativeCommands {
         let LockError::Redis(e) = error else {
             return false;
         };
+        if crate::machine::mutants::native_refusal_unseen() {
+            return false;
+        }
         match e.code() {
             Some("NOPERM") => true,
             Some("ERR") => e.detail().is_some_and(|d| {
@@ -211,7 +214,7 @@ const FLAGS: u32 = 0xff;
 const CLAIMED: u32 = 0x100;
 
 /// A question claimed by [`Offered::claim`], to answer with [`Offered::answered`].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[must_use = "a claimed question stays out until it is answered"]
 pub(crate) struct Question {
     /// The claim's count, which [`Offered::answered`] checks.
@@ -346,6 +349,23 @@ impl Offered {
                     counter
                 })
             });
+    }
+}
+
+#[cfg(feature = "model")]
+impl Offered {
+    /// A copy that goes on alone (the model checker's branches).
+    pub(crate) fn fork(&self) -> Self {
+        Self {
+            state: AtomicU32::new(self.state.load(Ordering::Relaxed)),
+            told: AtomicBool::new(self.told.load(Ordering::Relaxed)),
+        }
+    }
+
+    /// Everything a later call can depend on (the model checker tells states apart by
+    /// it).
+    pub(crate) fn digest<H: std::hash::Hasher>(&self, state: &mut H) {
+        std::hash::Hash::hash(&self.state.load(Ordering::Relaxed), state);
     }
 }
 

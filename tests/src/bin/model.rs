@@ -6,7 +6,7 @@
 //! ```text
 //! model [--depth N] [--horizon TICKS] [--clients N] [--try-locks N] [--rounds N]
 //!       [--restarts N] [--restarts-keeping N] [--cancels 0|1] [--extends 0|1] [--drops 0|1]
-//!       [--faults N]
+//!       [--faults N] [--native 0|1] [--downgrades N]
 //! ```
 
 use std::process::ExitCode;
@@ -22,7 +22,7 @@ fn main() -> ExitCode {
             eprintln!(
                 "usage: model [--depth N] [--horizon TICKS] [--clients N] [--try-locks N] \
                  [--rounds N] [--restarts N] [--restarts-keeping N] [--cancels 0|1] \
-                 [--extends 0|1] [--drops 0|1] [--faults N]"
+                 [--extends 0|1] [--drops 0|1] [--faults N] [--native 0|1] [--downgrades N]"
             );
             return ExitCode::from(2);
         };
@@ -38,6 +38,8 @@ fn main() -> ExitCode {
             "--extends" => config.events.extends = value != 0,
             "--drops" => config.events.drops = value != 0,
             "--faults" => config.faults = value,
+            "--native" => config.native = value != 0,
+            "--downgrades" => config.events.downgrades = value,
             other => {
                 eprintln!("unknown flag {other}");
                 return ExitCode::from(2);

@@ -16,7 +16,10 @@
 //!   faces, fed replies and the model's clock. No rule of the lock is written again here.
 //! - **The server** ([`server`]): the lock key and the fencing counter with their TTLs on
 //!   the server's clock; acquire-with-retry.lua, renew.lua and compare-del.lua each one
-//!   atomic step; the counter restarting from the server's clock in microseconds.
+//!   atomic step; the counter restarting from the server's clock in microseconds. With
+//!   [`Config::native`] it has `SET … IFEQ` and `DELIFEQ` (each one step too) and
+//!   answers `COMMAND DOCS`; the handles ask it beside their first lease call, as the
+//!   executors do, and go native once answered.
 //! - **The world's events** ([`world`]), each switchable in [`Events`] and each a fault
 //!   counted against a budget ([`Config::faults`]): an answer that misses its caller's
 //!   bound (a timeout, a reset, a lost reply), the request still able to run later; a
@@ -24,20 +27,23 @@
 //!   pool, a reconnect); a watchdog that lets a due renewal wait while the clock moves (a
 //!   GC pause, SIGSTOP), past the lease too; the server restarted without its data; a
 //!   caller dropping its `lock()` or `try_lock()` midway (a cancelled future, a timeout
-//!   around the call).
+//!   around the call); an older server taking over with the data ([`Events::downgrades`]),
+//!   which refuses the native commands the handles found (`ERR unknown command`).
 //!   Within their bounds answers come in any order and at any time, sleepers wake at any
 //!   later tick, holders release at any time: those are not faults.
 //! - **The properties** ([`property`]): exclusion by the holders' own clocks; the server
 //!   holding what a holder believes; fences rising in grant order; a lease released with
 //!   `Ok` never reported lost; `lost` by the validity end; nothing orphaned (a grant
 //!   nobody owns is never a guard's, and is gone from the server once its background
-//!   release has ended on the server's answer).
+//!   release has ended on the server's answer); a lease no fault touched is never
+//!   reported lost (what a refused native command must not cost).
 //!
 //! Release notifications and their loss are covered without being modelled: a sleeper
 //! wakes at any later tick, which is what a notification (soon) and its loss (the nap's
 //! end) both give. Not yet: a client's or the server's clock stepping or drifting (every
-//! clock is the model's; within the stated drift bound a step is smaller than a tick), a
-//! refused native command, handover between callers of one handle, the fair queue,
+//! clock is the model's; within the stated drift bound a step is smaller than a tick), an
+//! ACL that refuses a command (or `PUBLISH` beside a native release), handover between
+//! callers of one handle, the fair queue,
 //! read/write locks, semaphores, Redlock, and the executors' own timing (the chaos
 //! checker and the bounds tests keep that).
 //!
@@ -106,6 +112,11 @@ pub struct Events {
     pub drops: bool,
     /// Restarts of the server with its data (connections drop), at most.
     pub restarts_keeping: u32,
+    /// Times the server is replaced by an older one with its data, at most (a failover
+    /// to a replica of an older version, a rolling downgrade): from then on it refuses
+    /// the native commands a handle found before (`ERR unknown command`); connections
+    /// drop. Only with [`Config::native`].
+    pub downgrades: u32,
 }
 
 impl Default for Events {
@@ -120,6 +131,7 @@ impl Default for Events {
             extends: true,
             drops: true,
             restarts_keeping: 1,
+            downgrades: 0,
         }
     }
 }
@@ -161,6 +173,12 @@ pub struct Config {
     /// A defect planted in the model server, for the fence check's own test: a counter
     /// that restarts from 1 instead of the server's clock.
     pub counter_from_one: bool,
+    /// The server starts with `SET … IFEQ` and `DELIFEQ` (Valkey 9), and the handles
+    /// use them where they found them (`native_commands`, on by default in the faces):
+    /// renewals and releases go native once a handle's question (`COMMAND DOCS`, asked
+    /// beside the first lease call) is answered, and scripts before. Off: every handle
+    /// forces scripts, as on Redis 7.0.
+    pub native: bool,
     /// The properties checked.
     pub properties: Vec<Property>,
 }
@@ -187,6 +205,7 @@ impl Default for Config {
             events: Events::default(),
             faults: 2,
             counter_from_one: false,
+            native: false,
             properties: Property::ALL.to_vec(),
         }
     }

@@ -27,17 +27,24 @@ pub enum Property {
     /// release has ended on the server's answer the server does not hold it (a release
     /// that ends on an error, or on no reply, leaves it to its TTL, as the guide says).
     NothingOrphaned,
+    /// A lease no fault touched is never reported lost: none of its calls got no answer
+    /// within its bound or was cut by a restart, its watchdog never let a due renewal
+    /// wait, its caller never called `extend`, and the server never lost its data since
+    /// the grant. What a refused native command must not cost: it did not run, and its
+    /// script runs in its place within the call's bound.
+    Kept,
 }
 
 impl Property {
     /// Every property, in the order they are checked.
-    pub const ALL: [Property; 6] = [
+    pub const ALL: [Property; 7] = [
         Property::LostByValidityEnd,
         Property::NothingOrphaned,
         Property::ReleasedNotLost,
         Property::FencesRise,
         Property::ServerAgrees,
         Property::Exclusion,
+        Property::Kept,
     ];
 
     /// The property's name in reports.
@@ -49,6 +56,7 @@ impl Property {
             Property::ReleasedNotLost => "released with Ok, never lost",
             Property::LostByValidityEnd => "lost by the validity end",
             Property::NothingOrphaned => "nothing orphaned",
+            Property::Kept => "kept unless a fault touched it",
         }
     }
 
@@ -127,6 +135,7 @@ impl Property {
                 })
             }
             Property::NothingOrphaned => orphaned(world),
+            Property::Kept => untouched_lost(world),
             Property::LostByValidityEnd => held()
                 .find(|&(_, _, valid_until)| now >= valid_until)
                 .map(|(c, slot, valid_until)| {
@@ -140,6 +149,29 @@ impl Property {
                 }),
         }
     }
+}
+
+/// What breaks [`Property::Kept`] in `world`, if anything does.
+fn untouched_lost(world: &World<'_>) -> Option<String> {
+    world.clients.iter().enumerate().find_map(|(c, client)| {
+        client
+            .slots
+            .iter()
+            .find(|s| {
+                s.stage == Stage::Held
+                    && s.belief == Belief::Lost
+                    && !s.touched
+                    && s.epoch == world.server.epoch
+            })
+            .map(|s| {
+                let c = u8::try_from(c).unwrap_or(u8::MAX);
+                format!(
+                    "{} finds its lease (fence {}) lost, and no fault touched it",
+                    name(c),
+                    s.holder.fence()
+                )
+            })
+    })
 }
 
 /// What breaks [`Property::NothingOrphaned`] in `world`, if anything does.

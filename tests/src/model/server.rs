@@ -21,8 +21,14 @@ pub enum Answer {
     /// acquire-with-retry.lua: `{1, fence}` or `{0, pttl}`, and the server's epoch (how
     /// many restarts without data it had been through) when it ran.
     Acquire(i64, i64, u32),
-    /// renew.lua, compare-del.lua: whether the key held the caller's token.
+    /// renew.lua, compare-del.lua (or `SET … IFEQ`, `DELIFEQ`): whether the key held the
+    /// caller's token.
     Done(bool),
+    /// A native command the server does not have (`ERR unknown command`, `ERR syntax
+    /// error`): nothing ran.
+    Unknown,
+    /// `COMMAND DOCS`: whether it documents `SET … IFEQ` and `DELIFEQ`.
+    Docs(bool),
 }
 
 /// A key and when it expires, in milliseconds of the server's clock.
@@ -56,6 +62,9 @@ pub struct Server {
     highest: u64,
     /// The first grant whose fence was not above every earlier one.
     pub fence_fault: Option<FenceFault>,
+    /// It has `SET … IFEQ` and `DELIFEQ` (Valkey 9); else a native command answers
+    /// `ERR unknown command` (Redis 7.0).
+    pub offers: bool,
 }
 
 impl Server {
@@ -130,6 +139,30 @@ impl Server {
         }
     }
 
+    /// `SET key token IFEQ token PX ttl` (`native`) or renew.lua: see
+    /// [`renew`](Self::renew); a server without the command runs nothing.
+    pub fn renew_as(&mut self, token: &str, ttl_ms: u64, now_ms: u64, native: bool) -> Answer {
+        if native && !self.offers {
+            return Answer::Unknown;
+        }
+        self.renew(token, ttl_ms, now_ms)
+    }
+
+    /// `DELIFEQ key token` (`native`) or compare-del.lua: see [`delete`](Self::delete); a
+    /// server without the command runs nothing.
+    pub fn delete_as(&mut self, token: &str, now_ms: u64, native: bool) -> Answer {
+        if native && !self.offers {
+            return Answer::Unknown;
+        }
+        self.delete(token, now_ms)
+    }
+
+    /// The server replaced by an older one with the same data (a failover to a replica
+    /// of an older version, a rolling downgrade): native commands are unknown from now.
+    pub fn downgrade(&mut self) {
+        self.offers = false;
+    }
+
     /// compare-del.lua for `token`: the key deleted only if it is ours.
     pub fn delete(&mut self, token: &str, now_ms: u64) -> Answer {
         self.expire(now_ms);
@@ -153,6 +186,7 @@ impl Server {
         let lock = self.lock.as_ref().map(|k| (name(&k.value), k.until_ms));
         let fence = self.fence.as_ref().map(|k| (k.value, k.until_ms));
         (lock, fence, self.step_us, self.epoch, self.highest).hash(state);
+        self.offers.hash(state);
         self.fence_fault.map(|f| (f.before, f.granted)).hash(state);
     }
 }

@@ -25,7 +25,9 @@ use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant};
 
-use lockscript::__private::model::{Acquisition, Ask, Belief, Handle, Holder, Orphan, Reply};
+use lockscript::__private::model::{
+    Acquisition, Ask, Belief, Command, Handle, Heard, Holder, Orphan, Out, Question, Reply,
+};
 use lockscript::LockError;
 
 use super::Config;
@@ -68,22 +70,42 @@ pub enum Action {
     /// The server restarts with its data (an append-only file synced on every write);
     /// connections drop.
     RestartKeeping,
+    /// The server is replaced by an older one with its data (a failover to a replica of
+    /// an older version, a rolling downgrade): native commands are unknown from now on;
+    /// connections drop.
+    Downgrade,
 }
 
 /// A request on its way to the server.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Request {
-    Acquire { token: String },
-    Renew { token: String, ttl: Duration },
-    Delete { token: String },
+    Acquire {
+        token: String,
+    },
+    /// renew.lua, or `SET … IFEQ … PX` (`native`).
+    Renew {
+        token: String,
+        ttl: Duration,
+        native: bool,
+    },
+    /// compare-del.lua, or `DELIFEQ` and `PUBLISH` (`native`).
+    Delete {
+        token: String,
+        native: bool,
+    },
+    /// `COMMAND DOCS SET DELEX DELIFEQ`, asked beside a lease call.
+    Docs {
+        question: Question,
+    },
 }
 
 impl Request {
-    fn token(&self) -> &str {
+    fn token(&self) -> Option<&str> {
         match self {
             Request::Acquire { token }
             | Request::Renew { token, .. }
-            | Request::Delete { token } => token,
+            | Request::Delete { token, .. } => Some(token),
+            Request::Docs { .. } => None,
         }
     }
 }
@@ -112,6 +134,8 @@ enum Waiter {
     Extend(u8),
     /// Background release `job`.
     Background(u8),
+    /// The handle's question of what the server offers.
+    Question,
 }
 
 /// A call between a client and the server.
@@ -167,6 +191,9 @@ pub struct Slot {
     renewing: bool,
     /// The caller's `extend` is on its way.
     extending: bool,
+    /// A fault touched its calls: one got no answer within its bound or was cut by a
+    /// restart, its watchdog let a due renewal wait, or its caller called `extend`.
+    pub touched: bool,
 }
 
 /// A grant nobody owns, being released in the background.
@@ -252,6 +279,8 @@ pub struct World<'c> {
     faults: u32,
     /// Restarts that kept the data so far.
     kept: u32,
+    /// Downgrades so far.
+    downgraded: u32,
     /// Set when an action found the machine asking for something it must not.
     pub broken: Option<Broken>,
     /// The readable history, when kept (to print a trace).
@@ -275,6 +304,7 @@ impl<'c> World<'c> {
                     ms(config.response_timeout),
                     ms(config.wait_timeout),
                     ms(config.fence_retention),
+                    config.native,
                 )
                 .unwrap_or_else(|e| panic!("the model's settings: {e}")),
                 rounds: config.rounds,
@@ -285,16 +315,19 @@ impl<'c> World<'c> {
                 tokens: 0,
             })
             .collect();
+        let mut server = Server::default();
+        server.offers = config.native;
         let mut world = Self {
             config,
             base,
             time: 0,
-            server: Server::default(),
+            server,
             clients,
             calls: Vec::new(),
             next_call: 0,
             faults: 0,
             kept: 0,
+            downgraded: 0,
             broken: None,
             log: log.then(Vec::new),
             labels: HashMap::new(),
@@ -402,6 +435,9 @@ impl<'c> World<'c> {
         if self.kept < self.config.events.restarts_keeping && self.affords(Some(1)) {
             actions.push(Action::RestartKeeping);
         }
+        if self.downgraded < self.config.events.downgrades && self.affords(Some(1)) {
+            actions.push(Action::Downgrade);
+        }
         if self.time < self.config.horizon && self.affords(self.tick_cost()) {
             actions.push(Action::Tick);
         }
@@ -449,20 +485,30 @@ impl<'c> World<'c> {
             .filter(move |c| c.waiter.is_some() && c.flight != Flight::Dropped && next >= c.give_up)
     }
 
-    /// The held leases whose renewal is due and not sent: (client, fence).
-    fn paused(&self) -> impl Iterator<Item = (u8, u64)> {
+    /// The held leases whose renewal is due and not sent: (client, slot, fence).
+    fn paused(&self) -> impl Iterator<Item = (u8, u8, u64)> {
         let now = self.now();
         self.clients
             .iter()
             .enumerate()
             .flat_map(move |(c, client)| {
                 let c = u8::try_from(c).unwrap_or(u8::MAX);
-                (client.slots.iter())
-                    .filter(move |s| {
+                (client.slots.iter().enumerate())
+                    .filter(move |(_, s)| {
                         s.stage == Stage::Held && !s.renewing && s.holder.renewal_due(now)
                     })
-                    .map(move |s| (c, s.holder.fence()))
+                    .map(move |(i, s)| (c, u8::try_from(i).unwrap_or(u8::MAX), s.holder.fence()))
             })
+    }
+
+    /// A fault touched the lease whose call `waiter` of client `c` is (a renewal's or an
+    /// extension's).
+    fn touch(&mut self, c: u8, waiter: Option<Waiter>) {
+        if let Some(Waiter::Renewal(i) | Waiter::Extend(i)) = waiter
+            && let Some(slot) = self.clients[usize::from(c)].slots.get_mut(usize::from(i))
+        {
+            slot.touched = true;
+        }
     }
 
     /// A copy of this state that goes on alone: the model's data copied, each machine
@@ -473,7 +519,7 @@ impl<'c> World<'c> {
             .clients
             .iter()
             .map(|client| Client {
-                handle: client.handle.clone(),
+                handle: client.handle.fork(),
                 tries: client.tries,
                 rounds: client.rounds,
                 acquiring: client.acquiring.as_ref().map(|a| Acquiring {
@@ -489,6 +535,7 @@ impl<'c> World<'c> {
                         belief: slot.belief,
                         renewing: slot.renewing,
                         extending: slot.extending,
+                        touched: slot.touched,
                     })
                     .collect(),
                 jobs: (client.jobs.iter())
@@ -513,6 +560,7 @@ impl<'c> World<'c> {
             next_call: self.next_call,
             faults: self.faults,
             kept: self.kept,
+            downgraded: self.downgraded,
             broken: self.broken.clone(),
             log: self.log.clone(),
             labels: self.labels.clone(),
@@ -550,8 +598,9 @@ impl<'c> World<'c> {
             Action::GiveUp(id) => self.deliver(id, Some(())),
             Action::Renew(c, i) => {
                 let now = self.now();
-                let slot = &mut self.clients[usize::from(c)].slots[usize::from(i)];
-                let Some((ttl, give_up)) = slot.holder.begin_renewal(now) else {
+                let client = &mut self.clients[usize::from(c)];
+                let slot = &mut client.slots[usize::from(i)];
+                let Some(out) = slot.holder.begin_renewal(&client.handle, now) else {
                     self.broke(
                         "renewal",
                         "the watchdog found a due renewal that did not go".into(),
@@ -560,50 +609,37 @@ impl<'c> World<'c> {
                 };
                 slot.renewing = true;
                 let token = slot.holder.token().to_owned();
-                let id = self.send(
-                    c,
-                    Request::Renew { token, ttl },
-                    give_up,
-                    Waiter::Renewal(i),
-                );
-                self.note(|| format!("{}'s watchdog renews (#{id})", name(c)));
+                self.send_out(c, token, out, Waiter::Renewal(i), |id| {
+                    format!("{}'s watchdog renews (#{id})", name(c))
+                });
             }
             Action::Release(c, i) => {
                 let now = self.now();
-                let slot = &mut self.clients[usize::from(c)].slots[usize::from(i)];
-                let give_up = slot.holder.release(now);
+                let client = &mut self.clients[usize::from(c)];
+                let slot = &mut client.slots[usize::from(i)];
+                let out = slot.holder.release(&client.handle, now);
                 slot.stage = Stage::Releasing;
                 let token = slot.holder.token().to_owned();
-                let id = self.send(c, Request::Delete { token }, give_up, Waiter::Release(i));
-                self.note(|| format!("{} calls release() (#{id})", name(c)));
+                self.send_out(c, token, out, Waiter::Release(i), |id| {
+                    format!("{} calls release() (#{id})", name(c))
+                });
             }
             Action::Retry(c, j) => {
                 let now = self.now();
-                let job = &mut self.clients[usize::from(c)].jobs[usize::from(j)];
+                let client = &mut self.clients[usize::from(c)];
+                let job = &mut client.jobs[usize::from(j)];
                 job.next = None;
-                let give_up = job.orphan.sending(now);
+                let out = job.orphan.sending(&client.handle, now);
                 let token = job.orphan.token().to_owned();
                 let label = self.label(&token);
-                let id = self.send(c, Request::Delete { token }, give_up, Waiter::Background(j));
-                self.note(|| {
+                self.send_out(c, token, out, Waiter::Background(j), |id| {
                     format!(
                         "{}'s background release of {label} sends compare-del (#{id})",
                         name(c)
                     )
                 });
             }
-            Action::Restart => {
-                self.fault(|| "the server restarts".into());
-                self.server.restart_empty();
-                self.drop_connections();
-                self.note(|| "the server restarts without its data; connections drop".into());
-            }
-            Action::RestartKeeping => {
-                self.fault(|| "the server restarts".into());
-                self.kept += 1;
-                self.drop_connections();
-                self.note(|| "the server restarts with its data; connections drop".into());
-            }
+            Action::Restart | Action::RestartKeeping | Action::Downgrade => self.restart(action),
             Action::Cancel(c) => self.cancel(c),
             Action::Extend(c, i) => self.extend(c, i),
             Action::Drop(c, i) => {
@@ -620,17 +656,51 @@ impl<'c> World<'c> {
         self.observe();
     }
 
+    /// The server restarts: without its data, with it, or as an older server with it.
+    fn restart(&mut self, action: Action) {
+        match action {
+            Action::Restart => {
+                self.fault(|| "the server restarts".into());
+                self.server.restart_empty();
+                self.drop_connections();
+                self.note(|| "the server restarts without its data; connections drop".into());
+            }
+            Action::RestartKeeping => {
+                self.fault(|| "the server restarts".into());
+                self.kept += 1;
+                self.drop_connections();
+                self.note(|| "the server restarts with its data; connections drop".into());
+            }
+            Action::Downgrade => {
+                self.fault(|| "the server is replaced by an older one".into());
+                self.downgraded += 1;
+                self.server.downgrade();
+                self.drop_connections();
+                self.note(|| {
+                    "an older server, without SET IFEQ and DELIFEQ, takes over with the \
+                     data; connections drop"
+                        .into()
+                });
+            }
+            _ => {}
+        }
+    }
+
     /// The clock moves one tick: keys expire, and requests that can no longer arrive
     /// (older than the latest a request may run) are gone.
     fn tick(&mut self) {
-        let late: Vec<(u8, u32)> = self.overdue().map(|c| (c.client, c.id)).collect();
-        let paused: Vec<(u8, u64)> = self.paused().collect();
+        let late: Vec<(u8, u32, Option<Waiter>)> = (self.overdue())
+            .map(|c| (c.client, c.id, c.waiter))
+            .collect();
+        let paused: Vec<(u8, u8, u64)> = self.paused().collect();
         self.time += 1;
         self.note(|| "the clock ticks".into());
-        for (c, id) in late {
+        for (c, id, waiter) in late {
+            self.touch(c, waiter);
             self.fault(|| format!("{}'s #{id} got no answer within its bound", name(c)));
         }
-        for (c, fence) in paused {
+        for (c, i, fence) in paused {
+            self.touch(c, Some(Waiter::Renewal(i)));
             self.fault(|| {
                 format!(
                     "{}'s watchdog lets the due renewal of fence {fence} wait",
@@ -665,6 +735,31 @@ impl<'c> World<'c> {
         id
     }
 
+    /// Sends a lease call of client `c` for `token`, and the question beside it if the
+    /// call found it open (on its own bound).
+    /// `what` says it in the history.
+    fn send_out(
+        &mut self,
+        c: u8,
+        token: String,
+        out: Out,
+        waiter: Waiter,
+        what: impl FnOnce(u32) -> String,
+    ) -> u32 {
+        let request = match out.command {
+            Command::Renew { ttl, native } => Request::Renew { token, ttl, native },
+            Command::Delete { native } => Request::Delete { token, native },
+        };
+        let id = self.send(c, request, out.give_up, waiter);
+        self.note(|| what(id));
+        if let Some(question) = out.question {
+            let give_up = self.now() + TICK * self.config.response_timeout;
+            let asked = self.send(c, Request::Docs { question }, give_up, Waiter::Question);
+            self.note(|| format!("{} asks the server what it offers (#{asked})", name(c)));
+        }
+        id
+    }
+
     /// The server runs call `id`'s request.
     fn run(&mut self, id: u32) {
         let now_ms = self.server_ms();
@@ -680,22 +775,31 @@ impl<'c> World<'c> {
                 self.server
                     .acquire(token, ttl, fence, now_ms, restart_from_one)
             }
-            Request::Renew { token, ttl } => self.server.renew(token, millis(*ttl), now_ms),
-            Request::Delete { token } => self.server.delete(token, now_ms),
+            Request::Renew { token, ttl, native } => {
+                self.server.renew_as(token, millis(*ttl), now_ms, *native)
+            }
+            Request::Delete { token, native } => self.server.delete_as(token, now_ms, *native),
+            Request::Docs { .. } => Answer::Docs(self.server.offers),
         };
-        let label = self.label(request.token());
-        let what = || match (&request, answer) {
-            (Request::Acquire { .. }, Answer::Acquire(1, fence, _)) => {
-                format!("acquire({label}): granted, fence {fence}")
-            }
-            (Request::Acquire { .. }, Answer::Acquire(_, pttl, _)) => {
-                format!("acquire({label}): held, {pttl} ms left")
-            }
-            (Request::Renew { .. }, Answer::Done(done)) => format!("renew({label}): {}", int(done)),
-            (Request::Delete { .. }, Answer::Done(done)) => {
-                format!("compare-del({label}): {}", int(done))
-            }
-            _ => format!("{request:?}: {answer:?}"),
+        let label = request.token().map(|t| self.label(t)).unwrap_or_default();
+        let what = || {
+            let command = match &request {
+                Request::Acquire { .. } => format!("acquire({label})"),
+                Request::Renew { native: true, .. } => format!("SET IFEQ({label})"),
+                Request::Renew { .. } => format!("renew({label})"),
+                Request::Delete { native: true, .. } => format!("DELIFEQ({label})"),
+                Request::Delete { .. } => format!("compare-del({label})"),
+                Request::Docs { .. } => "COMMAND DOCS".to_owned(),
+            };
+            let answered = match answer {
+                Answer::Acquire(1, fence, _) => format!("granted, fence {fence}"),
+                Answer::Acquire(_, pttl, _) => format!("held, {pttl} ms left"),
+                Answer::Done(done) => int(done).to_owned(),
+                Answer::Unknown => "ERR unknown command".to_owned(),
+                Answer::Docs(true) => "SET IFEQ and DELIFEQ offered".to_owned(),
+                Answer::Docs(false) => "neither offered".to_owned(),
+            };
+            format!("{command}: {answered}")
         };
         let call = &mut self.calls[at];
         if call.waiter.is_some() {
@@ -714,6 +818,7 @@ impl<'c> World<'c> {
         };
         let call = &mut self.calls[at];
         let (client, waiter, flight) = (call.client, call.waiter.take(), call.flight);
+        let request = call.request.clone();
         if gave_up.is_none() || flight != Flight::Pending {
             self.calls.remove(at);
         }
@@ -728,14 +833,34 @@ impl<'c> World<'c> {
             Some(Answer::Acquire(1, fence, _)) => format!("granted, fence {fence}"),
             Some(Answer::Acquire(_, pttl, _)) => format!("held, {pttl} ms left"),
             Some(Answer::Done(done)) => int(done).to_owned(),
+            Some(Answer::Unknown) => "ERR unknown command".to_owned(),
+            Some(Answer::Docs(offers)) => format!("offered: {offers}"),
             None => "no reply (gives up)".to_owned(),
         };
         self.note(|| format!("{} hears #{id}: {}", name(client), heard()));
+        self.heard(client, waiter, &request, answer);
+    }
+
+    /// Client `client`'s `waiter` hears `answer` (`None`: no reply) to `request`.
+    fn heard(&mut self, client: u8, waiter: Waiter, request: &Request, answer: Option<Answer>) {
         let now = self.now();
         let c = usize::from(client);
+        let token = request.token().unwrap_or_default().to_owned();
+        let again = |world: &mut Self, out: Out, waiter: Waiter| {
+            world.send_out(client, token, out, waiter, |id| {
+                format!("{} sends it again as its script (#{id})", name(client))
+            });
+        };
+        let Client {
+            handle,
+            acquiring,
+            slots,
+            jobs,
+            ..
+        } = &mut self.clients[c];
         match waiter {
             Waiter::Attempt => {
-                let Some(acquiring) = &mut self.clients[c].acquiring else {
+                let Some(acquiring) = acquiring else {
                     return;
                 };
                 let reply = match answer {
@@ -743,20 +868,35 @@ impl<'c> World<'c> {
                         acquiring.epoch = epoch;
                         Reply::Answered((acquired, value))
                     }
-                    Some(Answer::Done(_)) => Reply::Refused,
+                    Some(_) => Reply::Refused,
                     None => Reply::NoReply,
                 };
-                acquiring.machine.attempted(reply, now);
+                acquiring.machine.attempted(handle, reply, now);
                 self.drive(client);
             }
+            Waiter::Question => {
+                let Request::Docs { question } = *request else {
+                    return;
+                };
+                let offers = match answer {
+                    Some(Answer::Docs(offers)) => Some(offers),
+                    _ => None,
+                };
+                handle.asked(question, offers);
+            }
             Waiter::Renewal(i) => {
-                let slot = &mut self.clients[c].slots[usize::from(i)];
-                slot.renewing = false;
-                slot.holder.renewal_done(done(answer), now);
+                let slot = &mut slots[usize::from(i)];
+                match slot.holder.renewal_done(handle, done(answer), now) {
+                    Heard::Again(out) => again(self, out, waiter),
+                    Heard::Done(()) => slot.renewing = false,
+                }
             }
             Waiter::Release(i) => {
-                let slot = &mut self.clients[c].slots[usize::from(i)];
-                let (returned, orphan) = slot.holder.released(done(answer), now);
+                let slot = &mut slots[usize::from(i)];
+                let (returned, orphan) = match slot.holder.released(handle, done(answer), now) {
+                    Heard::Again(out) => return again(self, out, waiter),
+                    Heard::Done(outcome) => outcome,
+                };
                 let released = match &returned {
                     Ok(()) => Released::Ok,
                     Err(LockError::NotHeld { .. }) => Released::NotHeld,
@@ -774,19 +914,25 @@ impl<'c> World<'c> {
                 self.start(client);
             }
             Waiter::Extend(i) => {
-                let slot = &mut self.clients[c].slots[usize::from(i)];
+                let slot = &mut slots[usize::from(i)];
+                let returned = match slot.holder.extended(handle, done(answer), now) {
+                    Heard::Again(out) => return again(self, out, waiter),
+                    Heard::Done(returned) => returned,
+                };
                 slot.extending = false;
-                let returned = slot.holder.extended(done(answer), now);
                 self.note(|| match returned {
                     Ok(()) => format!("{}'s extend returns Ok", name(client)),
                     Err(e) => format!("{}'s extend returns Err({e})", name(client)),
                 });
             }
             Waiter::Background(j) => {
-                let job = &mut self.clients[c].jobs[usize::from(j)];
-                job.next = job.orphan.released(done(answer), now);
+                let job = &mut jobs[usize::from(j)];
+                job.next = match job.orphan.released(handle, done(answer), now) {
+                    Heard::Again(out) => return again(self, out, waiter),
+                    Heard::Done(next) => next,
+                };
                 job.done = job.next.is_none();
-                job.settled = answer.is_some();
+                job.settled = matches!(answer, Some(Answer::Done(_)));
                 let done = job.done;
                 if done {
                     self.note(|| format!("{}'s background release is over", name(client)));
@@ -831,6 +977,7 @@ impl<'c> World<'c> {
                         belief,
                         renewing: false,
                         extending: false,
+                        touched: false,
                     });
                     let belief = self.describe(belief);
                     self.note(|| {
@@ -878,6 +1025,12 @@ impl<'c> World<'c> {
     /// Every connection drops: no request still on its way runs, no answer still on its
     /// way arrives (each caller gives up when its bound passes).
     fn drop_connections(&mut self) {
+        let cut: Vec<(u8, Option<Waiter>)> = (self.calls.iter())
+            .map(|call| (call.client, call.waiter))
+            .collect();
+        for (c, waiter) in cut {
+            self.touch(c, waiter);
+        }
         self.calls.retain_mut(|call| {
             call.flight = Flight::Dropped;
             call.waiter.is_some()
@@ -889,14 +1042,17 @@ impl<'c> World<'c> {
         self.fault(|| format!("{} calls extend", name(c)));
         let now = self.now();
         let ttl = TICK * self.config.extend_ttl;
-        let slot = &mut self.clients[usize::from(c)].slots[usize::from(i)];
-        match slot.holder.begin_extend(ttl, now) {
-            Ok(give_up) => {
+        let client = &mut self.clients[usize::from(c)];
+        let slot = &mut client.slots[usize::from(i)];
+        slot.touched = true;
+        match slot.holder.begin_extend(&client.handle, ttl, now) {
+            Ok(out) => {
                 slot.extending = true;
                 let token = slot.holder.token().to_owned();
-                let id = self.send(c, Request::Renew { token, ttl }, give_up, Waiter::Extend(i));
                 let ms = ttl.as_millis();
-                self.note(|| format!("{} calls extend({ms} ms) (#{id})", name(c)));
+                self.send_out(c, token, out, Waiter::Extend(i), |id| {
+                    format!("{} calls extend({ms} ms) (#{id})", name(c))
+                });
             }
             Err(e) => self.note(|| format!("{}'s extend returns Err({e}) at once", name(c))),
         }
@@ -1004,6 +1160,7 @@ impl<'c> World<'c> {
     ) {
         let client = &self.clients[c];
         (client.tries, client.rounds, client.failed).hash(h);
+        client.handle.digest(h);
         match &client.acquiring {
             Some(a) => {
                 let woken = a.slept.map(|t| t < self.time);
@@ -1020,6 +1177,7 @@ impl<'c> World<'c> {
                 slot.belief,
                 slot.renewing,
                 slot.extending,
+                slot.touched,
             )
                 .hash(h);
             slot.holder.digest(h);
@@ -1049,7 +1207,7 @@ impl<'c> World<'c> {
             place[c] = u8::try_from(position).unwrap_or(u8::MAX);
         }
         let mut h = Fingerprint::default();
-        (self.time, self.faults, self.kept).hash(&mut h);
+        (self.time, self.faults, self.kept, self.downgraded).hash(&mut h);
         for &c in order {
             self.client_digest(c, &mut h, &mut name);
         }
@@ -1072,12 +1230,16 @@ impl<'c> World<'c> {
             let client = place[usize::from(call.client)];
             (client, call.sent, call.give_up, call.flight, call.waiter).hash(&mut h);
             let kind = match &call.request {
-                Request::Acquire { .. } => (0u8, Duration::ZERO),
-                Request::Renew { ttl, .. } => (1, *ttl),
-                Request::Delete { .. } => (2, Duration::ZERO),
+                Request::Acquire { .. } => (0u8, Duration::ZERO, false),
+                Request::Renew { ttl, native, .. } => (1, *ttl, *native),
+                Request::Delete { native, .. } => (2, Duration::ZERO, *native),
+                Request::Docs { .. } => (3, Duration::ZERO, false),
             };
             kind.hash(&mut h);
-            name(call.request.token()).hash(&mut h);
+            if let Request::Docs { question } = &call.request {
+                question.hash(&mut h);
+            }
+            call.request.token().map(&mut name).hash(&mut h);
         }
         self.server.digest(&mut h, &mut name);
         h.finish()
@@ -1177,7 +1339,8 @@ fn int(done: bool) -> &'static str {
 fn done(answer: Option<Answer>) -> Reply<bool> {
     match answer {
         Some(Answer::Done(done)) => Reply::Answered(done),
-        Some(Answer::Acquire(..)) => Reply::Refused,
+        Some(Answer::Unknown) => Reply::Unknown,
+        Some(Answer::Acquire(..) | Answer::Docs(_)) => Reply::Refused,
         None => Reply::NoReply,
     }
 }
@@ -1269,5 +1432,57 @@ mod tests {
             !world.enabled().contains(&Action::Restart),
             "no fault left for a restart"
         );
+    }
+
+    /// Applies the first enabled action `pick` accepts; panics with the history if none.
+    fn step(world: &mut World<'_>, pick: impl Fn(&Action) -> bool) {
+        let Some(action) = world.enabled().into_iter().find(|a| pick(a)) else {
+            panic!("no such action in:\n{}", world.history().join("\n"));
+        };
+        world.apply(action);
+    }
+
+    #[test]
+    fn a_native_renewal_refused_after_a_downgrade_goes_again_as_its_script() {
+        let mut config = Config {
+            native: true,
+            clients: 1,
+            ..Config::default()
+        };
+        config.events.downgrades = 1;
+        let mut world = World::new(&config, Instant::now(), true);
+        let call = |a: &Action| matches!(a, Action::Run(_) | Action::Deliver(_));
+        let tick = |a: &Action| *a == Action::Tick;
+        step(&mut world, call); // the attempt runs
+        step(&mut world, call); // granted
+        step(&mut world, tick);
+        step(&mut world, |a| matches!(a, Action::Renew(..))); // a script, and the question
+        for _ in 0..4 {
+            step(&mut world, call);
+        }
+        assert!(
+            world.clients[0].handle.goes_native(),
+            "{}",
+            world.history().join("\n")
+        );
+        step(&mut world, tick);
+        step(&mut world, |a| *a == Action::Downgrade);
+        step(&mut world, |a| matches!(a, Action::Renew(..))); // native
+        step(&mut world, call); // refused
+        step(&mut world, call); // heard: sent again as its script
+        step(&mut world, call); // the script runs
+        step(&mut world, call); // renewed
+        let log = world.history().join("\n");
+        assert!(log.contains("SET IFEQ(a1): ERR unknown command"), "{log}");
+        assert!(log.contains("sends it again as its script"), "{log}");
+        assert!(!world.clients[0].handle.goes_native(), "{log}");
+        for _ in 0..3 {
+            step(&mut world, tick);
+            step(&mut world, |a| matches!(a, Action::Renew(..)));
+            step(&mut world, call);
+            step(&mut world, call);
+        }
+        let slot = &world.clients[0].slots[0];
+        assert!(matches!(slot.belief, Belief::Held { .. }), "{log}");
     }
 }
