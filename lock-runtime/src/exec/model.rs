@@ -410,6 +410,42 @@ impl Leasing {
     }
 }
 
+/// A lease call begins at `now` (`make` builds it), kept in `slot` until it is answered.
+fn start(
+    slot: &mut Option<Leasing>,
+    handle: &Handle,
+    step: Step,
+    make: &dyn Fn(NativeCommands) -> LeaseCall,
+    now: Instant,
+) -> Out {
+    let (leasing, out) = Leasing::begin(handle, step, make, now);
+    *slot = Some(leasing);
+    out
+}
+
+/// How `lease`'s release is built, for what the server offers.
+fn deleting(lease: &LeaseState) -> impl Fn(NativeCommands) -> LeaseCall + '_ {
+    |native| (lease.settings).release_call(&lease.keys, lease.token.as_str(), native)
+}
+
+/// The reply of the lease call on its way in `slot` (`make` builds it again): the call
+/// again, or its outcome, the slot then emptied.
+fn hear(
+    slot: &mut Option<Leasing>,
+    handle: &Handle,
+    reply: Reply<bool>,
+    make: &dyn Fn(NativeCommands) -> LeaseCall,
+) -> Heard<Result<Confirmed, LockError>> {
+    let Some(leasing) = slot.as_mut() else {
+        return Heard::Done(reply.map_reply().into_result(&handle.settings));
+    };
+    let heard = leasing.heard(handle, reply, make);
+    if matches!(heard, Heard::Done(_)) {
+        *slot = None;
+    }
+    heard
+}
+
 impl Reply<bool> {
     /// An error reply, as one for a confirmation.
     fn map_reply(self) -> Reply<Confirmed> {
@@ -688,12 +724,8 @@ impl Holder {
     pub fn release(&mut self, handle: &Handle, now: Instant) -> Out {
         let (lost_before, _) = self.owned.give_up(None, now);
         self.lost_before = Some(lost_before);
-        let lease = self.owned.lease();
-        let make =
-            |native| (lease.settings).release_call(&lease.keys, lease.token.as_str(), native);
-        let (leasing, out) = Leasing::begin(handle, Step::Delete, &make, now);
-        self.releasing = Some(leasing);
-        out
+        let make = deleting(self.owned.lease());
+        start(&mut self.releasing, handle, Step::Delete, &make, now)
     }
 
     /// The release's reply (`true`: deleted; `false`: the key was not ours), at `now`:
@@ -705,20 +737,16 @@ impl Holder {
         reply: Reply<bool>,
         now: Instant,
     ) -> Heard<(Result<(), LockError>, Option<Orphan>)> {
-        let answer = match self.releasing.as_mut() {
-            Some(leasing) => {
-                let lease = self.owned.lease();
-                let make = |native| {
-                    (lease.settings).release_call(&lease.keys, lease.token.as_str(), native)
-                };
-                match leasing.heard(handle, reply, &make) {
-                    Heard::Again(out) => return Heard::Again(out),
-                    Heard::Done(answer) => answer,
-                }
-            }
-            None => reply.map_reply().into_result(&self.settings),
+        let heard = hear(
+            &mut self.releasing,
+            handle,
+            reply,
+            &deleting(self.owned.lease()),
+        );
+        let answer = match heard {
+            Heard::Again(out) => return Heard::Again(out),
+            Heard::Done(answer) => answer,
         };
-        self.releasing = None;
         let lost_before = self.lost_before.unwrap_or(false);
         let outcome = self.owned.deleted(lost_before, answer.map(|c| c.0));
         let again = self.owned.abandoned(now);
@@ -796,11 +824,8 @@ impl Orphan {
     /// The release is sent at `now`.
     pub fn sending(&mut self, handle: &Handle, now: Instant) -> Out {
         self.sent = Some(now);
-        let (settings, abandoned) = (&self.settings, &self.abandoned);
-        let make = |native| settings.abandoned_call(abandoned, native);
-        let (leasing, out) = Leasing::begin(handle, Step::Delete, &make, now);
-        self.leasing = Some(leasing);
-        out
+        let make = |native| self.settings.abandoned_call(&self.abandoned, native);
+        start(&mut self.leasing, handle, Step::Delete, &make, now)
     }
 
     /// The compare-and-delete answered `reply` at `now`: the call again, or when to try
@@ -811,18 +836,11 @@ impl Orphan {
         reply: Reply<bool>,
         now: Instant,
     ) -> Heard<Option<Instant>> {
-        let answer = match self.leasing.as_mut() {
-            Some(leasing) => {
-                let (settings, abandoned) = (&self.settings, &self.abandoned);
-                let make = |native| settings.abandoned_call(abandoned, native);
-                match leasing.heard(handle, reply, &make) {
-                    Heard::Again(out) => return Heard::Again(out),
-                    Heard::Done(answer) => answer,
-                }
-            }
-            None => reply.map_reply().into_result(&self.settings),
+        let make = |native| self.settings.abandoned_call(&self.abandoned, native);
+        let answer = match hear(&mut self.leasing, handle, reply, &make) {
+            Heard::Again(out) => return Heard::Again(out),
+            Heard::Done(answer) => answer,
         };
-        self.leasing = None;
         let again = self.abandoned.released(
             answer.as_ref().map(|c| c.0),
             self.failures,
