@@ -5,6 +5,7 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use lockscript::__private::mutants;
+use lockscript_test::model::server::Denied;
 use lockscript_test::model::{Config, Property, Report, Violation, explore};
 
 /// The switches that put defects back are process-wide: one search at a time.
@@ -277,4 +278,56 @@ fn a_native_refusal_taken_for_an_error_is_found_as_an_untouched_lease_lost() {
     assert!(violation.actions <= 18, "a short history: {violation}");
     one.events.downgrades = 0;
     clean("native refusal unseen, planted, no downgrade", &one);
+}
+
+/// A lock user whose ACL refuses the native commands (which `COMMAND DOCS` still
+/// documents) or `PUBLISH` on the release channel keeps every promise in the native
+/// world: a refused native command goes again as its script, and a refused notification
+/// beside a native release leaves the release its delete's reply.
+#[test]
+fn an_acl_refusing_native_commands_or_the_notification_keeps_every_promise() {
+    let _alone = alone();
+    for denied in [Denied::Native, Denied::Publish] {
+        let config = Config {
+            denied,
+            depth: 13,
+            ..native_world()
+        };
+        clean(
+            &format!("native world, the ACL refusing {denied:?}"),
+            &config,
+        );
+    }
+}
+
+/// The refused notification of issue 37 (defect 1) put back: a user without pub/sub
+/// rights, the `PUBLISH` beside a native release refused, taken for the release's own
+/// error; the release goes again as compare-del.lua, finds the key it had just deleted
+/// gone, and answers `NotHeld` for a lease no fault touched.
+#[test]
+fn a_refused_notification_taken_for_the_releases_error_is_found() {
+    let _alone = alone();
+    let _planted = Planted::new(mutants::set_notification_error_is_the_calls);
+    let mut one = Config {
+        native: true,
+        denied: Denied::Publish,
+        clients: 1,
+        faults: 0,
+        depth: 16,
+        ..Config::default()
+    };
+    let report = search("notification error is the call's, planted", &one);
+    let violation = report.violation.expect("the planted defect is found");
+    assert_eq!(violation.rule, Property::Kept.name(), "{violation}");
+    assert!(violation.actions <= 12, "a short history: {violation}");
+    // With `PUBLISH` allowed there is nothing to find, even with a fault and a second
+    // client.
+    one.denied = Denied::Nothing;
+    one.clients = 2;
+    one.faults = 1;
+    one.depth = 14;
+    clean(
+        "notification error is the call's, planted, PUBLISH allowed",
+        &one,
+    );
 }

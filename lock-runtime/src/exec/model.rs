@@ -212,31 +212,45 @@ pub enum Reply<T> {
     /// The server does not know the command (`ERR unknown command`, `ERR syntax error`:
     /// an older server than the handle found): it did not run.
     Unknown,
+    /// The user's ACL refuses the command (`NOPERM`; in a script, the command inside it
+    /// that it refuses): it did not run.
+    NoPerm,
+    /// A native release's answer, and the notification sent beside it refused by the
+    /// user's ACL (`NOPERM` to `PUBLISH`).
+    Unnotified(T),
 }
 
 impl<T> Reply<T> {
     /// As the executors hand it to the machine.
     fn into_result(self, settings: &Settings) -> Result<T, LockError> {
         match self {
-            Reply::Answered(value) => Ok(value),
+            Reply::Answered(value) | Reply::Unnotified(value) => Ok(value),
             Reply::NoReply => Err(LockError::no_reply(settings.response_timeout)),
             Reply::Refused => Err(LockError::Redis(redis::RedisError::from((
                 redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
                 "refused by the model's server",
             )))),
             Reply::Unknown => Err(server_error("ERR unknown command")),
+            Reply::NoPerm => Err(server_error(
+                "NOPERM User lock has no permissions to run the 'publish' command",
+            )),
         }
     }
 }
 
 /// An error reply as a connection reads it off the wire (`-…\r\n`).
 fn server_error(line: &str) -> LockError {
+    LockError::Redis(wire_error(line))
+}
+
+/// An error reply as the connection reads it, before it is a call's error.
+fn wire_error(line: &str) -> redis::RedisError {
     let wire = format!("-{line}\r\n");
     let read = redis::parse_redis_value(wire.as_bytes()).and_then(Value::extract_error);
-    LockError::Redis(match read {
+    match read {
         Err(e) => e,
         Ok(_) => redis::RedisError::from((redis::ErrorKind::Parse, "not an error reply")),
-    })
+    }
 }
 
 /// A question beside a lease call: `COMMAND DOCS SET DELEX DELIFEQ`, its outcome for
@@ -385,8 +399,24 @@ impl Leasing {
                 let deleted = Ok(Value::Int(i64::from(done)));
                 LeaseCall::read(vec![deleted, Ok(Value::Int(0))], &handle.offered)
             }
-            (Reply::Answered(done), _) => redis::from_redis_value(Value::Int(i64::from(done)))
-                .map_err(|e| LockError::Redis(e.into())),
+            (Reply::Unnotified(done), Step::Delete) if self.native => {
+                let deleted = Ok(Value::Int(i64::from(done)));
+                let refused = Err(wire_error(
+                    "NOPERM User lock has no permissions to access the 'lock:{m}:released' \
+                     channel",
+                ));
+                LeaseCall::read(vec![deleted, refused], &handle.offered)
+            }
+            (Reply::NoPerm, Step::Renew(_)) if self.native => Err(server_error(
+                "NOPERM User lock has no permissions to run the 'set' command",
+            )),
+            (Reply::NoPerm, Step::Delete) if self.native => Err(server_error(
+                "NOPERM User lock has no permissions to run the 'delifeq' command",
+            )),
+            (Reply::Answered(done) | Reply::Unnotified(done), _) => {
+                redis::from_redis_value(Value::Int(i64::from(done)))
+                    .map_err(|e| LockError::Redis(e.into()))
+            }
             (Reply::Unknown, Step::Renew(_)) => Err(server_error("ERR syntax error")),
             (Reply::Unknown, Step::Delete) => Err(server_error(
                 "ERR unknown command 'DELIFEQ', with args beginning with: 'lock:{m}'",
@@ -454,6 +484,8 @@ impl Reply<bool> {
             Reply::NoReply => Reply::NoReply,
             Reply::Refused => Reply::Refused,
             Reply::Unknown => Reply::Unknown,
+            Reply::NoPerm => Reply::NoPerm,
+            Reply::Unnotified(done) => Reply::Unnotified(Confirmed(done)),
         }
     }
 }

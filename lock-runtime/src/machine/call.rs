@@ -72,6 +72,9 @@ impl LeaseCall {
             .ok_or_else(|| redis::RedisError::from((redis::ErrorKind::Parse, "no reply")))?;
         for notification in replies {
             if let Err(e) = notification {
+                if crate::machine::mutants::notification_error_is_the_calls() {
+                    return Err(e.into());
+                }
                 offered.notification_failed(&e);
             }
         }

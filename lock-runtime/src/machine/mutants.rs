@@ -130,3 +130,18 @@ switch!(
     native_refusal_unseen,
     NATIVE_REFUSAL_UNSEEN
 );
+
+switch!(
+    /// Makes a refused notification beside a native release the release's own error, as
+    /// a pipeline's error was before each command's reply was read on its own (issue 37,
+    /// defect 1: a user without pub/sub rights; the refusal was taken for a refused
+    /// `DELIFEQ`, the release went again as compare-del.lua, found the key it had just
+    /// deleted gone, and reported `NotHeld`).
+    ///
+    /// ```no_run
+    /// lockscript::__private::mutants::set_notification_error_is_the_calls(true);
+    /// ```
+    set_notification_error_is_the_calls,
+    notification_error_is_the_calls,
+    NOTIFICATION_ERROR_IS_THE_CALLS
+);

@@ -6,11 +6,15 @@
 //! ```text
 //! model [--depth N] [--horizon TICKS] [--clients N] [--try-locks N] [--rounds N]
 //!       [--restarts N] [--restarts-keeping N] [--cancels 0|1] [--extends 0|1] [--drops 0|1]
-//!       [--faults N] [--native 0|1] [--downgrades N]
+//!       [--faults N] [--native 0|1] [--downgrades N] [--denied 0|1|2]
 //! ```
+//!
+//! `--denied`: what the lock user's ACL refuses: nothing (0), `SET … IFEQ` and
+//! `DELIFEQ` (1), `PUBLISH` (2).
 
 use std::process::ExitCode;
 
+use lockscript_test::model::server::Denied;
 use lockscript_test::model::{Config, explore};
 
 fn main() -> ExitCode {
@@ -22,7 +26,8 @@ fn main() -> ExitCode {
             eprintln!(
                 "usage: model [--depth N] [--horizon TICKS] [--clients N] [--try-locks N] \
                  [--rounds N] [--restarts N] [--restarts-keeping N] [--cancels 0|1] \
-                 [--extends 0|1] [--drops 0|1] [--faults N] [--native 0|1] [--downgrades N]"
+                 [--extends 0|1] [--drops 0|1] [--faults N] [--native 0|1] [--downgrades N] \
+                 [--denied 0|1|2]"
             );
             return ExitCode::from(2);
         };
@@ -40,6 +45,13 @@ fn main() -> ExitCode {
             "--faults" => config.faults = value,
             "--native" => config.native = value != 0,
             "--downgrades" => config.events.downgrades = value,
+            "--denied" => {
+                config.denied = match value {
+                    0 => Denied::Nothing,
+                    1 => Denied::Native,
+                    _ => Denied::Publish,
+                };
+            }
             other => {
                 eprintln!("unknown flag {other}");
                 return ExitCode::from(2);

@@ -179,6 +179,8 @@ pub struct Config {
     /// beside the first lease call) is answered, and scripts before. Off: every handle
     /// forces scripts, as on Redis 7.0.
     pub native: bool,
+    /// What the lock user's ACL refuses (for the whole search).
+    pub denied: server::Denied,
     /// The properties checked.
     pub properties: Vec<Property>,
 }
@@ -206,6 +208,7 @@ impl Default for Config {
             faults: 2,
             counter_from_one: false,
             native: false,
+            denied: server::Denied::Nothing,
             properties: Property::ALL.to_vec(),
         }
     }

@@ -27,11 +27,13 @@ pub enum Property {
     /// release has ended on the server's answer the server does not hold it (a release
     /// that ends on an error, or on no reply, leaves it to its TTL, as the guide says).
     NothingOrphaned,
-    /// A lease no fault touched is never reported lost: none of its calls got no answer
-    /// within its bound or was cut by a restart, its watchdog never let a due renewal
-    /// wait, its caller never called `extend`, and the server never lost its data since
-    /// the grant. What a refused native command must not cost: it did not run, and its
-    /// script runs in its place within the call's bound.
+    /// A lease no fault touched is never reported lost, nor its release `NotHeld`: none
+    /// of its calls got no answer within its bound or was cut by a restart, its watchdog
+    /// never let a due renewal wait, its caller never called `extend`, and the server
+    /// never lost its data since the grant. What a refused native command must not
+    /// cost (it did not run, and its script runs in its place within the call's bound),
+    /// nor a refused notification beside a native release (the release is its delete's
+    /// reply).
     Kept,
 }
 
@@ -158,15 +160,19 @@ fn untouched_lost(world: &World<'_>) -> Option<String> {
             .slots
             .iter()
             .find(|s| {
-                s.stage == Stage::Held
-                    && s.belief == Belief::Lost
-                    && !s.touched
-                    && s.epoch == world.server.epoch
+                let lost = s.stage == Stage::Held && s.belief == Belief::Lost;
+                let not_held = s.stage == Stage::Released(Released::NotHeld);
+                (lost || not_held) && !s.touched && s.epoch == world.server.epoch
             })
             .map(|s| {
                 let c = u8::try_from(c).unwrap_or(u8::MAX);
+                let what = if s.stage == Stage::Held {
+                    "finds its lease"
+                } else {
+                    "has its release answer NotHeld for its lease"
+                };
                 format!(
-                    "{} finds its lease (fence {}) lost, and no fault touched it",
+                    "{} {what} (fence {}) lost, and no fault touched it",
                     name(c),
                     s.holder.fence()
                 )

@@ -29,6 +29,26 @@ pub enum Answer {
     Unknown,
     /// `COMMAND DOCS`: whether it documents `SET … IFEQ` and `DELIFEQ`.
     Docs(bool),
+    /// The user's ACL refuses the command (in a script, the command inside it that it
+    /// refuses): nothing ran.
+    NoPerm,
+    /// `DELIFEQ`'s answer, and the `PUBLISH` beside it refused by the user's ACL.
+    Unnotified(bool),
+}
+
+/// What the lock user's ACL refuses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Denied {
+    /// Nothing the lock sends.
+    #[default]
+    Nothing,
+    /// `SET … IFEQ` and `DELIFEQ`, which `COMMAND DOCS` still documents (the ACL was
+    /// written before the commands were used).
+    Native,
+    /// `PUBLISH` on the release channel (`resetchannels`, the default for new users
+    /// since Redis 7): a native release's notification is refused, and compare-del.lua
+    /// fails at its `PUBLISH` before it deletes.
+    Publish,
 }
 
 /// A key and when it expires, in milliseconds of the server's clock.
@@ -65,6 +85,8 @@ pub struct Server {
     /// It has `SET … IFEQ` and `DELIFEQ` (Valkey 9); else a native command answers
     /// `ERR unknown command` (Redis 7.0).
     pub offers: bool,
+    /// What the lock user's ACL refuses.
+    pub denied: Denied,
 }
 
 impl Server {
@@ -145,16 +167,33 @@ impl Server {
         if native && !self.offers {
             return Answer::Unknown;
         }
+        if native && self.denied == Denied::Native {
+            return Answer::NoPerm;
+        }
         self.renew(token, ttl_ms, now_ms)
     }
 
     /// `DELIFEQ key token` (`native`) or compare-del.lua: see [`delete`](Self::delete); a
     /// server without the command runs nothing.
     pub fn delete_as(&mut self, token: &str, now_ms: u64, native: bool) -> Answer {
-        if native && !self.offers {
+        let publish_denied = self.denied == Denied::Publish;
+        if !native {
+            // compare-del.lua publishes before it deletes, and only a key that is ours.
+            if publish_denied && self.holder(now_ms) == Some(token) {
+                return Answer::NoPerm;
+            }
+            return self.delete(token, now_ms);
+        }
+        if !self.offers {
             return Answer::Unknown;
         }
-        self.delete(token, now_ms)
+        if self.denied == Denied::Native {
+            return Answer::NoPerm;
+        }
+        match self.delete(token, now_ms) {
+            Answer::Done(done) if publish_denied => Answer::Unnotified(done),
+            answer => answer,
+        }
     }
 
     /// The server replaced by an older one with the same data (a failover to a replica
@@ -186,7 +225,7 @@ impl Server {
         let lock = self.lock.as_ref().map(|k| (name(&k.value), k.until_ms));
         let fence = self.fence.as_ref().map(|k| (k.value, k.until_ms));
         (lock, fence, self.step_us, self.epoch, self.highest).hash(state);
-        self.offers.hash(state);
+        (self.offers, self.denied).hash(state);
         self.fence_fault.map(|f| (f.before, f.granted)).hash(state);
     }
 }

@@ -191,8 +191,9 @@ pub struct Slot {
     renewing: bool,
     /// The caller's `extend` is on its way.
     extending: bool,
-    /// A fault touched its calls: one got no answer within its bound or was cut by a
-    /// restart, its watchdog let a due renewal wait, or its caller called `extend`.
+    /// A fault touched its calls: one (a renewal, an `extend`, its release) got no answer
+    /// within its bound or was cut by a restart, its watchdog let a due renewal wait, or
+    /// its caller called `extend`.
     pub touched: bool,
 }
 
@@ -317,6 +318,7 @@ impl<'c> World<'c> {
             .collect();
         let mut server = Server::default();
         server.offers = config.native;
+        server.denied = config.denied;
         let mut world = Self {
             config,
             base,
@@ -501,10 +503,10 @@ impl<'c> World<'c> {
             })
     }
 
-    /// A fault touched the lease whose call `waiter` of client `c` is (a renewal's or an
-    /// extension's).
+    /// A fault touched the lease whose call `waiter` of client `c` is (a renewal's, an
+    /// extension's or its release's).
     fn touch(&mut self, c: u8, waiter: Option<Waiter>) {
-        if let Some(Waiter::Renewal(i) | Waiter::Extend(i)) = waiter
+        if let Some(Waiter::Renewal(i) | Waiter::Extend(i) | Waiter::Release(i)) = waiter
             && let Some(slot) = self.clients[usize::from(c)].slots.get_mut(usize::from(i))
         {
             slot.touched = true;
@@ -798,6 +800,8 @@ impl<'c> World<'c> {
                 Answer::Unknown => "ERR unknown command".to_owned(),
                 Answer::Docs(true) => "SET IFEQ and DELIFEQ offered".to_owned(),
                 Answer::Docs(false) => "neither offered".to_owned(),
+                Answer::NoPerm => "NOPERM".to_owned(),
+                Answer::Unnotified(done) => format!("{}, PUBLISH: NOPERM", int(done)),
             };
             format!("{command}: {answered}")
         };
@@ -835,6 +839,8 @@ impl<'c> World<'c> {
             Some(Answer::Done(done)) => int(done).to_owned(),
             Some(Answer::Unknown) => "ERR unknown command".to_owned(),
             Some(Answer::Docs(offers)) => format!("offered: {offers}"),
+            Some(Answer::NoPerm) => "NOPERM".to_owned(),
+            Some(Answer::Unnotified(done)) => format!("{}, PUBLISH: NOPERM", int(done)),
             None => "no reply (gives up)".to_owned(),
         };
         self.note(|| format!("{} hears #{id}: {}", name(client), heard()));
@@ -932,7 +938,7 @@ impl<'c> World<'c> {
                     Heard::Done(next) => next,
                 };
                 job.done = job.next.is_none();
-                job.settled = matches!(answer, Some(Answer::Done(_)));
+                job.settled = matches!(answer, Some(Answer::Done(_) | Answer::Unnotified(_)));
                 let done = job.done;
                 if done {
                     self.note(|| format!("{}'s background release is over", name(client)));
@@ -1340,6 +1346,8 @@ fn done(answer: Option<Answer>) -> Reply<bool> {
     match answer {
         Some(Answer::Done(done)) => Reply::Answered(done),
         Some(Answer::Unknown) => Reply::Unknown,
+        Some(Answer::NoPerm) => Reply::NoPerm,
+        Some(Answer::Unnotified(done)) => Reply::Unnotified(done),
         Some(Answer::Acquire(..) | Answer::Docs(_)) => Reply::Refused,
         None => Reply::NoReply,
     }
