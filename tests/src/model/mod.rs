@@ -19,7 +19,9 @@
 //!   atomic step; the counter restarting from the server's clock in microseconds. With
 //!   [`Config::native`] it has `SET … IFEQ` and `DELIFEQ` (each one step too) and
 //!   answers `COMMAND DOCS`; the handles ask it beside their first lease call, as the
-//!   executors do, and go native once answered.
+//!   executors do, and go native once answered. [`Config::denied`]: the lock user's ACL
+//!   refuses the native commands, or `PUBLISH` (beside a native release, and inside
+//!   compare-del.lua).
 //! - **The world's events** ([`world`]), each switchable in [`Events`] and each a fault
 //!   counted against a budget ([`Config::faults`]): an answer that misses its caller's
 //!   bound (a timeout, a reset, a lost reply), the request still able to run later; a
@@ -42,8 +44,7 @@
 //! wakes at any later tick, which is what a notification (soon) and its loss (the nap's
 //! end) both give. Not yet: a client's or the server's clock stepping or drifting (every
 //! clock is the model's; within the stated drift bound a step is smaller than a tick), an
-//! ACL that refuses a command (or `PUBLISH` beside a native release), handover between
-//! callers of one handle, the fair queue,
+//! ACL changed midway, handover between callers of one handle, the fair queue,
 //! read/write locks, semaphores, Redlock, and the executors' own timing (the chaos
 //! checker and the bounds tests keep that).
 //!
