@@ -670,31 +670,27 @@ impl Holder {
     /// [`renewal_done`](Self::renewal_done).
     pub fn begin_renewal(&mut self, handle: &Handle, now: Instant) -> Option<Out> {
         let sending = self.lease().begin_renewal(now)?;
-        let lease = self.lease();
-        let make = |native| renewal(lease, &sending, native);
-        let (leasing, out) = Leasing::begin(handle, Step::Renew(sending.ttl), &make, now);
-        self.renewal = Some((sending, leasing));
-        Some(out)
+        let make = renewing(self.owned.lease());
+        Some(start_renewing(
+            &mut self.renewal,
+            handle,
+            sending,
+            &make,
+            now,
+        ))
     }
 
     /// The renewal's reply (`true`: renewed; `false`: the key is not ours), at `now`:
     /// the renewal again (a refused native command, now as its script), or done.
     pub fn renewal_done(&mut self, handle: &Handle, reply: Reply<bool>, now: Instant) -> Heard<()> {
-        let Some((sending, mut leasing)) = self.renewal.take() else {
-            return Heard::Done(());
-        };
         let lease = self.owned.lease();
-        let make = |native| renewal(lease, &sending, native);
-        match leasing.heard(handle, reply, &make) {
-            Heard::Again(out) => {
-                self.renewal = Some((sending, leasing));
-                Heard::Again(out)
-            }
-            Heard::Done(answer) => {
-                let reply = confirmed(answer, &sending);
+        match hear_renewing(&mut self.renewal, handle, reply, &renewing(lease)) {
+            Some(Heard::Again(out)) => Heard::Again(out),
+            Some(Heard::Done((sending, reply))) => {
                 lease.renewal_done(sending, reply, now);
                 Heard::Done(())
             }
+            None => Heard::Done(()),
         }
     }
 
@@ -708,12 +704,14 @@ impl Holder {
         now: Instant,
     ) -> Result<Out, LockError> {
         let sending = self.lease().extending(ttl, now)?;
-        let lease = self.lease();
-        let make =
-            |native| (lease.settings).renew_call(&lease.keys, lease.token.as_str(), ttl, native);
-        let (leasing, out) = Leasing::begin(handle, Step::Renew(ttl), &make, now);
-        self.extension = Some((sending, leasing));
-        Ok(out)
+        let make = extending(self.owned.lease());
+        Ok(start_renewing(
+            &mut self.extension,
+            handle,
+            sending,
+            &make,
+            now,
+        ))
     }
 
     /// The extension's reply (`true`: extended; `false`: the key is not ours), at `now`:
@@ -724,22 +722,11 @@ impl Holder {
         reply: Reply<bool>,
         now: Instant,
     ) -> Heard<Result<(), LockError>> {
-        let Some((sending, mut leasing)) = self.extension.take() else {
-            return Heard::Done(Ok(()));
-        };
         let lease = self.owned.lease();
-        let ttl = sending.ttl;
-        let make =
-            |native| (lease.settings).renew_call(&lease.keys, lease.token.as_str(), ttl, native);
-        match leasing.heard(handle, reply, &make) {
-            Heard::Again(out) => {
-                self.extension = Some((sending, leasing));
-                Heard::Again(out)
-            }
-            Heard::Done(answer) => {
-                let reply = confirmed(answer, &sending);
-                Heard::Done(lease.extended(sending, reply, now))
-            }
+        match hear_renewing(&mut self.extension, handle, reply, &extending(lease)) {
+            Some(Heard::Again(out)) => Heard::Again(out),
+            Some(Heard::Done((sending, reply))) => Heard::Done(lease.extended(sending, reply, now)),
+            None => Heard::Done(Ok(())),
         }
     }
 
@@ -815,14 +802,60 @@ impl Holder {
     }
 }
 
-/// A renewal's or extension's outcome as the lease takes it: confirmed from when
-/// `sending` went out, or not ours.
-fn confirmed(
-    answer: Result<Confirmed, LockError>,
-    sending: &Sending,
-) -> Result<Option<Instant>, LockError> {
-    let sent = LeaseState::sent_at(sending);
-    answer.map(|done| done.0.then_some(sent))
+/// How the watchdog's renewal of `lease` is built, for the ttl its `Sending` carries and
+/// what the server offers.
+fn renewing(lease: &LeaseState) -> impl Fn(&Sending, NativeCommands) -> LeaseCall + '_ {
+    move |sending, native| renewal(lease, sending, native)
+}
+
+/// How the caller's `extend` of `lease` is built, as the faces send it (the backend's
+/// renewal with the extension's ttl).
+fn extending(lease: &LeaseState) -> impl Fn(&Sending, NativeCommands) -> LeaseCall + '_ {
+    |sending, native| {
+        (lease.settings).renew_call(&lease.keys, lease.token.as_str(), sending.ttl, native)
+    }
+}
+
+/// A renewal or an extension (`sending`) begins at `now`, kept in `slot` with its
+/// `Sending` until it is answered.
+fn start_renewing(
+    slot: &mut Option<(Sending, Leasing)>,
+    handle: &Handle,
+    sending: Sending,
+    make: &dyn Fn(&Sending, NativeCommands) -> LeaseCall,
+    now: Instant,
+) -> Out {
+    let step = Step::Renew(sending.ttl);
+    let (leasing, out) = Leasing::begin(handle, step, &|native| make(&sending, native), now);
+    *slot = Some((sending, leasing));
+    out
+}
+
+/// A renewal's or extension's outcome as the lease takes it: confirmed from when it went
+/// out, or not ours.
+type Renewed = Result<Option<Instant>, LockError>;
+
+/// The reply to the renewal or extension on its way in `slot`: the call again (kept in
+/// the slot), or its outcome as the lease takes it (confirmed from when it went out, or
+/// not ours) with its `Sending`; `None` when none is on its way.
+fn hear_renewing(
+    slot: &mut Option<(Sending, Leasing)>,
+    handle: &Handle,
+    reply: Reply<bool>,
+    make: &dyn Fn(&Sending, NativeCommands) -> LeaseCall,
+) -> Option<Heard<(Sending, Renewed)>> {
+    let (sending, mut leasing) = slot.take()?;
+    match leasing.heard(handle, reply, &|native| make(&sending, native)) {
+        Heard::Again(out) => {
+            *slot = Some((sending, leasing));
+            Some(Heard::Again(out))
+        }
+        Heard::Done(answer) => {
+            let sent = LeaseState::sent_at(&sending);
+            let confirmed = answer.map(|done| done.0.then_some(sent));
+            Some(Heard::Done((sending, confirmed)))
+        }
+    }
 }
 
 /// A grant nobody owns, released in the background with its own token until its TTL

@@ -164,13 +164,24 @@ impl Server {
     /// `SET key token IFEQ token PX ttl` (`native`) or renew.lua: see
     /// [`renew`](Self::renew); a server without the command runs nothing.
     pub fn renew_as(&mut self, token: &str, ttl_ms: u64, now_ms: u64, native: bool) -> Answer {
-        if native && !self.offers {
-            return Answer::Unknown;
-        }
-        if native && self.denied == Denied::Native {
-            return Answer::NoPerm;
+        if let Some(refused) = self.refusal(native) {
+            return refused;
         }
         self.renew(token, ttl_ms, now_ms)
+    }
+
+    /// How a native command (`native`) is refused, if it is: unknown to an older server,
+    /// or denied by the user's ACL.
+    fn refusal(&self, native: bool) -> Option<Answer> {
+        if !native {
+            None
+        } else if !self.offers {
+            Some(Answer::Unknown)
+        } else if self.denied == Denied::Native {
+            Some(Answer::NoPerm)
+        } else {
+            None
+        }
     }
 
     /// `DELIFEQ key token` (`native`) or compare-del.lua: see [`delete`](Self::delete); a
@@ -184,11 +195,8 @@ impl Server {
             }
             return self.delete(token, now_ms);
         }
-        if !self.offers {
-            return Answer::Unknown;
-        }
-        if self.denied == Denied::Native {
-            return Answer::NoPerm;
+        if let Some(refused) = self.refusal(native) {
+            return refused;
         }
         match self.delete(token, now_ms) {
             Answer::Done(done) if publish_denied => Answer::Unnotified(done),

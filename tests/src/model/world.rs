@@ -793,17 +793,7 @@ impl<'c> World<'c> {
                 Request::Delete { .. } => format!("compare-del({label})"),
                 Request::Docs { .. } => "COMMAND DOCS".to_owned(),
             };
-            let answered = match answer {
-                Answer::Acquire(1, fence, _) => format!("granted, fence {fence}"),
-                Answer::Acquire(_, pttl, _) => format!("held, {pttl} ms left"),
-                Answer::Done(done) => int(done).to_owned(),
-                Answer::Unknown => "ERR unknown command".to_owned(),
-                Answer::Docs(true) => "SET IFEQ and DELIFEQ offered".to_owned(),
-                Answer::Docs(false) => "neither offered".to_owned(),
-                Answer::NoPerm => "NOPERM".to_owned(),
-                Answer::Unnotified(done) => format!("{}, PUBLISH: NOPERM", int(done)),
-            };
-            format!("{command}: {answered}")
+            format!("{command}: {}", said(answer))
         };
         let call = &mut self.calls[at];
         if call.waiter.is_some() {
@@ -833,16 +823,7 @@ impl<'c> World<'c> {
             (None, Flight::Answered(answer)) => Some(answer),
             _ => None,
         };
-        let heard = || match answer {
-            Some(Answer::Acquire(1, fence, _)) => format!("granted, fence {fence}"),
-            Some(Answer::Acquire(_, pttl, _)) => format!("held, {pttl} ms left"),
-            Some(Answer::Done(done)) => int(done).to_owned(),
-            Some(Answer::Unknown) => "ERR unknown command".to_owned(),
-            Some(Answer::Docs(offers)) => format!("offered: {offers}"),
-            Some(Answer::NoPerm) => "NOPERM".to_owned(),
-            Some(Answer::Unnotified(done)) => format!("{}, PUBLISH: NOPERM", int(done)),
-            None => "no reply (gives up)".to_owned(),
-        };
+        let heard = || answer.map_or_else(|| "no reply (gives up)".to_owned(), said);
         self.note(|| format!("{} hears #{id}: {}", name(client), heard()));
         self.heard(client, waiter, &request, answer);
     }
@@ -1335,6 +1316,21 @@ fn permutations(mut items: Vec<usize>, each: &mut impl FnMut(&[usize])) {
 /// Client `c`'s name in a history: A, B, C...
 pub fn name(c: u8) -> String {
     char::from(b'A' + c).to_string()
+}
+
+/// An answer in words, as the history says it where the server runs a request and where
+/// its caller hears it.
+fn said(answer: Answer) -> String {
+    match answer {
+        Answer::Acquire(1, fence, _) => format!("granted, fence {fence}"),
+        Answer::Acquire(_, pttl, _) => format!("held, {pttl} ms left"),
+        Answer::Done(done) => int(done).to_owned(),
+        Answer::Unknown => "ERR unknown command".to_owned(),
+        Answer::Docs(true) => "SET IFEQ and DELIFEQ offered".to_owned(),
+        Answer::Docs(false) => "neither offered".to_owned(),
+        Answer::NoPerm => "NOPERM".to_owned(),
+        Answer::Unnotified(done) => format!("{}, PUBLISH: NOPERM", int(done)),
+    }
 }
 
 fn int(done: bool) -> &'static str {
