@@ -248,10 +248,7 @@ impl Nemesis {
         while Instant::now() < until {
             let nap = Duration::from_millis(self.rng.random_range(100..700));
             let next = (Instant::now() + nap).min(until);
-            while Instant::now() < next {
-                self.heal_due(servers, Instant::now());
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            self.heal_until(servers, next);
             // Up to two faults at once (three on Redlock, sometimes a majority).
             let most = if self.topology == Topology::Redlock {
                 3
@@ -269,14 +266,19 @@ impl Nemesis {
         if self.topology == Topology::Redlock {
             let restarts = self.active.iter().filter(|a| a.kind == Kind::KillRestart);
             if let Some(last) = restarts.map(|a| a.heal_at).max() {
-                while Instant::now() < last {
-                    self.heal_due(servers, Instant::now());
-                    std::thread::sleep(Duration::from_millis(5));
-                }
+                self.heal_until(servers, last);
             }
         }
         let far = Instant::now() + Duration::from_secs(3600);
         self.heal_due(servers, far);
+    }
+
+    /// Heals each fault as it falls due, until `until`.
+    fn heal_until(&mut self, servers: &mut Servers, until: Instant) {
+        while Instant::now() < until {
+            self.heal_due(servers, Instant::now());
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     fn heal_due(&mut self, servers: &mut Servers, now: Instant) {
