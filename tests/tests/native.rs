@@ -116,14 +116,14 @@ fn renewals_and_releases_use_the_servers_own_commands_where_it_has_them<F: Face>
     let native_releases = command_calls(&mut conn, "delifeq") + command_calls(&mut conn, "delex");
     let scripts = scripts_run(&mut conn);
     // The acquire is a script everywhere, and so is the first renewal, sent while the
-    // question beside it was out; at ttl 300 ms over 450 ms, at least three renewals
-    // were due.
+    // question beside it was out, unless the answer came first (the question goes in a
+    // task of its own, which may be answered before the renewal's round is built); at
+    // ttl 300 ms over 450 ms, at least three renewals were due.
     match (set_ifeq, delifeq || delex) {
         (true, true) => {
-            assert_eq!(
-                scripts,
-                2,
-                "{}: only the acquire and the first renewal ran as scripts",
+            assert!(
+                (1..=2).contains(&scripts),
+                "{}: only the acquire and at most the first renewal ran as scripts: {scripts}",
                 F::NAME
             );
             assert_eq!(native_releases, 1, "{}: one native release", F::NAME);
@@ -135,10 +135,9 @@ fn renewals_and_releases_use_the_servers_own_commands_where_it_has_them<F: Face>
             );
         }
         (true, false) => {
-            assert_eq!(
-                scripts,
-                3,
-                "{}: the acquire, the first renewal and the release",
+            assert!(
+                (2..=3).contains(&scripts),
+                "{}: the acquire, at most the first renewal, the release: {scripts}",
                 F::NAME
             );
         }
@@ -343,10 +342,21 @@ fn a_release_whose_notification_is_refused_is_still_done_natively<F: Face>() {
     }
     let native = command_calls(&mut conn, "delifeq") + command_calls(&mut conn, "delex");
     assert_eq!(native, 2, "{}: each release sent once", F::NAME);
+    // compare-del.lua publishes first, so a release sent again as the script would show
+    // as a third refused PUBLISH.
     assert_eq!(
-        scripts_run(&mut conn),
-        3,
-        "{}: the acquires and the renewal that asked, no compare-del.lua",
+        command_calls(&mut conn, "publish"),
+        2,
+        "{}: each release's notification refused once, no compare-del.lua",
+        F::NAME
+    );
+    // The two acquires, and the renewal that asked unless the answer came first (the
+    // question goes in a task of its own, which may be answered before the renewal's
+    // round is built).
+    let scripts = scripts_run(&mut conn);
+    assert!(
+        (2..=3).contains(&scripts),
+        "{}: the acquires and at most the renewal that asked: {scripts} scripts",
         F::NAME
     );
 }
