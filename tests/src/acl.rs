@@ -19,6 +19,8 @@ pub const LOCK_USER_RULES: &[&str] = &[
     CHANNELS,
     "-@all",
     // What the client sends.
+    "+multi",
+    "+exec",
     "+evalsha",
     "+eval",
     "+script|load",

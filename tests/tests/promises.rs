@@ -284,7 +284,7 @@ fn a_release_hands_the_lock_to_a_waiting_caller_of_the_handle<F: Face>() {
     let next = waiter.join().unwrap().unwrap();
     let took = released.elapsed();
     assert!(took <= CALL_SLACK, "{}: handed over in {took:?}", F::NAME);
-    assert_eq!(next.fencing_token(), fence + 1, "{}", F::NAME);
+    assert!(next.fencing_token() >= fence + 1, "{}", F::NAME);
     assert_eq!(
         next.attempts(),
         2,

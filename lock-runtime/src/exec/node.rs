@@ -27,6 +27,7 @@ use crate::machine::lease::{LeaseState, Sending};
 use crate::machine::native::{NativeCommands, Offered};
 use crate::machine::reply::Confirmed;
 use crate::machine::settings::Settings;
+use crate::machine::transact::{self, Read, Transaction};
 use crate::{Invocation, LockError};
 
 /// One server, or a Cluster through one cluster connection.
@@ -88,6 +89,50 @@ where
         })
         .await;
         self.met(reply)
+    }
+
+    /// One attempt for `token`: a plain lock's as the acquire transaction where it
+    /// goes (see [`crate::machine::transact`]: raising a restarted counter before the
+    /// grant counts, or as the script at once when the server refuses it), any other
+    /// as its script; each call bounded by the response timeout, and retried within it
+    /// while the server refuses it for now.
+    pub(crate) async fn attempt(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        token: &str,
+    ) -> Result<Outcome, LockError> {
+        let sent = Instant::now();
+        let transaction = (!settings.queued(keys))
+            .then(|| Transaction::new(settings, keys, token, &self.offered))
+            .flatten();
+        if let Some(txn) = transaction {
+            let mut conn = self.conn.clone();
+            let read = bounded(settings.response_timeout, async {
+                loop {
+                    let replies = txn.pipe().query_async(&mut conn).await;
+                    match txn.read(replies.map_err(LockError::from), keys, sent, &self.offered) {
+                        Read::Outcome(Err(e)) if e.is_retry_later() => {
+                            self.offered.met(&e);
+                            tokio::time::sleep(RETRY_LATER).await;
+                        }
+                        read => return Ok(read),
+                    }
+                }
+            })
+            .await;
+            match self.met(read)? {
+                Read::Outcome(outcome) => return self.met(outcome),
+                Read::Raise { floor } => {
+                    let raise = settings.raise_fence_call(keys, floor);
+                    return Ok(transact::raised(self.run(settings, raise).await, sent));
+                }
+                Read::Refused => {}
+            }
+        }
+        let call = settings.acquire_call(keys, token);
+        let reply = self.run(settings, call).await?;
+        Ok(Outcome::from_reply(reply, sent))
     }
 
     /// `reply`, noted: see [`Offered::met`].
@@ -298,11 +343,7 @@ where
     const ONE_NODE: bool = true;
 
     async fn acquire(&self, of: Owner<'_>) -> Result<Outcome, LockError> {
-        let (settings, keys, token) = (of.settings, of.keys, of.token);
-        let sent = Instant::now();
-        let call = settings.acquire_call(keys, token.as_str());
-        let reply = self.run(settings, call).await?;
-        Ok(Outcome::from_reply(reply, sent))
+        self.attempt(of.settings, of.keys, of.token.as_str()).await
     }
 
     /// With `wait_for_replicas`: renew.lua and `WAIT` in one pipeline on the connection

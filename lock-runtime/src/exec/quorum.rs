@@ -37,7 +37,7 @@ use crate::machine::call::renewal;
 use crate::machine::grant::Outcome;
 use crate::machine::lease::{LeaseState, Sending};
 use crate::machine::limit::validity;
-use crate::machine::reply::{Acquired, Confirmed};
+use crate::machine::reply::Confirmed;
 use crate::machine::settings::Settings;
 
 /// N independent masters, each through its own connection.
@@ -181,21 +181,18 @@ where
         let start = Instant::now();
         let acquired = self
             .round(settings, |node| async move {
-                settings
-                    .acquire_call(keys, token.as_str())
-                    .invoke_async(&mut node.conn.clone())
-                    .await
+                node.attempt(settings, keys, token.as_str()).await
             })
             .await;
+        let fence_of = |outcome: &Option<Outcome>| match outcome {
+            Some(Outcome::Granted { fence, .. }) => Some(*fence),
+            _ => None,
+        };
         let granted: Vec<usize> = (0..self.nodes.len())
-            .filter(|&i| matches!(acquired.replies[i], Some(Acquired(1, _))))
+            .filter(|&i| fence_of(&acquired.replies[i]).is_some())
             .collect();
-        let fence = acquired
-            .replies
-            .iter()
-            .flatten()
-            .filter(|Acquired(ok, _)| *ok == 1)
-            .map(|Acquired(_, f)| u64::try_from(*f).unwrap_or_default())
+        let fence = (acquired.replies.iter())
+            .filter_map(fence_of)
             .max()
             .unwrap_or_default();
         let mut confirmed = 0;

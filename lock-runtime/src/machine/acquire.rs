@@ -488,6 +488,11 @@ impl Acquire {
                 }
             }
             Ok(Outcome::Held { remaining }) => Ok(Attempted::Held { remaining }),
+            Ok(Outcome::Undone(e)) => {
+                tracing::debug!(lock = %self.keys.name, error = %e, "a grant worth nothing; released");
+                self.orphan(flight.token, flight.sent, self.ttl, false);
+                Err(e)
+            }
         };
         self.attempted(result, now);
     }

@@ -33,6 +33,11 @@ pub enum Outcome {
     Granted { fence: u64, sent: Instant },
     /// Held by another owner for `remaining` more (unknown when `None`).
     Held { remaining: Option<Duration> },
+    /// Granted, but worth nothing for the reason the error gives (another kind holds
+    /// the name, a broken counter): the grant is released in the background and the
+    /// attempt fails with the error. Only the acquire transaction answers this (see
+    /// [`crate::machine::transact`]); the script undoes its grant itself.
+    Undone(LockError),
 }
 
 impl Outcome {
@@ -181,7 +186,14 @@ pub(crate) fn kind_refused(e: LockError, keys: &Keys) -> LockError {
     let Some(at) = message.find("WRONGKIND ") else {
         return e;
     };
-    let held = match message[at + "WRONGKIND ".len()..].split([' ', ':']).next() {
+    let held = message[at + "WRONGKIND ".len()..].split([' ', ':']).next();
+    wrong_kind(keys, held)
+}
+
+/// [`LockError::WrongKind`] for a grant of `keys` refused while another kind holds the
+/// name: `held` is `r` for readers, `p` for permits, `None` when not known.
+pub(crate) fn wrong_kind(keys: &Keys, held: Option<&str>) -> LockError {
+    let held = match held {
         Some("r") => "a read/write lock's readers",
         Some("p") => "a semaphore's permits",
         _ => "a read/write lock's readers or a semaphore's permits",

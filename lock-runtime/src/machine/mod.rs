@@ -13,6 +13,7 @@
 //! | when the watchdog acts | [`schedule`] |
 //! | readers and permits of a shared grant | [`readers`] |
 //! | a server's native renew and release commands: asking for them, falling back | [`native`] |
+//! | a plain lock's acquire as one `MULTI`/`EXEC`: its replies, the counter's restart | [`transact`] |
 //! | owner tokens | [`token`] |
 //! | what is counted and timed (feature `metrics`) | [`metrics`] |
 
@@ -32,4 +33,5 @@ pub(crate) mod retry;
 pub(crate) mod schedule;
 pub(crate) mod settings;
 pub(crate) mod token;
+pub(crate) mod transact;
 pub(crate) mod wait;

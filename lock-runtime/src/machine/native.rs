@@ -26,7 +26,7 @@
 //! acquiring, handover, the fair queue, fencing counters and guarded scripts stay
 //! scripts.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 
 use redis::Value;
 
@@ -191,13 +191,35 @@ fn mentions(value: &Value, word: &str) -> bool {
 /// which would wait for it. Only a failure that a reconnect or a failover explains,
 /// met by any call on the connection, an acquire's included ([`met`](Self::met)),
 /// opens the question again.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Offered {
     /// The flags below in the low byte; above them, how many questions were claimed
     /// (so an answer that comes after the question was opened again is left out).
     state: AtomicU32,
     /// A release notification was refused, and said so (once per handle).
     told: AtomicBool,
+    /// The server refused to queue the acquire transaction (an ACL without one of its
+    /// commands): acquires go as acquire-with-retry.lua until the connection is re-made
+    /// (see [`crate::machine::transact`]).
+    no_transaction: AtomicBool,
+    /// The server's clock minus this process's, in microseconds, as the last `TIME`
+    /// seen on the connection put it (from the send time: never behind the server's by
+    /// more than the drift since); [`UNKNOWN`] before any.
+    clock_offset: AtomicI64,
+}
+
+/// No `TIME` seen yet.
+const UNKNOWN: i64 = i64::MIN;
+
+impl Default for Offered {
+    fn default() -> Self {
+        Self {
+            state: AtomicU32::default(),
+            told: AtomicBool::default(),
+            no_transaction: AtomicBool::default(),
+            clock_offset: AtomicI64::new(UNKNOWN),
+        }
+    }
 }
 
 /// The answer is known (with the commands below).
@@ -336,9 +358,39 @@ impl Offered {
         }
     }
 
+    /// Whether the server refused the acquire transaction on this connection.
+    pub(crate) fn refuses_transaction(&self) -> bool {
+        self.no_transaction.load(Ordering::Relaxed)
+    }
+
+    /// The server refused to queue the acquire transaction: acquires go as the script
+    /// until the connection is re-made ([`forget`](Self::forget)).
+    pub(crate) fn refuse_transaction(&self) {
+        self.no_transaction.store(true, Ordering::Relaxed);
+    }
+
+    /// What the server's clock reads when this process's reads `local_us`, by the last
+    /// `TIME` seen (this process's own clock before any), in microseconds.
+    pub(crate) fn server_clock(&self, local_us: u64) -> u64 {
+        match self.clock_offset.load(Ordering::Relaxed) {
+            UNKNOWN => local_us,
+            offset => local_us.saturating_add_signed(offset),
+        }
+    }
+
+    /// A `TIME` of `server_us` answered a command sent when this process's clock read
+    /// `sent_us`: the server's clock read it after the send, so the offset learnt puts
+    /// the server's clock, if anything, a round trip ahead.
+    pub(crate) fn saw_clock(&self, sent_us: u64, server_us: u64) {
+        let offset = i128::from(server_us) - i128::from(sent_us);
+        let offset = i64::try_from(offset).unwrap_or(UNKNOWN).max(UNKNOWN + 1);
+        self.clock_offset.store(offset, Ordering::Relaxed);
+    }
+
     /// The server may have changed (a reconnect, a failover): the question is open
     /// again, and a question out now is answered for the server that was.
     pub(crate) fn forget(&self) {
+        self.no_transaction.store(false, Ordering::Relaxed);
         let _ = self
             .state
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |state| {
@@ -359,6 +411,8 @@ impl Offered {
         Self {
             state: AtomicU32::new(self.state.load(Ordering::Relaxed)),
             told: AtomicBool::new(self.told.load(Ordering::Relaxed)),
+            no_transaction: AtomicBool::new(self.no_transaction.load(Ordering::Relaxed)),
+            clock_offset: AtomicI64::new(self.clock_offset.load(Ordering::Relaxed)),
         }
     }
 
@@ -366,6 +420,7 @@ impl Offered {
     /// it).
     pub(crate) fn digest<H: std::hash::Hasher>(&self, state: &mut H) {
         std::hash::Hash::hash(&self.state.load(Ordering::Relaxed), state);
+        std::hash::Hash::hash(&self.no_transaction.load(Ordering::Relaxed), state);
     }
 }
 

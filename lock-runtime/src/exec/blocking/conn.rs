@@ -14,6 +14,7 @@ use crate::machine::lease::{LeaseState, Sending};
 use crate::machine::native::{NativeCommands, Offered, Question};
 use crate::machine::reply::Confirmed;
 use crate::machine::settings::Settings;
+use crate::machine::transact::{self, Read, Transaction};
 use crate::{Invocation, LockError};
 
 /// Re-opens a connection that broke, within the given time.
@@ -285,12 +286,32 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
 /// (built by [`Settings`]), each bounded by the response timeout (or a shorter `limit`).
 impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
     /// One attempt for `token`, cut at `limit`.
+    /// A plain lock's goes as the acquire transaction where the connection takes a
+    /// pipeline (not a sync Redis Cluster connection) and the server does not refuse
+    /// it (see [`crate::machine::transact`]), a restarted counter raised before the
+    /// grant counts; any other as its script. All within `limit`.
     pub(crate) fn acquire(&self, of: Owner<'_>, limit: Duration) -> Result<Outcome, LockError> {
-        let (settings, keys, token) = (of.settings, of.keys, of.token);
+        let (settings, keys, token) = (of.settings, of.keys, of.token.as_str());
         let sent = Instant::now();
-        let call = settings.acquire_call(keys, token.as_str());
-        let reply = self.with(Some(limit), |c| call.invoke(c))?;
-        Ok(Outcome::from_reply(reply, sent))
+        self.with(Some(limit), |c| {
+            let transaction = (!settings.queued(keys)
+                && redis::ConnectionLike::supports_pipelining(c))
+            .then(|| Transaction::new(settings, keys, token, &self.offered))
+            .flatten();
+            if let Some(txn) = transaction {
+                let replies = txn.pipe().query(c).map_err(LockError::from);
+                match txn.read(replies, keys, sent, &self.offered) {
+                    Read::Outcome(outcome) => return outcome,
+                    Read::Raise { floor } => {
+                        let raise = settings.raise_fence_call(keys, floor);
+                        return Ok(transact::raised(raise.invoke(c), sent));
+                    }
+                    Read::Refused => {}
+                }
+            }
+            let reply = settings.acquire_call(keys, token).invoke(c)?;
+            Ok(Outcome::from_reply(reply, sent))
+        })
     }
 
     /// With `wait_for_replicas`: renew.lua and `WAIT` in one pipeline within `left` (see

@@ -1,0 +1,443 @@
+//! A plain lock's acquire without Lua: the server's own commands in one `MULTI`/`EXEC`,
+//! with the meaning of acquire-with-retry.lua, for a quarter of its server time (the
+//! performance guide has the figures).
+//!
+//! ```text
+//! MULTI
+//!   SET    lock:{name} <token> NX PX <ttl>           the grant, when the lock is free
+//!   SET    lock:{name}:fence <start> NX PX <life>    a missing counter starts at <start>
+//!   INCR   lock:{name}:fence                         this attempt's number
+//!   PEXPIRE lock:{name}:fence <life>                 the counter outlives the grant
+//!   PTTL   lock:{name}                               the holder's lease, when refused
+//!   EXISTS lock:{name}:holders                       readers or permits of the name?
+//!   TIME                                             the server's clock
+//! EXEC
+//! ```
+//!
+//! A transaction cannot decide midway, so every command runs whatever the first
+//! answers, and the client reads the outcome from all the replies:
+//! - **Refused** (the first `SET` answered nil): the holder's remaining lease. The
+//!   counter was raised too: a number is skipped, as a fencing token may always skip.
+//! - **Granted**: the counter's new value is the fencing token, strictly above every
+//!   earlier one; the key holds our token for the lease.
+//! - **Granted while readers or permits hold the name** (one name, one kind): the grant
+//!   is worth nothing; it comes out as [`Outcome::Undone`], released in the background
+//!   with its own token, and the caller gets [`LockError::WrongKind`]. So does a grant
+//!   whose counter is not a number (someone wrote the key): its error.
+//!
+//! **The counter's restart.** The script restarts a missing counter from the server's
+//! clock in microseconds (`TIME`), which a transaction cannot put into an argument. The
+//! transaction starts it instead at `<start>`: this process's clock as the server's
+//! would read it (the offset learnt from the last `TIME` this connection saw, see
+//! [`Offered`]), before any reply, from this process's own clock. When the replies
+//! show that this attempt created the counter and `TIME` was ahead of `<start>` (this
+//! process's clock is behind the server's), the grant is not handed out until the
+//! counter is raised to the server's clock ([`Read::Raise`]: raise-fence.lua, the
+//! Redlock step, within the same bound); its new value is the token. So a restarted
+//! counter starts at the later of the two clocks, as the script's does at the
+//! server's, and tokens rise across a restart as long as no process's clock runs
+//! ahead of the server's by more than the time the counter was idle (the retention:
+//! an hour by default). The scripts of earlier versions restart it from `TIME`: a
+//! rollout that mixes both keeps tokens rising under the same assumption, and the
+//! keys, their values and kinds are the same for both.
+//!
+//! **Refusals.** A server that will not queue one of these commands (an ACL without
+//! `MULTI`, `TIME`, `EXISTS`...) answers `EXECABORT`, and nothing ran: the attempt goes
+//! again at once as acquire-with-retry.lua, and the connection stays on the script until
+//! it reconnects ([`Offered`]). A queued command refused for now (`READONLY`, `MOVED`,
+//! `LOADING`) is the attempt's error, as the script's would be, and is retried as one.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use redis::Value;
+
+use crate::LockError;
+use crate::machine::grant::Outcome;
+use crate::machine::key::Keys;
+use crate::machine::limit::millis;
+use crate::machine::native::{NativeCommands, Offered};
+use crate::machine::settings::Settings;
+
+/// One acquire transaction, built for one attempt.
+pub(crate) struct Transaction {
+    pipe: redis::Pipeline,
+    /// Where a missing counter starts (`<start>` above), microseconds.
+    start: u64,
+    /// This process's clock when it was built, microseconds.
+    built: u64,
+}
+
+/// What a transaction's replies say.
+pub(crate) enum Read {
+    /// The attempt's outcome (or its error: nothing was granted, or the error says that
+    /// a grant may exist, as any call's does).
+    Outcome(Result<Outcome, LockError>),
+    /// Granted, but this attempt restarted the counter below the server's clock: raise
+    /// it to at least `floor` (raise-fence.lua); its answer is the fencing token.
+    Raise { floor: u64 },
+    /// The server would not queue the commands: nothing ran; send the script.
+    Refused,
+}
+
+/// This process's clock in microseconds since the Unix epoch.
+fn local_us() -> u64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+}
+
+impl Transaction {
+    /// The transaction for an attempt of `token` on `keys` (a plain lock), or `None`
+    /// when the script goes instead: the handle forces scripts (`native_commands(false)`),
+    /// or the server refused the transaction on this connection.
+    pub(crate) fn new(
+        settings: &Settings,
+        keys: &Keys,
+        token: &str,
+        offered: &Offered,
+    ) -> Option<Self> {
+        if !settings.native || offered.refuses_transaction() {
+            return None;
+        }
+        let built = local_us();
+        let start = offered.server_clock(built);
+        let life = settings.fence_lifetime(settings.ttl);
+        let mut pipe = redis::Pipeline::with_capacity(9);
+        pipe.ignore_errors();
+        pipe.cmd("MULTI");
+        (pipe.cmd("SET").arg(&keys.lock).arg(token))
+            .arg("NX")
+            .arg("PX")
+            .arg(millis(settings.ttl));
+        (pipe.cmd("SET").arg(&keys.fence).arg(start))
+            .arg("NX")
+            .arg("PX")
+            .arg(life);
+        pipe.cmd("INCR").arg(&keys.fence);
+        pipe.cmd("PEXPIRE").arg(&keys.fence).arg(life);
+        pipe.cmd("PTTL").arg(&keys.lock);
+        pipe.cmd("EXISTS").arg(keys.holders());
+        pipe.cmd("TIME");
+        pipe.cmd("EXEC");
+        Some(Self { pipe, start, built })
+    }
+
+    /// The commands, to send as one pipeline (each reply its own).
+    pub(crate) fn pipe(&self) -> &redis::Pipeline {
+        &self.pipe
+    }
+
+    /// What the replies to [`pipe`](Self::pipe) say, for `keys`, sent at `sent`; tells
+    /// `offered` the server's clock, or a refusal.
+    pub(crate) fn read(
+        &self,
+        replies: Result<Vec<redis::RedisResult<Value>>, LockError>,
+        keys: &Keys,
+        sent: std::time::Instant,
+        offered: &Offered,
+    ) -> Read {
+        let replies = match replies {
+            Ok(replies) => replies,
+            Err(e) => return Read::Outcome(Err(e)),
+        };
+        let mut replies = replies.into_iter();
+        let multi = replies.next();
+        let exec = replies.next_back();
+        let queued: Vec<_> = replies.collect();
+        if queued.len() != 7 {
+            return Read::Outcome(Err(unexpected(&Value::Nil)));
+        }
+        let results: Vec<redis::RedisResult<Value>> = match (multi, exec) {
+            // MULTI refused (an ACL without it): each command ran on its own, as it came.
+            // Their replies say what happened just as well (each rule here holds for
+            // them one by one: the grant is the SET's, any later grant increments after
+            // it), and later attempts on this connection go as the script.
+            (Some(Err(refused)), _) => {
+                tracing::debug!(error = %refused, "MULTI refused: the acquire's commands ran one by one; using acquire-with-retry.lua from now on");
+                offered.refuse_transaction();
+                queued
+            }
+            (_, Some(Ok(Value::Array(results)))) => {
+                results.into_iter().map(Value::extract_error).collect()
+            }
+            (_, Some(Ok(other))) => return Read::Outcome(Err(unexpected(&other))),
+            (_, None) => return Read::Outcome(Err(unexpected(&Value::Nil))),
+            // EXECABORT: nothing ran. Why is in a queued command's reply.
+            (_, Some(Err(aborted))) => {
+                let cause = (queued.iter())
+                    .find_map(|r| r.as_ref().err().cloned())
+                    .map_or_else(|| LockError::from(aborted), LockError::from);
+                if NativeCommands::refused(&cause) {
+                    tracing::debug!(error = %cause, "the server refused the acquire transaction; using acquire-with-retry.lua");
+                    offered.refuse_transaction();
+                    return Read::Refused;
+                }
+                return Read::Outcome(Err(cause));
+            }
+        };
+        let Ok([set, started, incr, _pexpire, pttl, exists, time]) =
+            <[redis::RedisResult<Value>; 7]>::try_from(results)
+        else {
+            return Read::Outcome(Err(unexpected(&Value::Nil)));
+        };
+        let set = match set {
+            Ok(set) => set,
+            // No grant (a key of another type, a refused write): the attempt's error.
+            Err(e) => return Read::Outcome(Err(e.into())),
+        };
+        let (started, pttl, exists) = (
+            started.unwrap_or(Value::Nil),
+            pttl.unwrap_or(Value::Nil),
+            exists.unwrap_or(Value::Nil),
+        );
+        let server_us = time.as_ref().ok().and_then(server_time);
+        if let Some(server_us) = server_us {
+            offered.saw_clock(self.built, server_us);
+        }
+        if matches!(set, Value::Nil) {
+            let remaining = match pttl {
+                Value::Int(ms) => u64::try_from(ms).ok().map(std::time::Duration::from_millis),
+                _ => None,
+            };
+            return Read::Outcome(Ok(Outcome::Held { remaining }));
+        }
+        if !matches!(set, Value::Okay) {
+            return Read::Outcome(Err(unexpected(&set)));
+        }
+        // Granted: from here on, a reply that cannot be trusted undoes the grant.
+        if matches!(exists, Value::Int(n) if n > 0) {
+            let refused = crate::machine::grant::wrong_kind(keys, None);
+            return Read::Outcome(Ok(Outcome::Undone(refused)));
+        }
+        if !matches!(exists, Value::Int(0)) {
+            return Read::Outcome(Ok(Outcome::Undone(unexpected(&exists))));
+        }
+        let fence = match incr {
+            Ok(Value::Int(n)) => u64::try_from(n).unwrap_or_default(),
+            Ok(other) => return Read::Outcome(Ok(Outcome::Undone(unexpected(&other)))),
+            Err(e) => return Read::Outcome(Ok(Outcome::Undone(e.into()))),
+        };
+        let restarted = matches!(started, Value::Okay);
+        match server_us {
+            Some(server_us) if restarted && server_us >= self.start => Read::Raise {
+                floor: server_us.saturating_add(1),
+            },
+            Some(_) => Read::Outcome(Ok(Outcome::Granted { fence, sent })),
+            // Restarted from this process's clock, the server's unknown: no token is
+            // sure to be above every earlier one.
+            None if restarted => Read::Outcome(Ok(Outcome::Undone(match time {
+                Err(e) => e.into(),
+                Ok(other) => unexpected(&other),
+            }))),
+            None => Read::Outcome(Ok(Outcome::Granted { fence, sent })),
+        }
+    }
+}
+
+/// The outcome of a grant whose counter [`Read::Raise`] raised with `reply` (the
+/// counter's value afterwards: the fencing token), sent at `sent`. A raise that failed
+/// leaves a grant with no token worth handing out: it is undone.
+pub(crate) fn raised(reply: Result<i64, LockError>, sent: std::time::Instant) -> Outcome {
+    match reply.map(u64::try_from) {
+        Ok(Ok(fence)) if fence > 0 => Outcome::Granted { fence, sent },
+        Ok(_) => Outcome::Undone(unexpected(&Value::Nil)),
+        Err(e) => Outcome::Undone(e),
+    }
+}
+
+/// `TIME`'s reply in microseconds.
+fn server_time(time: &Value) -> Option<u64> {
+    let Value::Array(parts) = time else {
+        return None;
+    };
+    let num = |v: &Value| match v {
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse::<u64>().ok(),
+        Value::Int(n) => u64::try_from(*n).ok(),
+        _ => None,
+    };
+    match parts.as_slice() {
+        [s, us] => num(s)?.checked_mul(1_000_000)?.checked_add(num(us)?),
+        _ => None,
+    }
+}
+
+fn unexpected(v: &Value) -> LockError {
+    LockError::from(redis::RedisError::from((
+        redis::ErrorKind::UnexpectedReturnType,
+        "an acquire transaction's reply is not MULTI/EXEC's",
+        format!("{v:?}"),
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn ok_replies(exec: Vec<Value>) -> Result<Vec<redis::RedisResult<Value>>, LockError> {
+        let mut replies = vec![Ok(Value::Okay)];
+        replies.extend((0..7).map(|_| Ok(Value::SimpleString("QUEUED".into()))));
+        replies.push(Ok(Value::Array(exec)));
+        Ok(replies)
+    }
+
+    fn time(us: u64) -> Value {
+        let bulk = |n: u64| Value::BulkString(n.to_string().into_bytes());
+        Value::Array(vec![bulk(us / 1_000_000), bulk(us % 1_000_000)])
+    }
+
+    fn txn(start: u64) -> Transaction {
+        Transaction {
+            pipe: redis::Pipeline::new(),
+            start,
+            built: start,
+        }
+    }
+
+    #[test]
+    fn replies_read_as_grant_refusal_kind_and_restart() {
+        let keys = Settings::default().keys("orders").unwrap();
+        let offered = Offered::default();
+        let now = Instant::now();
+        let read = |t: &Transaction, exec| t.read(ok_replies(exec), &keys, now, &offered);
+        let (ok, nil, int) = (Value::Okay, Value::Nil, Value::Int);
+        // Free, the counter alive: granted with INCR's value.
+        let r = read(
+            &txn(5_000_000),
+            vec![
+                ok.clone(),
+                nil.clone(),
+                int(42),
+                int(1),
+                int(30_000),
+                int(0),
+                time(5_000_000),
+            ],
+        );
+        assert!(matches!(
+            r,
+            Read::Outcome(Ok(Outcome::Granted { fence: 42, .. }))
+        ));
+        // Held: the holder's PTTL.
+        let r = read(
+            &txn(5_000_000),
+            vec![
+                nil.clone(),
+                nil.clone(),
+                int(43),
+                int(1),
+                int(1_200),
+                int(0),
+                time(5_000_000),
+            ],
+        );
+        assert!(matches!(
+            r,
+            Read::Outcome(Ok(Outcome::Held { remaining: Some(d) })) if d.as_millis() == 1_200
+        ));
+        // Readers hold the name: the grant is undone, the error says which kind.
+        let r = read(
+            &txn(5_000_000),
+            vec![
+                ok.clone(),
+                nil.clone(),
+                int(44),
+                int(1),
+                int(30_000),
+                int(1),
+                time(5_000_000),
+            ],
+        );
+        assert!(matches!(
+            r,
+            Read::Outcome(Ok(Outcome::Undone(LockError::WrongKind { .. })))
+        ));
+        // This attempt restarted the counter, its start behind the server's clock:
+        // raised to the server's clock before it counts.
+        let r = read(
+            &txn(4_000_000),
+            vec![
+                ok.clone(),
+                ok.clone(),
+                int(4_000_001),
+                int(1),
+                int(30_000),
+                int(0),
+                time(9_000_000),
+            ],
+        );
+        assert!(matches!(r, Read::Raise { floor: 9_000_001 }));
+        // Restarted ahead of the server's clock: the token stands as it is.
+        let r = read(
+            &txn(9_500_000),
+            vec![
+                ok.clone(),
+                ok,
+                int(9_500_001),
+                int(1),
+                int(30_000),
+                int(0),
+                time(9_000_000),
+            ],
+        );
+        assert!(matches!(
+            r,
+            Read::Outcome(Ok(Outcome::Granted {
+                fence: 9_500_001,
+                ..
+            }))
+        ));
+        // The connection learnt the server's clock: a process behind it starts counters
+        // at the server's clock from now on.
+        assert!(offered.server_clock(9_500_000) >= 9_000_000);
+    }
+
+    #[test]
+    fn a_refused_command_sends_the_script_and_another_error_is_the_attempts() {
+        let keys = Settings::default().keys("orders").unwrap();
+        let offered = Offered::default();
+        let err = |kind, detail: &str| -> redis::RedisResult<Value> {
+            Err(redis::RedisError::from((
+                redis::ErrorKind::Server(kind),
+                "server error",
+                detail.to_owned(),
+            )))
+        };
+        use redis::ServerErrorKind::{ExecAbort, NoPerm, ReadOnly};
+        let aborted = |cause: redis::RedisResult<Value>| {
+            let mut replies = vec![Ok(Value::Okay), Ok(Value::SimpleString("QUEUED".into()))];
+            replies.push(cause);
+            replies.extend((0..5).map(|_| Ok(Value::SimpleString("QUEUED".into()))));
+            replies.push(err(
+                ExecAbort,
+                "Transaction discarded because of previous errors.",
+            ));
+            Ok(replies)
+        };
+        let now = Instant::now();
+        let r = txn(1).read(
+            aborted(err(
+                NoPerm,
+                "this user has no permissions to run the 'time' command",
+            )),
+            &keys,
+            now,
+            &offered,
+        );
+        assert!(matches!(r, Read::Refused), "a NOPERM sends the script");
+        assert!(offered.refuses_transaction());
+        let offered = Offered::default();
+        let r = txn(1).read(
+            aborted(err(
+                ReadOnly,
+                "You can't write against a read only replica.",
+            )),
+            &keys,
+            now,
+            &offered,
+        );
+        assert!(matches!(r, Read::Outcome(Err(_))));
+        assert!(!offered.refuses_transaction());
+    }
+}
