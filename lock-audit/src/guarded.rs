@@ -1,5 +1,6 @@
 //! Owner-guarded scripts: a user's script wrapped so that it runs only while a lock
-//! still belongs to the caller, and only if no later holder has been granted it.
+//! still belongs to the caller (its key holds the caller's owner token, which no later
+//! grant can).
 //!
 //! `#[lock_script("scripts/credit.lua", guarded)]` sends [`wrap`]'s output instead of the
 //! file, and `lockscript audit --guarded` prints the same text and digest, so a reviewer
@@ -21,7 +22,9 @@ use std::fmt::Write as _;
 pub const NOT_HELD: &str = "LOCKSCRIPT_NOTHELD";
 
 /// The error code a wrapped script replies with, followed by the lock's current fencing
-/// counter, when a later holder has been granted the lock: nothing of the script ran.
+/// counter, when the lock no longer holds the caller's owner token and its counter has
+/// moved past the caller's fencing token (a later holder may have been granted it):
+/// nothing of the script ran.
 pub const STALE: &str = "LOCKSCRIPT_STALE";
 
 /// How many `KEYS` and how many `ARGV` entries the guard puts before the script's own.
@@ -54,20 +57,22 @@ pub fn wrap(source: &str) -> String {
          -- The script below runs only while the caller holds the lock, checked here\n\
          -- in the same atomic step:\n\
          -- KEYS[1]  the lock key, lock:{{name}}; it must hold ARGV[1]\n\
-         -- KEYS[2]  the lock's fencing counter; it must not be above ARGV[2]\n\
+         -- KEYS[2]  the lock's fencing counter\n\
          -- ARGV[1]  the caller's owner token\n\
          -- ARGV[2]  the caller's fencing token\n\
-         -- A counter above the caller's token means a later holder was granted the\n\
-         -- lock: the reply is the error {STALE} <counter>. A lock key without the\n\
-         -- caller's token means its lease ended: the reply is the error {NOT_HELD}.\n\
-         -- Either way nothing of the script ran. Otherwise the script runs with its own\n\
+         -- The key holds a fresh random token per grant: while it holds the caller's,\n\
+         -- no later grant was made. When it does not, nothing of the script runs, and\n\
+         -- the reply says which: the error {STALE} <counter> when the counter has\n\
+         -- moved past the caller's token (a later holder may hold the lock: the\n\
+         -- counter also moves on attempts refused while the lock was held), the error\n\
+         -- {NOT_HELD} otherwise (its lease ended). Otherwise the script runs with its own\n\
          -- keys and arguments, those after the two above, as KEYS[1..] and ARGV[1..].\n\
          \n\
-         local counter = tonumber(redis.call('GET', KEYS[2]) or '0')\n\
-         if counter > tonumber(ARGV[2]) then\n\
-         \x20 return redis.error_reply('{STALE} ' .. string.format('%d', counter))\n\
-         end\n\
          if redis.call('GET', KEYS[1]) ~= ARGV[1] then\n\
+         \x20 local counter = tonumber(redis.call('GET', KEYS[2]) or '0')\n\
+         \x20 if counter > tonumber(ARGV[2]) then\n\
+         \x20   return redis.error_reply('{STALE} ' .. string.format('%d', counter))\n\
+         \x20 end\n\
          \x20 return redis.error_reply('{NOT_HELD} the lock key does not hold the caller\\'s token')\n\
          end\n\
          local keys, argv = {{}}, {{}}\n\

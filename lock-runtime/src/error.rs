@@ -155,11 +155,13 @@ pub enum LockError {
         name: String,
     },
 
-    /// A guarded script (`#[lock_script("...", guarded)]`) did not run: a later holder
-    /// has been granted the lock (its fencing counter is at `newer`, above this guard's
-    /// `fence`). This guard's lease is over; stop the protected work.
+    /// A guarded script (`#[lock_script("...", guarded)]`) did not run: the lock is no
+    /// longer this guard's, and its fencing counter has moved on to `newer`, above this
+    /// guard's `fence` (a later holder may have been granted it; the counter also moves
+    /// on attempts refused while this guard held it). This guard's lease is over; stop
+    /// the protected work.
     #[error(
-        "lock `{name}` was granted to a later holder (fencing token {newer}, this guard's is {fence}); the guarded script did not run: stop the protected work"
+        "lock `{name}` is no longer this guard's and its fencing counter has moved on (to {newer}, this guard's token is {fence}): a later holder may hold it; the guarded script did not run: stop the protected work"
     )]
     Stale {
         /// The lock's name.

@@ -1,6 +1,8 @@
 //! The server's side of a lock: server CPU per lock cycle, per renewal and per release on
-//! the script path and on the native path (`SET … IFEQ`, `DELIFEQ`: Valkey 9.1), next to
-//! the SET floor, measured in one interleaved run, one call at a time and under load (64
+//! the script path and on the native path (the acquire transaction; `SET … IFEQ`,
+//! `DELIFEQ`: Valkey 9.1), next to the SET floor, the peers' cycle (`SET NX PX` and
+//! compare-and-delete as `EVALSHA`, no fencing token) and ours before the acquire
+//! transaction (acquire-with-retry.lua), measured in one interleaved run, one call at a time and under load (64
 //! tasks cycling at once on distinct keys); then what keeping 1,000 and 10,000
 //! leases (ttl 1 s, watchdog on) renewed for 10 s costs on each path: server cores,
 //! client cores, round trips per second (the handle's own, a pipeline counting once) and
@@ -145,7 +147,11 @@ fn top_level(path: &str) -> [&'static [&'static str]; 3] {
     const SCRIPTS: &[&str] = &["evalsha", "eval"];
     if path == "native" {
         [
-            &["evalsha", "eval", "delifeq", "delex", "publish"],
+            // The acquire transaction (EXEC's time includes its commands'), the clock
+            // question of a new connection, the release.
+            &[
+                "multi", "exec", "time", "evalsha", "eval", "delifeq", "delex", "publish",
+            ],
             &["set"],
             &["delifeq", "delex", "publish"],
         ]
@@ -213,6 +219,20 @@ async fn round(
         .await?;
         push(samples, path, "release", release);
     }
+    for (name, cycle) in BY_HAND {
+        let (cmds, native) = (
+            by_hand_commands(name),
+            paths[0].1.offered_commands().unwrap_or_default(),
+        );
+        let figure = server_us_per(stats, n, cmds, async {
+            for _ in 0..n {
+                cycle(floor.clone(), "work:hand".to_owned(), native).await?;
+            }
+            Ok(())
+        })
+        .await?;
+        push(samples, name, "cycle", figure);
+    }
     let set_floor = server_us_per(stats, n, &["set", "del"], async {
         for _ in 0..n {
             let _: Option<String> = redis::cmd("SET")
@@ -233,6 +253,77 @@ async fn round(
     .await?;
     push(samples, "set_floor", "cycle", set_floor);
     loaded(paths, floor, stats, n, samples).await
+}
+
+/// One lock cycle sent by hand on a connection, for key `key`, with what the server
+/// offers.
+type HandCycle = fn(
+    MultiplexedConnection,
+    String,
+    lockscript::NativeCommands,
+) -> std::pin::Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send>>;
+
+/// The cycles sent by hand, the floors ours is compared with: the peers' (redsync,
+/// redis-py, rslock: `SET NX PX`, then compare-and-delete as `EVALSHA`, no fencing
+/// token) and ours before the acquire transaction (acquire-with-retry.lua, then the
+/// release as the handle sends it: `DELIFEQ` + `PUBLISH` where offered, compare-del.lua
+/// elsewhere).
+const BY_HAND: [(&str, HandCycle); 2] = [("peers", peers_cycle), ("before", before_cycle)];
+
+/// The commands each by-hand cycle sends itself.
+fn by_hand_commands(name: &str) -> &'static [&'static str] {
+    if name == "peers" {
+        &["set", "evalsha", "eval"]
+    } else {
+        &["evalsha", "eval", "delifeq", "delex", "publish"]
+    }
+}
+
+fn peers_cycle(
+    mut conn: MultiplexedConnection,
+    key: String,
+    _: lockscript::NativeCommands,
+) -> std::pin::Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send>> {
+    Box::pin(async move {
+        let lock = format!("{{{key}}}:lock");
+        let _: Option<String> = redis::cmd("SET")
+            .arg(&lock)
+            .arg("token")
+            .arg("NX")
+            .arg("PX")
+            .arg(30_000)
+            .query_async(&mut conn)
+            .await?;
+        let _ = lockscript::builtin::compare_del(&lock, "token")
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(())
+    })
+}
+
+fn before_cycle(
+    mut conn: MultiplexedConnection,
+    key: String,
+    native: lockscript::NativeCommands,
+) -> std::pin::Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send>> {
+    Box::pin(async move {
+        let (lock, fence) = (format!("lock:{{{key}}}"), format!("lock:{{{key}}}:fence"));
+        let holders = format!("lock:{{{key}}}:holders");
+        let _ = lockscript::builtin::acquire(&lock, &fence, &holders, "token", 30_000, 3_630_000)
+            .invoke_async(&mut conn)
+            .await?;
+        if native.delifeq {
+            let mut pipe = redis::pipe();
+            pipe.cmd("DELIFEQ").arg(&lock).arg("token");
+            pipe.cmd("PUBLISH").arg(format!("{lock}:released")).arg("");
+            let _: (i64, i64) = pipe.query_async(&mut conn).await?;
+        } else {
+            let _ = lockscript::builtin::compare_del(&lock, "token")
+                .invoke_async(&mut conn)
+                .await?;
+        }
+        Ok(())
+    })
 }
 
 /// Tasks cycling at once on distinct keys through one handle, so the server reads and
@@ -272,6 +363,31 @@ async fn loaded(
         };
         let cycle = server_us_per(stats, each * TASKS, cycle_cmds, Box::pin(run)).await?;
         push(samples, path, "loaded_cycle", cycle);
+    }
+    let native = paths
+        .first()
+        .and_then(|(_, l)| l.offered_commands())
+        .unwrap_or_default();
+    for (name, cycle) in BY_HAND {
+        let run = async {
+            let mut tasks = tokio::task::JoinSet::new();
+            for t in 0..TASKS {
+                let conn = floor.clone();
+                tasks.spawn(async move {
+                    for _ in 0..each {
+                        cycle(conn.clone(), format!("work:loaded-hand:{t}"), native).await?;
+                    }
+                    Ok::<_, BoxError>(())
+                });
+            }
+            while let Some(done) = tasks.join_next().await {
+                done??;
+            }
+            Ok(())
+        };
+        let figure =
+            server_us_per(stats, each * TASKS, by_hand_commands(name), Box::pin(run)).await?;
+        push(samples, name, "loaded_cycle", figure);
     }
     let run = async {
         let mut tasks = tokio::task::JoinSet::new();
@@ -537,6 +653,16 @@ fn main() -> Result<(), BoxError> {
             figures.insert(format!("native_over_script_{what}_{kind}"), ratio);
         }
     }
+    for what in ["cycle", "loaded_cycle"] {
+        for kind in ["server", "exec"] {
+            for floor in ["peers", "before"] {
+                let get = |k: String| figures.get(&k).copied().unwrap_or(f64::NAN);
+                let ratio = get(format!("native_{what}_{kind}_us"))
+                    / get(format!("{floor}_{what}_{kind}_us"));
+                figures.insert(format!("native_over_{floor}_{what}_{kind}"), ratio);
+            }
+        }
+    }
     report(&figures, rounds, n, hold);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
     std::fs::create_dir_all(&dir)?;
@@ -577,6 +703,29 @@ fn report(figures: &BTreeMap<String, f64>, rounds: usize, n: usize, hold: Durati
         );
     }
     println!("(loaded_cycle: {TASKS} tasks cycling at once on distinct keys, one handle)");
+    println!("\nour cycle (native: the acquire transaction) against the cycles sent by hand:");
+    println!(
+        "{:<26} {:>8} {:>6} | {:>8} {:>6}",
+        "", "exec", "ours/", "all CPU", "ours/"
+    );
+    for (floor, what) in [
+        ("peers", "peers: SET NX PX + compare-del.lua"),
+        ("before", "before: acquire-with-retry.lua"),
+    ] {
+        for cycle in ["cycle", "loaded_cycle"] {
+            println!(
+                "{:<26} {:>8.2} {:>6.2} | {:>8.2} {:>6.2}",
+                format!("{what} ({cycle})")
+                    .chars()
+                    .take(26)
+                    .collect::<String>(),
+                fig(&format!("{floor}_{cycle}_exec_us")),
+                fig(&format!("native_over_{floor}_{cycle}_exec")),
+                fig(&format!("{floor}_{cycle}_server_us")),
+                fig(&format!("native_over_{floor}_{cycle}_server")),
+            );
+        }
+    }
     println!("\nleases held {:.0} s at ttl 1 s:", hold.as_secs_f64());
     println!(
         "{:<16} {:>12} {:>12} {:>14} {:>6} {:>13} {:>13}",

@@ -27,7 +27,7 @@ use crate::machine::lease::{LeaseState, Sending};
 use crate::machine::native::{NativeCommands, Offered};
 use crate::machine::reply::Confirmed;
 use crate::machine::settings::Settings;
-use crate::machine::transact::{self, Read, Transaction};
+use crate::machine::transact::{self, ClockQuestion, Read, Transaction};
 use crate::{Invocation, LockError};
 
 /// One server, or a Cluster through one cluster connection.
@@ -102,11 +102,14 @@ where
         keys: &Keys,
         token: &str,
     ) -> Result<Outcome, LockError> {
+        if let Some((question, time)) = ClockQuestion::new(settings, keys, &self.offered) {
+            let mut conn = self.conn.clone();
+            let asked = async { Ok(time.query_async(&mut conn).await?) };
+            let answer = self.met(bounded(settings.response_timeout, asked).await);
+            question.answered(answer.ok().as_ref(), &self.offered);
+        }
         let sent = Instant::now();
-        let transaction = (!settings.queued(keys))
-            .then(|| Transaction::new(settings, keys, token, &self.offered))
-            .flatten();
-        if let Some(txn) = transaction {
+        if let Some(txn) = Transaction::new(settings, keys, token, &self.offered) {
             let mut conn = self.conn.clone();
             let read = bounded(settings.response_timeout, async {
                 loop {

@@ -2,7 +2,8 @@
 //! [`Redlock`](crate::Redlock) face runs the engine on.
 //!
 //! The algorithm of the Redis "Distributed Locks with Redis" page. An attempt runs
-//! acquire-with-retry.lua on every master in parallel, each bounded by a per-node
+//! on every master in parallel (the acquire transaction, or acquire-with-retry.lua
+//! where a master refuses it: [`crate::machine::transact`]), each bounded by a per-node
 //! timeout much smaller than the TTL, so a node that is down or stalled costs at most
 //! that timeout. The attempt succeeds when a majority (N/2+1) granted it and the lease
 //! is still valid: validity = ttl − elapsed − (ttl·1% + 2 ms), counted on this

@@ -405,6 +405,8 @@ impl crate::machine::lease::LeaseState {
 impl Settings {
     /// acquire-with-retry.lua: take `keys` for `token` with the handle's ttl (in fair
     /// mode fair-queue.lua's `acquire` without a ticket, which never jumps the queue).
+    /// A plain lock's attempt goes as the acquire transaction instead where it can
+    /// ([`crate::machine::transact`]); this is its script otherwise.
     pub(crate) fn acquire_call(&self, keys: &Keys, token: &str) -> crate::Invocation<Acquired> {
         if self.queued(keys) {
             return self

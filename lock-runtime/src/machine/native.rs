@@ -22,8 +22,9 @@
 //! changes nothing and answers "not held"; an error reply means not done. A release's
 //! outcome is its delete's reply: the notification sent beside it never undoes or
 //! repeats it, and one refused (a user without the channel or `PUBLISH`) is logged once
-//! per handle while waiters poll. Only a plain lock's renewal and release are native;
-//! acquiring, handover, the fair queue, fencing counters and guarded scripts stay
+//! per handle while waiters poll. Only a plain lock's renewal and release are native
+//! here; its acquire is a transaction of commands every server has
+//! ([`crate::machine::transact`]); handover, the fair queue and guarded scripts stay
 //! scripts.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
@@ -370,11 +371,11 @@ impl Offered {
     }
 
     /// What the server's clock reads when this process's reads `local_us`, by the last
-    /// `TIME` seen (this process's own clock before any), in microseconds.
-    pub(crate) fn server_clock(&self, local_us: u64) -> u64 {
+    /// `TIME` seen, in microseconds; `None` before any.
+    pub(crate) fn server_clock(&self, local_us: u64) -> Option<u64> {
         match self.clock_offset.load(Ordering::Relaxed) {
-            UNKNOWN => local_us,
-            offset => local_us.saturating_add_signed(offset),
+            UNKNOWN => None,
+            offset => Some(local_us.saturating_add_signed(offset)),
         }
     }
 

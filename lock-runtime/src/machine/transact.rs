@@ -58,6 +58,14 @@ use crate::machine::limit::millis;
 use crate::machine::native::{NativeCommands, Offered};
 use crate::machine::settings::Settings;
 
+/// How far ahead of the server's clock (as last seen) a restarted counter starts, in
+/// microseconds: the transaction reaches the server a little after it is built, and a
+/// start the server's clock has passed by then costs the grant a raise (a second round
+/// trip). Ahead by this and a round trip at most, far less than any counter's idle
+/// time before a restart (its lease and the retention), which is what keeps tokens
+/// rising across restarts.
+const AHEAD_US: u64 = 1_000;
+
 /// One acquire transaction, built for one attempt.
 pub(crate) struct Transaction {
     pipe: redis::Pipeline,
@@ -79,6 +87,42 @@ pub(crate) enum Read {
     Refused,
 }
 
+/// Whether an attempt of `keys` goes as the transaction: a plain lock, native commands
+/// allowed, and the server has not refused the transaction on this connection.
+fn goes(settings: &Settings, keys: &Keys, offered: &Offered) -> bool {
+    settings.native && !settings.queued(keys) && !offered.refuses_transaction()
+}
+
+/// The server's clock, asked once per connection before its first transaction (`TIME`
+/// alone), so that the first counter it restarts starts at the server's clock too.
+pub(crate) struct ClockQuestion {
+    sent: u64,
+}
+
+impl ClockQuestion {
+    /// The question and its command, when an attempt of `keys` will go as the
+    /// transaction and the connection has not seen the server's clock yet.
+    pub(crate) fn new(
+        settings: &Settings,
+        keys: &Keys,
+        offered: &Offered,
+    ) -> Option<(Self, redis::Cmd)> {
+        if !goes(settings, keys, offered) || offered.server_clock(0).is_some() {
+            return None;
+        }
+        let sent = local_us();
+        Some((Self { sent }, redis::cmd("TIME")))
+    }
+
+    /// Tells `offered` the server's clock from `reply` (nothing when it failed: the
+    /// attempt then goes as the script).
+    pub(crate) fn answered(self, reply: Option<&Value>, offered: &Offered) {
+        if let Some(server_us) = reply.and_then(server_time) {
+            offered.saw_clock(self.sent, server_us);
+        }
+    }
+}
+
 /// This process's clock in microseconds since the Unix epoch.
 fn local_us() -> u64 {
     let since = SystemTime::now()
@@ -97,11 +141,14 @@ impl Transaction {
         token: &str,
         offered: &Offered,
     ) -> Option<Self> {
-        if !settings.native || offered.refuses_transaction() {
+        if !goes(settings, keys, offered) {
             return None;
         }
         let built = local_us();
-        let start = offered.server_clock(built);
+        // Without the server's clock (its question failed), the script: a counter this
+        // attempt restarted from this process's clock alone could start ahead of the
+        // server's by any amount.
+        let start = offered.server_clock(built)?.saturating_add(AHEAD_US);
         let life = settings.fence_lifetime(settings.ttl);
         let mut pipe = redis::Pipeline::with_capacity(9);
         pipe.ignore_errors();
@@ -390,7 +437,7 @@ mod tests {
         ));
         // The connection learnt the server's clock: a process behind it starts counters
         // at the server's clock from now on.
-        assert!(offered.server_clock(9_500_000) >= 9_000_000);
+        assert!(offered.server_clock(9_500_000).unwrap() >= 9_000_000);
     }
 
     #[test]

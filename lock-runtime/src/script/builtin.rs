@@ -20,6 +20,12 @@ use crate::lock_script;
 /// Returns `(1, fence)` when acquired, `(0, pttl)` when another owner holds it; an error
 /// reply starting with `WRONGKIND` while readers or permits of the same name hold it.
 ///
+/// A plain lock's attempts go as one `MULTI`/`EXEC` of the server's own commands with
+/// the same meaning, a quarter of this script's server time; this script runs where
+/// that cannot go: native commands turned off (`native_commands(false)`), a lock user
+/// whose ACL refuses one of the transaction's commands, a sync Redis Cluster
+/// connection (which takes no pipeline).
+///
 /// ```no_run
 /// # fn main() -> Result<(), lockscript::LockError> {
 /// let client = redis::Client::open("redis://127.0.0.1:6390/")?;

@@ -14,7 +14,7 @@ use crate::machine::lease::{LeaseState, Sending};
 use crate::machine::native::{NativeCommands, Offered, Question};
 use crate::machine::reply::Confirmed;
 use crate::machine::settings::Settings;
-use crate::machine::transact::{self, Read, Transaction};
+use crate::machine::transact::{self, ClockQuestion, Read, Transaction};
 use crate::{Invocation, LockError};
 
 /// Re-opens a connection that broke, within the given time.
@@ -294,10 +294,15 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
         let (settings, keys, token) = (of.settings, of.keys, of.token.as_str());
         let sent = Instant::now();
         self.with(Some(limit), |c| {
-            let transaction = (!settings.queued(keys)
-                && redis::ConnectionLike::supports_pipelining(c))
-            .then(|| Transaction::new(settings, keys, token, &self.offered))
-            .flatten();
+            let pipelines = redis::ConnectionLike::supports_pipelining(c);
+            if pipelines
+                && let Some((question, time)) = ClockQuestion::new(settings, keys, &self.offered)
+            {
+                question.answered(time.query(c).ok().as_ref(), &self.offered);
+            }
+            let transaction = pipelines
+                .then(|| Transaction::new(settings, keys, token, &self.offered))
+                .flatten();
             if let Some(txn) = transaction {
                 let replies = txn.pipe().query(c).map_err(LockError::from);
                 match txn.read(replies, keys, sent, &self.offered) {
