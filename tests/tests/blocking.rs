@@ -410,11 +410,12 @@ fn a_late_reply_is_never_read_as_the_next_commands() {
 /// A call that needs several commands (EVALSHA, then SCRIPT LOAD and EVALSHA after
 /// `NOSCRIPT`) still ends within one response timeout: each command gets only what is
 /// left of it. Replies delayed 150 ms each would take 450 ms; the call gives up at 300.
+/// (The acquire goes as its script here: the transaction needs no script.)
 #[test]
 fn a_call_that_needs_the_script_loaded_ends_within_the_response_timeout() {
     let (server, proxy, locks) = behind_a_proxy();
     let timeout = Duration::from_millis(300);
-    let locks = locks.response_timeout(timeout);
+    let locks = locks.response_timeout(timeout).native_commands(false);
     // Open the handle's connection first (a re-open shares the timeout too).
     let warm = locks.try_lock("warm").unwrap().expect("free");
     warm.release().unwrap();

@@ -171,9 +171,15 @@ async fn a_holder_passed_by_refused_attempts_still_runs_its_guarded_script() {
         assert!(other.try_lock("orders:42").await.unwrap().is_none());
     }
     let counter: u64 = conn.get("lock:{orders:42}:fence").await.unwrap();
-    assert!(counter > holder.fencing_token(), "refused attempts moved it on");
+    assert!(
+        counter > holder.fencing_token(),
+        "refused attempts moved it on"
+    );
     assert_eq!(
-        bump(&holder, DATA, 5).invoke_async(&mut conn).await.unwrap(),
+        bump(&holder, DATA, 5)
+            .invoke_async(&mut conn)
+            .await
+            .unwrap(),
         5
     );
     assert!(!holder.is_lost());

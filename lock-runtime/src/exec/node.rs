@@ -92,50 +92,61 @@ where
     }
 
     /// One attempt for `token`: a plain lock's as the acquire transaction where it
-    /// goes (see [`crate::machine::transact`]: raising a restarted counter before the
-    /// grant counts, or as the script at once when the server refuses it), any other
-    /// as its script; each call bounded by the response timeout, and retried within it
-    /// while the server refuses it for now.
+    /// goes (see [`crate::machine::transact`]: the server's clock asked first on a new
+    /// connection, a restarted counter raised before the grant counts, the script at
+    /// once when the server refuses the transaction), any other as its script. All of
+    /// it within one response timeout, retried within it while the server refuses it
+    /// for now.
     pub(crate) async fn attempt(
         &self,
         settings: &Settings,
         keys: &Keys,
         token: &str,
     ) -> Result<Outcome, LockError> {
+        let sent = Instant::now();
+        let attempt = self.attempt_unbounded(settings, keys, token, sent);
+        self.met(bounded(settings.response_timeout, attempt).await)
+    }
+
+    async fn attempt_unbounded(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+        token: &str,
+        sent: Instant,
+    ) -> Result<Outcome, LockError> {
+        let mut conn = self.conn.clone();
         if let Some((question, time)) = ClockQuestion::new(settings, keys, &self.offered) {
-            let mut conn = self.conn.clone();
-            let asked = async { Ok(time.query_async(&mut conn).await?) };
-            let answer = self.met(bounded(settings.response_timeout, asked).await);
+            let answer = time.query_async(&mut conn).await;
             question.answered(answer.ok().as_ref(), &self.offered);
         }
-        let sent = Instant::now();
         if let Some(txn) = Transaction::new(settings, keys, token, &self.offered) {
-            let mut conn = self.conn.clone();
-            let read = bounded(settings.response_timeout, async {
-                loop {
-                    let replies = txn.pipe().query_async(&mut conn).await;
-                    match txn.read(replies.map_err(LockError::from), keys, sent, &self.offered) {
-                        Read::Outcome(Err(e)) if e.is_retry_later() => {
-                            self.offered.met(&e);
-                            tokio::time::sleep(RETRY_LATER).await;
-                        }
-                        read => return Ok(read),
+            loop {
+                let replies = txn.pipe().query_async(&mut conn).await;
+                match txn.read(replies.map_err(LockError::from), keys, sent, &self.offered) {
+                    Read::Outcome(Err(e)) if e.is_retry_later() => {
+                        self.offered.met(&e);
+                        tokio::time::sleep(RETRY_LATER).await;
                     }
+                    Read::Outcome(outcome) => return outcome,
+                    Read::Raise { floor } => {
+                        let raise = settings.raise_fence_call(keys, floor);
+                        return Ok(transact::raised(raise.invoke_async(&mut conn).await, sent));
+                    }
+                    Read::Refused => break,
                 }
-            })
-            .await;
-            match self.met(read)? {
-                Read::Outcome(outcome) => return self.met(outcome),
-                Read::Raise { floor } => {
-                    let raise = settings.raise_fence_call(keys, floor);
-                    return Ok(transact::raised(self.run(settings, raise).await, sent));
-                }
-                Read::Refused => {}
             }
         }
         let call = settings.acquire_call(keys, token);
-        let reply = self.run(settings, call).await?;
-        Ok(Outcome::from_reply(reply, sent))
+        loop {
+            match call.invoke_async(&mut conn).await {
+                Err(e) if e.is_retry_later() => {
+                    self.offered.met(&e);
+                    tokio::time::sleep(RETRY_LATER).await;
+                }
+                reply => return Ok(Outcome::from_reply(reply?, sent)),
+            }
+        }
     }
 
     /// `reply`, noted: see [`Offered::met`].

@@ -22,9 +22,12 @@ pub(crate) type Reopen<C> = Arc<dyn Fn(Duration) -> redis::RedisResult<C> + Send
 /// Applies a response timeout to a connection.
 pub(crate) type Tune<C> = Arc<dyn Fn(&C, Duration) -> redis::RedisResult<()> + Send + Sync>;
 /// Sends a pipeline of `n` commands and reads its `n` replies one by one, each read
-/// given what is left until the deadline ([`read_each`] for a `redis::Connection`).
+/// given what is left until the deadline, the first shared with the requests ahead whose
+/// replies are still to come ([`read_each`] for a `redis::Connection`).
 pub(crate) type ReadEach<C> = Arc<
-    dyn Fn(&mut C, &[u8], usize, Instant) -> redis::RedisResult<Vec<redis::Value>> + Send + Sync,
+    dyn Fn(&mut C, &[u8], usize, u32, Instant) -> redis::RedisResult<Vec<redis::Value>>
+        + Send
+        + Sync,
 >;
 /// Has a claimed question asked in the background, bounded by at most the given
 /// response timeout (see [`Conn::ask`]).
@@ -289,11 +292,13 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
     /// A plain lock's goes as the acquire transaction where the connection takes a
     /// pipeline (not a sync Redis Cluster connection) and the server does not refuse
     /// it (see [`crate::machine::transact`]), a restarted counter raised before the
-    /// grant counts; any other as its script. All within `limit`.
+    /// grant counts; any other as its script. All within `limit`, the transaction's
+    /// replies read as a batch's ([`with_batch`](Self::with_batch)): they come together,
+    /// and a share of the time each would cut a reply late by a tenth of the bound.
     pub(crate) fn acquire(&self, of: Owner<'_>, limit: Duration) -> Result<Outcome, LockError> {
         let (settings, keys, token) = (of.settings, of.keys, of.token.as_str());
         let sent = Instant::now();
-        self.with(Some(limit), |c| {
+        self.with_batch(Some(limit), |c| {
             let pipelines = redis::ConnectionLike::supports_pipelining(c);
             if pipelines
                 && let Some((question, time)) = ClockQuestion::new(settings, keys, &self.offered)
@@ -473,11 +478,16 @@ pub(crate) struct Bounded<'a, C> {
 /// (redis-rs reads every reply of a pipeline with the socket's whole timeout afresh: a
 /// batch of 16 renewals to a silent server took 1.4 s of a 500 ms bound.) Replies and
 /// errors as `req_packed_commands` gives them: the first read that failed fails the
-/// whole.
+/// whole. The first read skips the late replies of the `ahead` requests that gave up
+/// before it (the client counts them), each request's replies arriving together and
+/// each wait of the socket starting afresh: it is given the `ahead + 1`th part of what
+/// is left, so those waits together stay within the deadline (a late transaction's
+/// replies made the next call wait 908 ms of a 500 ms bound).
 pub(crate) fn read_each(
     conn: &mut redis::Connection,
     cmd: &[u8],
     count: usize,
+    ahead: u32,
     deadline: Instant,
 ) -> redis::RedisResult<Vec<redis::Value>> {
     conn.send_packed_command(cmd)?;
@@ -485,7 +495,10 @@ pub(crate) fn read_each(
     let mut first_error = None;
     let mut read = 0;
     while read < count {
-        let left = deadline.saturating_duration_since(Instant::now());
+        let mut left = deadline.saturating_duration_since(Instant::now());
+        if read == 0 {
+            left /= ahead.saturating_add(1);
+        }
         conn.set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
         match conn.recv_response() {
             // RESP3 pushes come between replies; they answer nothing.
@@ -665,7 +678,13 @@ impl<C: redis::ConnectionLike> redis::ConnectionLike for Bounded<'_, C> {
             Some(read_each) if self.batch && offset == 0 => {
                 // The socket's timeouts are read_each's now.
                 self.held.applied = None;
-                read_each(&mut self.held.conn, cmd, count, self.deadline)
+                read_each(
+                    &mut self.held.conn,
+                    cmd,
+                    count,
+                    self.held.stale,
+                    self.deadline,
+                )
             }
             _ => self.held.conn.req_packed_commands(cmd, offset, count),
         };
