@@ -111,7 +111,7 @@ async fn connect_cluster_grants_fences_and_wakes_waiters_on_every_master() {
             .await
             .unwrap()
             .unwrap_or_else(|e| panic!("{name} on node {master}: {e}"));
-        assert!(second.fencing_token() >= f0 + 1);
+        assert!(second.fencing_token() > f0);
         assert!(second.attempts() <= 3, "attempts {}", second.attempts());
         second.release().await.unwrap();
 
@@ -190,7 +190,7 @@ async fn notifications_move_to_another_node_when_theirs_stops() {
         .await
         .unwrap()
         .expect("woken through the other node");
-    assert!(guard.fencing_token() >= f0 + 1);
+    assert!(guard.fencing_token() > f0);
     guard.release().await.unwrap();
 }
 
@@ -236,7 +236,7 @@ async fn wait_for_replicas_confirms_or_releases_the_grant() {
         );
         guard.release().await.unwrap();
         let guard = one.lock(name).await.unwrap();
-        assert!(guard.fencing_token() >= f0 + 1);
+        assert!(guard.fencing_token() > f0);
         last_fence.push(guard.fencing_token());
         guard.release().await.unwrap();
     }
@@ -611,9 +611,11 @@ async fn contention_resumes_after_a_master_failover() {
     }
     // Where releases are scripts (no DELIFEQ, no DELEX), the new master's script cache
     // was refilled by the fallback to EVAL.
-    let native_releases = (handles.first())
-        .and_then(|h| h.offered_commands())
-        .is_some_and(|n| n.releases());
+    let offered = handles.first().and_then(|h| {
+        let found: Option<lockscript::NativeCommands> = h.offered_commands();
+        found
+    });
+    let native_releases = offered.is_some_and(|n| n.releases());
     assert!(
         native_releases || has_release_script(&cluster, heir),
         "the new master's script cache was refilled"

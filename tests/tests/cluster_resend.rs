@@ -210,7 +210,11 @@ async fn connect_cluster_never_re_sends_a_script_after_an_io_error() {
 async fn redis_rs_default_retries_re_send_a_script_after_an_io_error_and_orphan_the_grant() {
     let cluster = RedisCluster::start(3, 0);
     let (master, proxy) = proxy_the_master_of(&cluster, KEY);
-    let locks = Locks::new(cluster.async_connection().await).ttl(TTL);
+    // The acquire script, as the hazard was found with it (the acquire transaction is
+    // re-sent the same way).
+    let locks = Locks::new(cluster.async_connection().await)
+        .ttl(TTL)
+        .native_commands(false);
     let f0 = warm_up(&locks).await;
     let mut conn = cluster.node(master).connection();
     start_recording(&mut conn);

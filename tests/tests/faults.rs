@@ -323,7 +323,7 @@ async fn a_paused_holder_process_is_refused_after_it_resumes() {
     );
     let locks = Locks::connect(&server.client()).await.unwrap();
     let guard = within("the takeover", locks.lock("report")).await.unwrap();
-    assert!(guard.fencing_token() >= hold + 1);
+    assert!(guard.fencing_token() > hold);
     let mut conn = server.multiplexed().await;
     let written = fenced_set(
         "report:data",
@@ -388,7 +388,7 @@ async fn a_grant_whose_reply_comes_after_its_validity_is_released() {
     let counted: Option<u64> = direct.get("lock:{slow}:fence").await.unwrap();
     let counted = counted.expect("the late grant ran: the counter exists");
     let guard = locks.try_lock("slow").await.unwrap().expect("free");
-    assert!(guard.fencing_token() >= counted + 1);
+    assert!(guard.fencing_token() > counted);
     guard.release().await.unwrap();
 }
 

@@ -56,7 +56,21 @@ impl ConnectionLike for SlowNetwork {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        self.inner.req_packed_commands(cmd, offset, count)
+        // A plain lock's attempt: its MULTI/EXEC.
+        let acquire = cmd.cmd_iter().any(|c| {
+            c.args_iter()
+                .next()
+                .is_some_and(|a| matches!(a, redis::Arg::Simple(b) if b == b"MULTI"))
+        });
+        let hold = if self.slow_acquire.load(Ordering::SeqCst) && acquire {
+            Duration::from_millis(150)
+        } else {
+            Duration::ZERO
+        };
+        Box::pin(async move {
+            tokio::time::sleep(hold).await;
+            self.inner.req_packed_commands(cmd, offset, count).await
+        })
     }
 
     fn get_db(&self) -> i64 {

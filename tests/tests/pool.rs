@@ -18,11 +18,9 @@ const CALL_SLACK: Duration = Duration::from_millis(250);
 /// How long apart a background release tries at most (its backoff's cap).
 const RETRY_CAP: Duration = Duration::from_secs(1);
 
-fn sha1_of_acquire() -> &'static str {
-    lockscript::builtin::acquire("k", "f", "h", "t", 1, 1)
-        .script()
-        .sha1()
-}
+/// What marks a plain lock's attempt on the wire: its `MULTI`/`EXEC` (no other call of
+/// the lock sends `MULTI`).
+const ACQUIRE: &[u8] = b"MULTI";
 
 /// Issue 37, defect 6. A `try_lock`'s attempt is held up 1.2 s on its connection, past
 /// the 500 ms response timeout: the call fails, and the grant the attempt makes when it
@@ -43,7 +41,7 @@ async fn a_grant_made_by_an_attempt_delayed_on_one_connection_of_a_pool_is_relea
     warm.release().await.unwrap();
 
     let delay = Duration::from_millis(1_200);
-    proxy.delay_request_to(sha1_of_acquire().as_bytes(), delay);
+    proxy.delay_request_to(ACQUIRE, delay);
     let started = Instant::now();
     let err = locks.try_lock("o").await.unwrap_err();
     assert!(matches!(err, LockError::Redis(_)), "{err:?}");

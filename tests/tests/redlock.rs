@@ -54,7 +54,7 @@ async fn a_majority_grants_and_fencing_tokens_rise() {
     first.release().await.unwrap();
     assert_eq!(holders(&servers, "lock:{orders}"), 0);
     let second = redlock.lock("orders").await.unwrap();
-    assert!(second.fencing_token() >= f0 + 1);
+    assert!(second.fencing_token() > f0);
     second.release().await.unwrap();
 }
 

@@ -161,7 +161,7 @@ async fn the_lock_cycle_works_over_tls_and_a_wrong_ca_is_refused() {
         released.elapsed() < Duration::from_secs(2),
         "woken by the notification, not the 30 s backoff"
     );
-    assert!(next.fencing_token() >= f0 + 1);
+    assert!(next.fencing_token() > f0);
     next.release().await.unwrap();
     drop(server.connection()); // the plain port is only the harness's
 

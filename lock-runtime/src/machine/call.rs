@@ -303,6 +303,7 @@ impl LeaseCalls {
 
     /// Each call's answer, in order, once the rounds end: see [`rest`](Self::rest)
     /// (none handed out before).
+    #[cfg_attr(not(any(test, feature = "blocking")), allow(dead_code))]
     pub(crate) fn answers(self, timeout: Duration) -> Vec<Result<Confirmed, LockError>> {
         self.rest(timeout)
             .into_iter()
@@ -629,8 +630,10 @@ impl Settings {
         .reply_as()
     }
 
-    /// raise-fence.lua: raise the counter of `keys` to at least `floor`.
-    #[cfg(feature = "redlock")]
+    /// raise-fence.lua: raise the counter of `keys` to at least `floor` (a Redlock
+    /// grant's majority; a counter an acquire transaction restarted behind the server's
+    /// clock).
+    #[cfg(any(feature = "tokio", feature = "blocking"))]
     pub(crate) fn raise_fence_call(&self, keys: &Keys, floor: u64) -> crate::Invocation<i64> {
         crate::script::builtin::raise_fence(&keys.fence, floor, self.fence_lifetime(self.ttl))
             .delivery(self.delivery)

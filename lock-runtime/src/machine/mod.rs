@@ -33,5 +33,6 @@ pub(crate) mod retry;
 pub(crate) mod schedule;
 pub(crate) mod settings;
 pub(crate) mod token;
+#[cfg_attr(not(any(feature = "tokio", feature = "blocking")), allow(dead_code))]
 pub(crate) mod transact;
 pub(crate) mod wait;

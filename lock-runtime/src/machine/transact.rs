@@ -223,13 +223,13 @@ impl Transaction {
                 return Read::Outcome(Err(cause));
             }
         };
-        let Ok([set, started, incr, _pexpire, pttl, exists, time]) =
+        let Ok([claim, started, incr, _pexpire, pttl, exists, time]) =
             <[redis::RedisResult<Value>; 7]>::try_from(results)
         else {
             return Read::Outcome(Err(unexpected(&Value::Nil)));
         };
-        let set = match set {
-            Ok(set) => set,
+        let claim = match claim {
+            Ok(claim) => claim,
             // No grant (a key of another type, a refused write): the attempt's error.
             Err(e) => return Read::Outcome(Err(e.into())),
         };
@@ -242,15 +242,15 @@ impl Transaction {
         if let Some(server_us) = server_us {
             offered.saw_clock(self.built, server_us);
         }
-        if matches!(set, Value::Nil) {
+        if matches!(claim, Value::Nil) {
             let remaining = match pttl {
                 Value::Int(ms) => u64::try_from(ms).ok().map(std::time::Duration::from_millis),
                 _ => None,
             };
             return Read::Outcome(Ok(Outcome::Held { remaining }));
         }
-        if !matches!(set, Value::Okay) {
-            return Read::Outcome(Err(unexpected(&set)));
+        if !matches!(claim, Value::Okay) {
+            return Read::Outcome(Err(unexpected(&claim)));
         }
         // Granted: from here on, a reply that cannot be trusted undoes the grant.
         if matches!(exists, Value::Int(n) if n > 0) {
@@ -265,19 +265,20 @@ impl Transaction {
             Ok(other) => return Read::Outcome(Ok(Outcome::Undone(unexpected(&other)))),
             Err(e) => return Read::Outcome(Ok(Outcome::Undone(e.into()))),
         };
-        let restarted = matches!(started, Value::Okay);
+        if !matches!(started, Value::Okay) {
+            return Read::Outcome(Ok(Outcome::Granted { fence, sent }));
+        }
+        // This attempt restarted the counter.
         match server_us {
-            Some(server_us) if restarted && server_us >= self.start => Read::Raise {
+            Some(server_us) if server_us >= self.start => Read::Raise {
                 floor: server_us.saturating_add(1),
             },
             Some(_) => Read::Outcome(Ok(Outcome::Granted { fence, sent })),
-            // Restarted from this process's clock, the server's unknown: no token is
-            // sure to be above every earlier one.
-            None if restarted => Read::Outcome(Ok(Outcome::Undone(match time {
+            // The server's clock unknown: no token is sure to be above every earlier one.
+            None => Read::Outcome(Ok(Outcome::Undone(match time {
                 Err(e) => e.into(),
                 Ok(other) => unexpected(&other),
             }))),
-            None => Read::Outcome(Ok(Outcome::Granted { fence, sent })),
         }
     }
 }
@@ -322,11 +323,11 @@ mod tests {
     use super::*;
     use std::time::Instant;
 
-    fn ok_replies(exec: Vec<Value>) -> Result<Vec<redis::RedisResult<Value>>, LockError> {
+    fn ok_replies(exec: Vec<Value>) -> Vec<redis::RedisResult<Value>> {
         let mut replies = vec![Ok(Value::Okay)];
         replies.extend((0..7).map(|_| Ok(Value::SimpleString("QUEUED".into()))));
         replies.push(Ok(Value::Array(exec)));
-        Ok(replies)
+        replies
     }
 
     fn time(us: u64) -> Value {
@@ -347,7 +348,7 @@ mod tests {
         let keys = Settings::default().keys("orders").unwrap();
         let offered = Offered::default();
         let now = Instant::now();
-        let read = |t: &Transaction, exec| t.read(ok_replies(exec), &keys, now, &offered);
+        let read = |t: &Transaction, exec| t.read(Ok(ok_replies(exec)), &keys, now, &offered);
         let (ok, nil, int) = (Value::Okay, Value::Nil, Value::Int);
         // Free, the counter alive: granted with INCR's value.
         let r = read(
@@ -442,6 +443,7 @@ mod tests {
 
     #[test]
     fn a_refused_command_sends_the_script_and_another_error_is_the_attempts() {
+        use redis::ServerErrorKind::{ExecAbort, NoPerm, ReadOnly};
         let keys = Settings::default().keys("orders").unwrap();
         let offered = Offered::default();
         let err = |kind, detail: &str| -> redis::RedisResult<Value> {
@@ -451,7 +453,6 @@ mod tests {
                 detail.to_owned(),
             )))
         };
-        use redis::ServerErrorKind::{ExecAbort, NoPerm, ReadOnly};
         let aborted = |cause: redis::RedisResult<Value>| {
             let mut replies = vec![Ok(Value::Okay), Ok(Value::SimpleString("QUEUED".into()))];
             replies.push(cause);
@@ -486,5 +487,43 @@ mod tests {
         );
         assert!(matches!(r, Read::Outcome(Err(_))));
         assert!(!offered.refuses_transaction());
+    }
+
+    /// MULTI refused (an ACL of an earlier version): the server ran each command as it
+    /// came; their replies are read the same way, and the connection moves to the script.
+    #[test]
+    fn commands_that_ran_one_by_one_read_as_the_transaction() {
+        let keys = Settings::default().keys("orders").unwrap();
+        let offered = Offered::default();
+        let refused = redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm),
+            "server error",
+            "this user has no permissions to run the 'multi' command".to_owned(),
+        ));
+        let exec = redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
+            "server error",
+            "EXEC without MULTI".to_owned(),
+        ));
+        let mut replies = vec![Err(refused)];
+        replies.extend(
+            [
+                Value::Okay,
+                Value::Nil,
+                Value::Int(77),
+                Value::Int(1),
+                Value::Int(30_000),
+                Value::Int(0),
+                time(5_000_000),
+            ]
+            .map(Ok),
+        );
+        replies.push(Err(exec));
+        let r = txn(5_000_000).read(Ok(replies), &keys, Instant::now(), &offered);
+        assert!(matches!(
+            r,
+            Read::Outcome(Ok(Outcome::Granted { fence: 77, .. }))
+        ));
+        assert!(offered.refuses_transaction(), "the script from now on");
     }
 }
