@@ -275,7 +275,8 @@ fn a_native_refusal_taken_for_an_error_is_found_as_an_untouched_lease_lost() {
     let report = search("native refusal unseen, planted", &one);
     let violation = report.violation.expect("the planted defect is found");
     assert_eq!(violation.rule, Property::Kept.name(), "{violation}");
-    assert!(violation.actions <= 18, "a short history: {violation}");
+    // Two of them the connection's clock question before its first acquire transaction.
+    assert!(violation.actions <= 20, "a short history: {violation}");
     one.events.downgrades = 0;
     clean("native refusal unseen, planted, no downgrade", &one);
 }
@@ -319,7 +320,8 @@ fn a_refused_notification_taken_for_the_releases_error_is_found() {
     let report = search("notification error is the call's, planted", &one);
     let violation = report.violation.expect("the planted defect is found");
     assert_eq!(violation.rule, Property::Kept.name(), "{violation}");
-    assert!(violation.actions <= 12, "a short history: {violation}");
+    // Two of them the connection's clock question before its first acquire transaction.
+    assert!(violation.actions <= 14, "a short history: {violation}");
     // With `PUBLISH` allowed there is nothing to find, even with a fault and a second
     // client.
     one.denied = Denied::Nothing;

@@ -24,7 +24,12 @@
 //!   [`Handle::asked`]), a native command the server refuses sent again as its script in
 //!   the same call ([`Heard::Again`]), and a failure that a reconnect explains opening
 //!   the question again, an acquire's too. It runs the executors' own `LeaseCalls`
-//!   and `Offered`, with the replies a connection hands them.
+//!   and `Offered`, with the replies a connection hands them;
+//! - a plain lock's attempt as the acquire transaction, when the handle has a clock
+//!   ([`Handle::clock`]): the server's clock asked first on a new connection
+//!   ([`Ask::Time`]), the transaction ([`Ask::Transaction`]) read by the executors' own
+//!   `Transaction`, a restarted counter raised ([`Ask::Raise`]), the script when the
+//!   server refuses it; without a clock, acquire-with-retry.lua ([`Ask::Attempt`]).
 //!
 //! Owner tokens come to the model as strings. Every object has a `digest` (what a later
 //! call can depend on, the random tokens left out: the model tells states apart by it)
@@ -39,10 +44,10 @@
 //! let handle = Handle::new("m", ms(600), ms(200), ms(1_000), ms(100), true).unwrap();
 //! let t0 = Instant::now();
 //! let mut lock = handle.lock(t0);
-//! let Ask::Attempt { token, .. } = lock.next(t0) else { panic!() };
+//! let Ask::Attempt { token, .. } = lock.next(&handle, t0) else { panic!() };
 //! // ... the model's server runs the attempt for `token`, granting fence 7:
 //! lock.attempted(&handle, Reply::Answered((1, 7)), t0);
-//! let Ask::Granted(holder) = lock.next(t0) else { panic!() };
+//! let Ask::Granted(holder) = lock.next(&handle, t0) else { panic!() };
 //! assert_eq!(holder.fence(), 7);
 //! ```
 
@@ -62,6 +67,7 @@ use crate::machine::lease::{Lease, LeaseState, Sending, Status};
 use crate::machine::native::{self, NativeCommands, Offered};
 use crate::machine::reply::{Acquired, Confirmed};
 use crate::machine::settings::Settings;
+use crate::machine::transact::{self, ClockQuestion, Read, Transaction};
 
 /// A handle's settings on one lock name, as the model's clients use them, and what it
 /// found its server offers besides scripts.
@@ -75,6 +81,9 @@ pub struct Handle {
     settings: Arc<Settings>,
     keys: Keys,
     offered: Offered,
+    /// The instant this process's wall clock reads 0 µs at (the model's clocks agree):
+    /// with it, a plain lock's attempts go as the acquire transaction.
+    base: Option<Instant>,
 }
 
 impl Handle {
@@ -107,7 +116,21 @@ impl Handle {
             settings: Arc::new(settings),
             keys,
             offered: Offered::default(),
+            base: None,
         })
+    }
+
+    /// This handle's wall clock reads 0 µs at `base` and moves with the model's: its
+    /// plain attempts go as the acquire transaction (when `native`, as the faces send
+    /// it), which needs a wall clock to start a counter at.
+    ///
+    /// ```no_run
+    /// # fn f(h: lockscript::__private::model::Handle) { let _ = h.clock(std::time::Instant::now()); }
+    /// ```
+    #[must_use]
+    pub fn clock(mut self, base: Instant) -> Self {
+        self.base = Some(base);
+        self
     }
 
     /// The lease a grant asks the server for.
@@ -138,6 +161,9 @@ impl Handle {
             machine: Acquire::once(self.keys.clone(), &self.settings, now),
             settings: Arc::clone(&self.settings),
             sent: None,
+            base: self.base,
+            attempt: None,
+            queued: None,
         }
     }
 
@@ -159,6 +185,9 @@ impl Handle {
             machine,
             settings: Arc::clone(&self.settings),
             sent: None,
+            base: self.base,
+            attempt: None,
+            queued: None,
         }
     }
 
@@ -196,6 +225,7 @@ impl Handle {
             settings: Arc::clone(&self.settings),
             keys: self.keys.clone(),
             offered: self.offered.fork(),
+            base: self.base,
         }
     }
 }
@@ -500,6 +530,30 @@ pub enum Ask {
         /// When the executor gives up on the reply (then [`Reply::NoReply`]).
         give_up: Instant,
     },
+    /// Ask the server's clock (`TIME`) before the connection's first acquire
+    /// transaction; its answer goes to [`Acquisition::timed`].
+    Time {
+        /// When the executor gives up on the reply (the attempt's bound).
+        give_up: Instant,
+    },
+    /// Send the acquire transaction for `token`, a missing counter starting at
+    /// `start_us`; its answer goes to [`Acquisition::transacted`].
+    Transaction {
+        /// The attempt's fresh owner token.
+        token: String,
+        /// Where a missing counter starts.
+        start_us: u64,
+        /// When the executor gives up on the reply (the attempt's bound).
+        give_up: Instant,
+    },
+    /// Raise the counter to at least `floor` (raise-fence.lua) before the grant counts;
+    /// its answer goes to [`Acquisition::raised`].
+    Raise {
+        /// The server's clock when it granted, plus one.
+        floor: u64,
+        /// When the executor gives up on the reply (the attempt's bound).
+        give_up: Instant,
+    },
     /// Sleep until a release or the nap wakes the caller, then [`Acquisition::woke`].
     Sleep,
     /// Release this grant nobody owns in the background, then ask again.
@@ -518,21 +572,118 @@ pub struct Acquisition {
     settings: Arc<Settings>,
     /// When the attempt in flight was sent: its grant's lease counts from there.
     sent: Option<Instant>,
+    /// See [`Handle::clock`].
+    base: Option<Instant>,
+    /// The attempt in flight, when it goes as the acquire transaction.
+    attempt: Option<Attempting>,
+    /// The attempt's next step, decided by a reply.
+    queued: Option<AttemptStep>,
+}
+
+/// Where an attempt that goes as the acquire transaction stands.
+#[derive(Clone)]
+enum Attempting {
+    /// The server's clock asked first.
+    Clock {
+        question: ClockQuestion,
+        token: String,
+        give_up: Instant,
+    },
+    Transaction {
+        txn: Transaction,
+        token: String,
+        give_up: Instant,
+    },
+    Raise,
+}
+
+/// An attempt's step to ask the model for next.
+#[derive(Clone, Debug, Hash)]
+enum AttemptStep {
+    Script {
+        token: String,
+        give_up: Instant,
+    },
+    Transaction {
+        token: String,
+        start_us: u64,
+        give_up: Instant,
+    },
+    Raise {
+        floor: u64,
+        give_up: Instant,
+    },
+}
+
+impl AttemptStep {
+    fn ask(self) -> Ask {
+        match self {
+            AttemptStep::Script { token, give_up } => Ask::Attempt { token, give_up },
+            AttemptStep::Transaction {
+                token,
+                start_us,
+                give_up,
+            } => Ask::Transaction {
+                token,
+                start_us,
+                give_up,
+            },
+            AttemptStep::Raise { floor, give_up } => Ask::Raise { floor, give_up },
+        }
+    }
+}
+
+/// The acquire transaction's replies as a connection hands them, from the model
+/// server's answer to its commands.
+fn exec_replies(t: &Transacted) -> Vec<redis::RedisResult<Value>> {
+    let ok_or_nil = |yes: bool| if yes { Value::Okay } else { Value::Nil };
+    let bulk = |n: u64| Value::BulkString(n.to_string().into_bytes());
+    let int = |n: u64| Value::Int(i64::try_from(n).unwrap_or(i64::MAX));
+    let mut replies = vec![Ok(Value::Okay)];
+    replies.extend((0..7).map(|_| Ok(Value::SimpleString("QUEUED".into()))));
+    replies.push(Ok(Value::Array(vec![
+        ok_or_nil(t.granted),
+        ok_or_nil(t.started),
+        int(t.fence),
+        Value::Int(1),
+        Value::Int(t.pttl),
+        Value::Int(0),
+        Value::Array(vec![
+            bulk(t.time_us / 1_000_000),
+            bulk(t.time_us % 1_000_000),
+        ]),
+    ])));
+    replies
+}
+
+/// What the acquire transaction's commands answered, as the model's server ran them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Transacted {
+    /// The first `SET` answered `OK`: granted.
+    pub granted: bool,
+    /// The second `SET` answered `OK`: the counter started at the attempt's value.
+    pub started: bool,
+    /// `INCR`'s value.
+    pub fence: u64,
+    /// The lock key's `PTTL`.
+    pub pttl: i64,
+    /// `TIME`, microseconds.
+    pub time_us: u64,
 }
 
 impl Acquisition {
-    /// What to do next, at `now`.
-    pub fn next(&mut self, now: Instant) -> Ask {
+    /// What to do next, at `now`, on `handle`.
+    pub fn next(&mut self, handle: &Handle, now: Instant) -> Ask {
+        if let Some(step) = self.queued.take() {
+            return step.ask();
+        }
         loop {
             match self.machine.next(now) {
                 // One caller per handle: its turn comes at once.
                 Next::Turn { .. } => self.machine.turned(false, now),
                 Next::Attempt { token, limit } => {
                     self.sent = Some(now);
-                    return Ask::Attempt {
-                        token: token.as_str().to_owned(),
-                        give_up: now + limit,
-                    };
+                    return self.attempt(handle, token.as_str().to_owned(), now + limit, now);
                 }
                 Next::Sleep { .. } => return Ask::Sleep,
                 Next::Release(abandoned) => {
@@ -558,6 +709,133 @@ impl Acquisition {
                 }
             }
         }
+    }
+
+    /// This process's wall clock at `now` (see [`Handle::clock`]).
+    fn local_us(&self, now: Instant) -> Option<u64> {
+        let since = now.saturating_duration_since(self.base?);
+        Some(u64::try_from(since.as_micros()).unwrap_or(u64::MAX))
+    }
+
+    /// An attempt for `token` at `now`, cut at `give_up`: as the executors send it.
+    fn attempt(&mut self, handle: &Handle, token: String, give_up: Instant, now: Instant) -> Ask {
+        let (settings, keys) = (&self.settings, self.machine.keys());
+        if let Some(local) = self.local_us(now) {
+            if let Some((question, _)) = ClockQuestion::new(settings, keys, &handle.offered, local)
+            {
+                self.attempt = Some(Attempting::Clock {
+                    question,
+                    token,
+                    give_up,
+                });
+                return Ask::Time { give_up };
+            }
+            if let Some(txn) = Transaction::new(settings, keys, &token, &handle.offered, local) {
+                let start_us = txn.start_us();
+                self.attempt = Some(Attempting::Transaction {
+                    txn,
+                    token: token.clone(),
+                    give_up,
+                });
+                return Ask::Transaction {
+                    token,
+                    start_us,
+                    give_up,
+                };
+            }
+        }
+        Ask::Attempt { token, give_up }
+    }
+
+    /// The answer to [`Ask::Time`] (microseconds), at `now`: the transaction follows, or
+    /// the script if the clock is still unknown; no reply ends the attempt (its bound is
+    /// the whole attempt's).
+    pub fn timed(&mut self, handle: &Handle, reply: Reply<u64>, now: Instant) {
+        let Some(Attempting::Clock {
+            question,
+            token,
+            give_up,
+        }) = self.attempt.take()
+        else {
+            return;
+        };
+        if let Reply::NoReply = reply {
+            return self.acquired(
+                handle,
+                Err(LockError::no_reply(self.settings.response_timeout)),
+                now,
+            );
+        }
+        let answer = match reply {
+            Reply::Answered(us) => Some(Value::Array(vec![
+                Value::BulkString((us / 1_000_000).to_string().into_bytes()),
+                Value::BulkString((us % 1_000_000).to_string().into_bytes()),
+            ])),
+            _ => None,
+        };
+        question.answered(answer.as_ref(), &handle.offered);
+        let step = match self.attempt(handle, token, give_up, now) {
+            Ask::Transaction {
+                token,
+                start_us,
+                give_up,
+            } => AttemptStep::Transaction {
+                token,
+                start_us,
+                give_up,
+            },
+            Ask::Attempt { token, give_up } => AttemptStep::Script { token, give_up },
+            _ => return,
+        };
+        self.queued = Some(step);
+    }
+
+    /// The answer to [`Ask::Transaction`], at `now`, read by the executors' own
+    /// `Transaction`: the outcome, a raise to ask, or (refused) the script at once.
+    pub fn transacted(&mut self, handle: &Handle, reply: Reply<Transacted>, now: Instant) {
+        let Some(Attempting::Transaction {
+            txn,
+            token,
+            give_up,
+        }) = self.attempt.take()
+        else {
+            return;
+        };
+        let sent = self.sent.unwrap_or(now);
+        let replies = match reply {
+            Reply::Answered(t) | Reply::Unnotified(t) => Ok(exec_replies(&t)),
+            other => Err(other
+                .into_result(&self.settings)
+                .err()
+                .unwrap_or_else(|| LockError::no_reply(self.settings.response_timeout))),
+        };
+        match txn.read(replies, self.machine.keys(), sent, &handle.offered) {
+            Read::Outcome(outcome) => self.acquired(handle, outcome, now),
+            Read::Raise { floor } => {
+                self.attempt = Some(Attempting::Raise);
+                self.queued = Some(AttemptStep::Raise { floor, give_up });
+            }
+            Read::Refused => self.queued = Some(AttemptStep::Script { token, give_up }),
+        }
+    }
+
+    /// The answer to [`Ask::Raise`] (the counter afterwards), at `now`: the grant's
+    /// fence, or (no answer) a grant worth nothing.
+    pub fn raised(&mut self, handle: &Handle, reply: Reply<i64>, now: Instant) {
+        self.attempt = None;
+        let sent = self.sent.take().unwrap_or(now);
+        let outcome = transact::raised(reply.into_result(&self.settings), sent);
+        self.acquired(handle, Ok(outcome), now);
+    }
+
+    /// The attempt's outcome reaches the machine; a failure that a reconnect explains
+    /// opens `handle`'s question again.
+    fn acquired(&mut self, handle: &Handle, outcome: Result<Outcome, LockError>, now: Instant) {
+        self.sent = None;
+        if let Err(e) = &outcome {
+            handle.offered.met(e);
+        }
+        self.machine.acquired(outcome, now);
     }
 
     /// The attempt's reply (`(1, fence)` or `(0, pttl)`), at `now`. A failure that a
@@ -592,6 +870,21 @@ impl Acquisition {
     pub fn digest<H: Hasher>(&self, state: &mut H) {
         self.machine.digest(state);
         self.sent.hash(state);
+        let stage = match &self.attempt {
+            None => (0u8, 0u64),
+            Some(Attempting::Clock { .. }) => (1, 0),
+            Some(Attempting::Transaction { txn, .. }) => (2, txn.start_us()),
+            Some(Attempting::Raise) => (3, 0),
+        };
+        stage.hash(state);
+        match &self.queued {
+            None => 0u8.hash(state),
+            Some(AttemptStep::Script { give_up, .. }) => (1u8, give_up).hash(state),
+            Some(AttemptStep::Transaction {
+                start_us, give_up, ..
+            }) => (2u8, start_us, give_up).hash(state),
+            Some(AttemptStep::Raise { floor, give_up }) => (3u8, floor, give_up).hash(state),
+        }
     }
 
     /// A copy that goes on alone from here (the model's branches).
@@ -601,6 +894,9 @@ impl Acquisition {
             machine: self.machine.fork(),
             settings: Arc::clone(&self.settings),
             sent: self.sent,
+            base: self.base,
+            attempt: self.attempt.clone(),
+            queued: self.queued.clone(),
         }
     }
 }

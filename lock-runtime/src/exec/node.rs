@@ -116,11 +116,15 @@ where
         sent: Instant,
     ) -> Result<Outcome, LockError> {
         let mut conn = self.conn.clone();
-        if let Some((question, time)) = ClockQuestion::new(settings, keys, &self.offered) {
+        if let Some((question, time)) =
+            ClockQuestion::new(settings, keys, &self.offered, transact::local_us())
+        {
             let answer = time.query_async(&mut conn).await;
             question.answered(answer.ok().as_ref(), &self.offered);
         }
-        if let Some(txn) = Transaction::new(settings, keys, token, &self.offered) {
+        if let Some(txn) =
+            Transaction::new(settings, keys, token, &self.offered, transact::local_us())
+        {
             loop {
                 let replies = txn.pipe().query_async(&mut conn).await;
                 match txn.read(replies.map_err(LockError::from), keys, sent, &self.offered) {

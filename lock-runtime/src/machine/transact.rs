@@ -67,6 +67,7 @@ use crate::machine::settings::Settings;
 const AHEAD_US: u64 = 1_000;
 
 /// One acquire transaction, built for one attempt.
+#[derive(Clone)]
 pub(crate) struct Transaction {
     pipe: redis::Pipeline,
     /// Where a missing counter starts (`<start>` above), microseconds.
@@ -95,23 +96,25 @@ fn goes(settings: &Settings, keys: &Keys, offered: &Offered) -> bool {
 
 /// The server's clock, asked once per connection before its first transaction (`TIME`
 /// alone), so that the first counter it restarts starts at the server's clock too.
+#[derive(Clone)]
 pub(crate) struct ClockQuestion {
     sent: u64,
 }
 
 impl ClockQuestion {
     /// The question and its command, when an attempt of `keys` will go as the
-    /// transaction and the connection has not seen the server's clock yet.
+    /// transaction and the connection has not seen the server's clock yet; `local_us`
+    /// is this process's clock ([`local_us`]).
     pub(crate) fn new(
         settings: &Settings,
         keys: &Keys,
         offered: &Offered,
+        local_us: u64,
     ) -> Option<(Self, redis::Cmd)> {
         if !goes(settings, keys, offered) || offered.server_clock(0).is_some() {
             return None;
         }
-        let sent = local_us();
-        Some((Self { sent }, redis::cmd("TIME")))
+        Some((Self { sent: local_us }, redis::cmd("TIME")))
     }
 
     /// Tells `offered` the server's clock from `reply` (nothing when it failed: the
@@ -123,8 +126,9 @@ impl ClockQuestion {
     }
 }
 
-/// This process's clock in microseconds since the Unix epoch.
-fn local_us() -> u64 {
+/// This process's clock in microseconds since the Unix epoch (what the executors give
+/// [`ClockQuestion::new`] and [`Transaction::new`]; the model checker gives its own).
+pub(crate) fn local_us() -> u64 {
     let since = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
@@ -132,19 +136,21 @@ fn local_us() -> u64 {
 }
 
 impl Transaction {
-    /// The transaction for an attempt of `token` on `keys` (a plain lock), or `None`
-    /// when the script goes instead: the handle forces scripts (`native_commands(false)`),
-    /// or the server refused the transaction on this connection.
+    /// The transaction for an attempt of `token` on `keys` (a plain lock), built when
+    /// this process's clock reads `local_us` ([`local_us`]), or `None` when the script
+    /// goes instead: the handle forces scripts (`native_commands(false)`), the server
+    /// refused the transaction on this connection, or its clock is not known.
     pub(crate) fn new(
         settings: &Settings,
         keys: &Keys,
         token: &str,
         offered: &Offered,
+        local_us: u64,
     ) -> Option<Self> {
         if !goes(settings, keys, offered) {
             return None;
         }
-        let built = local_us();
+        let built = local_us;
         // Without the server's clock (its question failed), the script: a counter this
         // attempt restarted from this process's clock alone could start ahead of the
         // server's by any amount.
@@ -168,6 +174,13 @@ impl Transaction {
         pipe.cmd("TIME");
         pipe.cmd("EXEC");
         Some(Self { pipe, start, built })
+    }
+
+    /// Where a missing counter starts, microseconds (the model checker's server takes
+    /// it as data).
+    #[cfg(feature = "model")]
+    pub(crate) fn start_us(&self) -> u64 {
+        self.start
     }
 
     /// The commands, to send as one pipeline (each reply its own).

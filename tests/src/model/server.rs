@@ -24,6 +24,12 @@ pub enum Answer {
     /// renew.lua, compare-del.lua (or `SET … IFEQ`, `DELIFEQ`): whether the key held the
     /// caller's token.
     Done(bool),
+    /// `TIME`, in microseconds.
+    Time(u64),
+    /// The acquire transaction's `EXEC` (see [`Server::transact`]).
+    Transacted(Transacted),
+    /// raise-fence.lua: the counter afterwards.
+    Raised(u64),
     /// A native command the server does not have (`ERR unknown command`, `ERR syntax
     /// error`): nothing ran.
     Unknown,
@@ -34,6 +40,25 @@ pub enum Answer {
     NoPerm,
     /// `DELIFEQ`'s answer, and the `PUBLISH` beside it refused by the user's ACL.
     Unnotified(bool),
+}
+
+/// What the acquire transaction's commands answered: its first `SET` (granted), its
+/// second (`started`: the counter was missing and starts at the caller's value),
+/// `INCR`'s value, the holder's `PTTL`, `TIME`; and the server's epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Transacted {
+    /// The lock key was free and now holds the caller's token.
+    pub granted: bool,
+    /// The counter was missing: it started at the caller's value.
+    pub started: bool,
+    /// `INCR`'s value.
+    pub fence: u64,
+    /// `PTTL` of the lock key, milliseconds.
+    pub pttl: i64,
+    /// `TIME`, microseconds.
+    pub time_us: u64,
+    /// Restarts without data before this step.
+    pub epoch: u32,
 }
 
 /// What the lock user's ACL refuses.
@@ -129,16 +154,33 @@ impl Server {
             value: token.to_owned(),
             until_ms: now_ms + ttl_ms,
         });
-        self.step_us = (now_ms * 1_000).max(self.step_us + 1);
+        let now_us = self.tick_us(now_ms);
         let fence = match &self.fence {
             Some(counter) => counter.value + 1,
             None if restart_from_one => 1,
-            None => self.step_us,
+            None => now_us,
         };
         self.fence = Some(Expiring {
             value: fence,
             until_ms: now_ms + fence_ms,
         });
+        self.granted(fence);
+        Answer::Acquire(1, i64::try_from(fence).unwrap_or(i64::MAX), self.epoch)
+    }
+
+    /// The microsecond a step at `now_ms` runs at: one past the last step's at least.
+    fn tick_us(&mut self, now_ms: u64) -> u64 {
+        self.step_us = (now_ms * 1_000).max(self.step_us + 1);
+        self.step_us
+    }
+
+    /// `TIME` at `now_ms`.
+    pub fn time(&mut self, now_ms: u64) -> Answer {
+        Answer::Time(self.tick_us(now_ms))
+    }
+
+    /// A grant's fence is known: the rule that fences rise in grant order is checked.
+    fn granted(&mut self, fence: u64) {
         if fence <= self.highest && self.fence_fault.is_none() {
             self.fence_fault = Some(FenceFault {
                 before: self.highest,
@@ -146,7 +188,72 @@ impl Server {
             });
         }
         self.highest = self.highest.max(fence);
-        Answer::Acquire(1, i64::try_from(fence).unwrap_or(i64::MAX), self.epoch)
+    }
+
+    /// The acquire transaction for `token` (`MULTI`: `SET lock token NX PX ttl_ms`,
+    /// `SET fence start_us NX PX fence_ms`, `INCR fence`, `PEXPIRE fence fence_ms`,
+    /// `PTTL lock`, `EXISTS holders`, `TIME`; `EXEC`), every command run whatever the
+    /// first answered. A grant's fence is checked here unless the client raises it
+    /// first (it restarted the counter at a value the server's clock has passed: then
+    /// in [`raise`](Self::raise)). `restart_from_one` plants the counter that restarts
+    /// from 1.
+    pub fn transact(
+        &mut self,
+        token: &str,
+        ttl_ms: u64,
+        fence_ms: u64,
+        start_us: u64,
+        now_ms: u64,
+        restart_from_one: bool,
+    ) -> Answer {
+        self.expire(now_ms);
+        let time_us = self.tick_us(now_ms);
+        let granted = self.lock.is_none();
+        if granted {
+            self.lock = Some(Expiring {
+                value: token.to_owned(),
+                until_ms: now_ms + ttl_ms,
+            });
+        }
+        let started = self.fence.is_none();
+        let value = match &self.fence {
+            Some(counter) => counter.value + 1,
+            None if restart_from_one => 1,
+            None => start_us + 1,
+        };
+        self.fence = Some(Expiring {
+            value,
+            until_ms: now_ms + fence_ms,
+        });
+        let pttl = (self.lock.as_ref()).map_or(-2, |k| {
+            i64::try_from(k.until_ms.saturating_sub(now_ms)).unwrap_or(i64::MAX)
+        });
+        if granted && !(started && time_us >= start_us) {
+            self.granted(value);
+        }
+        Answer::Transacted(Transacted {
+            granted,
+            started,
+            fence: value,
+            pttl,
+            time_us,
+            epoch: self.epoch,
+        })
+    }
+
+    /// raise-fence.lua: the counter raised to at least `floor`, kept `fence_ms` from now;
+    /// its value afterwards is the fence of the grant that asked (see
+    /// [`transact`](Self::transact)).
+    pub fn raise(&mut self, floor: u64, fence_ms: u64, now_ms: u64) -> Answer {
+        self.expire(now_ms);
+        self.tick_us(now_ms);
+        let value = self.fence.as_ref().map_or(floor, |c| c.value.max(floor));
+        self.fence = Some(Expiring {
+            value,
+            until_ms: now_ms + fence_ms,
+        });
+        self.granted(value);
+        Answer::Raised(value)
     }
 
     /// renew.lua for `token`: a lease of `ttl_ms` from now, only if the key is ours.

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use lockscript::__private::model::{
     Acquisition, Ask, Belief, Command, Handle, Heard, Holder, Orphan, Out, Question, Reply,
+    Transacted,
 };
 use lockscript::LockError;
 
@@ -97,15 +98,27 @@ enum Request {
     Docs {
         question: Question,
     },
+    /// `TIME`, asked before a connection's first acquire transaction.
+    Time,
+    /// The acquire transaction, a missing counter starting at `start_us`.
+    Transaction {
+        token: String,
+        start_us: u64,
+    },
+    /// raise-fence.lua, for a grant whose counter restarted behind the server's clock.
+    Raise {
+        floor: u64,
+    },
 }
 
 impl Request {
     fn token(&self) -> Option<&str> {
         match self {
             Request::Acquire { token }
+            | Request::Transaction { token, .. }
             | Request::Renew { token, .. }
             | Request::Delete { token, .. } => Some(token),
-            Request::Docs { .. } => None,
+            Request::Docs { .. } | Request::Time | Request::Raise { .. } => None,
         }
     }
 }
@@ -307,7 +320,10 @@ impl<'c> World<'c> {
                     ms(config.fence_retention),
                     config.native,
                 )
-                .unwrap_or_else(|e| panic!("the model's settings: {e}")),
+                .unwrap_or_else(|e| panic!("the model's settings: {e}"))
+                // Its wall clock, which a plain attempt needs to go as the acquire
+                // transaction (with native commands on, as the faces send it).
+                .clock(base),
                 rounds: config.rounds,
                 acquiring: None,
                 slots: Vec::new(),
@@ -782,6 +798,11 @@ impl<'c> World<'c> {
             }
             Request::Delete { token, native } => self.server.delete_as(token, now_ms, *native),
             Request::Docs { .. } => Answer::Docs(self.server.offers),
+            Request::Time => self.server.time(now_ms),
+            Request::Transaction { token, start_us } => {
+                (self.server).transact(token, ttl, fence, *start_us, now_ms, restart_from_one)
+            }
+            Request::Raise { floor } => self.server.raise(*floor, fence, now_ms),
         };
         let label = request.token().map(|t| self.label(t)).unwrap_or_default();
         let what = || {
@@ -792,6 +813,11 @@ impl<'c> World<'c> {
                 Request::Delete { native: true, .. } => format!("DELIFEQ({label})"),
                 Request::Delete { .. } => format!("compare-del({label})"),
                 Request::Docs { .. } => "COMMAND DOCS".to_owned(),
+                Request::Time => "TIME".to_owned(),
+                Request::Transaction { start_us, .. } => {
+                    format!("MULTI acquire({label}, counter from {start_us}) EXEC")
+                }
+                Request::Raise { floor } => format!("raise-fence({floor})"),
             };
             format!("{command}: {}", said(answer))
         };
@@ -850,15 +876,55 @@ impl<'c> World<'c> {
                 let Some(acquiring) = acquiring else {
                     return;
                 };
-                let reply = match answer {
-                    Some(Answer::Acquire(acquired, value, epoch)) => {
-                        acquiring.epoch = epoch;
-                        Reply::Answered((acquired, value))
+                let machine = &mut acquiring.machine;
+                match (request, answer) {
+                    (Request::Time, answer) => {
+                        let reply = match answer {
+                            Some(Answer::Time(us)) => Reply::Answered(us),
+                            Some(_) => Reply::Refused,
+                            None => Reply::NoReply,
+                        };
+                        machine.timed(handle, reply, now);
                     }
-                    Some(_) => Reply::Refused,
-                    None => Reply::NoReply,
-                };
-                acquiring.machine.attempted(handle, reply, now);
+                    (Request::Transaction { .. }, answer) => {
+                        let reply = match answer {
+                            Some(Answer::Transacted(t)) => {
+                                acquiring.epoch = t.epoch;
+                                Reply::Answered(Transacted {
+                                    granted: t.granted,
+                                    started: t.started,
+                                    fence: t.fence,
+                                    pttl: t.pttl,
+                                    time_us: t.time_us,
+                                })
+                            }
+                            Some(_) => Reply::Refused,
+                            None => Reply::NoReply,
+                        };
+                        machine.transacted(handle, reply, now);
+                    }
+                    (Request::Raise { .. }, answer) => {
+                        let reply = match answer {
+                            Some(Answer::Raised(v)) => {
+                                Reply::Answered(i64::try_from(v).unwrap_or(i64::MAX))
+                            }
+                            Some(_) => Reply::Refused,
+                            None => Reply::NoReply,
+                        };
+                        machine.raised(handle, reply, now);
+                    }
+                    (_, answer) => {
+                        let reply = match answer {
+                            Some(Answer::Acquire(acquired, value, epoch)) => {
+                                acquiring.epoch = epoch;
+                                Reply::Answered((acquired, value))
+                            }
+                            Some(_) => Reply::Refused,
+                            None => Reply::NoReply,
+                        };
+                        machine.attempted(handle, reply, now);
+                    }
+                }
                 self.drive(client);
             }
             Waiter::Question => {
@@ -933,8 +999,9 @@ impl<'c> World<'c> {
         let now = self.now();
         let time = self.time;
         loop {
-            let ask = match &mut self.clients[usize::from(c)].acquiring {
-                Some(acquiring) => acquiring.machine.next(now),
+            let client = &mut self.clients[usize::from(c)];
+            let ask = match &mut client.acquiring {
+                Some(acquiring) => acquiring.machine.next(&client.handle, now),
                 None => return,
             };
             match ask {
@@ -942,6 +1009,29 @@ impl<'c> World<'c> {
                     let label = self.name_token(c, &token);
                     let id = self.send(c, Request::Acquire { token }, give_up, Waiter::Attempt);
                     self.note(|| format!("{} sends acquire({label}) (#{id})", name(c)));
+                    return;
+                }
+                Ask::Time { give_up } => {
+                    let id = self.send(c, Request::Time, give_up, Waiter::Attempt);
+                    self.note(|| format!("{} asks the server's clock (#{id})", name(c)));
+                    return;
+                }
+                Ask::Transaction {
+                    token,
+                    start_us,
+                    give_up,
+                } => {
+                    let label = self.name_token(c, &token);
+                    let request = Request::Transaction { token, start_us };
+                    let id = self.send(c, request, give_up, Waiter::Attempt);
+                    self.note(|| {
+                        format!("{} sends the acquire transaction({label}) (#{id})", name(c))
+                    });
+                    return;
+                }
+                Ask::Raise { floor, give_up } => {
+                    let id = self.send(c, Request::Raise { floor }, give_up, Waiter::Attempt);
+                    self.note(|| format!("{} raises the counter to {floor} (#{id})", name(c)));
                     return;
                 }
                 Ask::Sleep => {
@@ -1221,8 +1311,16 @@ impl<'c> World<'c> {
                 Request::Renew { ttl, native, .. } => (1, *ttl, *native),
                 Request::Delete { native, .. } => (2, Duration::ZERO, *native),
                 Request::Docs { .. } => (3, Duration::ZERO, false),
+                Request::Time => (4, Duration::ZERO, false),
+                Request::Transaction { .. } => (5, Duration::ZERO, false),
+                Request::Raise { .. } => (6, Duration::ZERO, false),
             };
             kind.hash(&mut h);
+            match &call.request {
+                Request::Transaction { start_us, .. } => start_us.hash(&mut h),
+                Request::Raise { floor } => floor.hash(&mut h),
+                _ => {}
+            }
             if let Request::Docs { question } = &call.request {
                 question.hash(&mut h);
             }
@@ -1330,6 +1428,15 @@ fn said(answer: Answer) -> String {
         Answer::Docs(false) => "neither offered".to_owned(),
         Answer::NoPerm => "NOPERM".to_owned(),
         Answer::Unnotified(done) => format!("{}, PUBLISH: NOPERM", int(done)),
+        Answer::Time(us) => format!("{us} µs"),
+        Answer::Transacted(t) if t.granted => format!(
+            "granted, fence {}{}, TIME {} µs",
+            t.fence,
+            if t.started { " (counter started)" } else { "" },
+            t.time_us
+        ),
+        Answer::Transacted(t) => format!("held, {} ms left (counter {})", t.pttl, t.fence),
+        Answer::Raised(v) => format!("counter {v}"),
     }
 }
 
@@ -1344,7 +1451,13 @@ fn done(answer: Option<Answer>) -> Reply<bool> {
         Some(Answer::Unknown) => Reply::Unknown,
         Some(Answer::NoPerm) => Reply::NoPerm,
         Some(Answer::Unnotified(done)) => Reply::Unnotified(done),
-        Some(Answer::Acquire(..) | Answer::Docs(_)) => Reply::Refused,
+        Some(
+            Answer::Acquire(..)
+            | Answer::Docs(_)
+            | Answer::Time(_)
+            | Answer::Transacted(_)
+            | Answer::Raised(_),
+        ) => Reply::Refused,
         None => Reply::NoReply,
     }
 }

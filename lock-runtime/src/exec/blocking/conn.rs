@@ -301,12 +301,15 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
         self.with_batch(Some(limit), |c| {
             let pipelines = redis::ConnectionLike::supports_pipelining(c);
             if pipelines
-                && let Some((question, time)) = ClockQuestion::new(settings, keys, &self.offered)
+                && let Some((question, time)) =
+                    ClockQuestion::new(settings, keys, &self.offered, transact::local_us())
             {
                 question.answered(time.query(c).ok().as_ref(), &self.offered);
             }
             let transaction = pipelines
-                .then(|| Transaction::new(settings, keys, token, &self.offered))
+                .then(|| {
+                    Transaction::new(settings, keys, token, &self.offered, transact::local_us())
+                })
                 .flatten();
             if let Some(txn) = transaction {
                 let replies = txn.pipe().query(c).map_err(LockError::from);
