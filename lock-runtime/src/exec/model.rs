@@ -870,13 +870,13 @@ impl Acquisition {
     pub fn digest<H: Hasher>(&self, state: &mut H) {
         self.machine.digest(state);
         self.sent.hash(state);
-        let stage = match &self.attempt {
+        let attempting = match &self.attempt {
             None => (0u8, 0u64),
             Some(Attempting::Clock { .. }) => (1, 0),
             Some(Attempting::Transaction { txn, .. }) => (2, txn.start_us()),
             Some(Attempting::Raise) => (3, 0),
         };
-        stage.hash(state);
+        attempting.hash(state);
         match &self.queued {
             None => 0u8.hash(state),
             Some(AttemptStep::Script { give_up, .. }) => (1u8, give_up).hash(state),
