@@ -154,11 +154,11 @@ impl Server {
             value: token.to_owned(),
             until_ms: now_ms + ttl_ms,
         });
-        let now_us = self.tick_us(now_ms);
+        let clock_us = self.tick_us(now_ms);
         let fence = match &self.fence {
             Some(counter) => counter.value + 1,
             None if restart_from_one => 1,
-            None => now_us,
+            None => clock_us,
         };
         self.fence = Some(Expiring {
             value: fence,

@@ -864,69 +864,17 @@ impl<'c> World<'c> {
                 format!("{} sends it again as its script (#{id})", name(client))
             });
         };
+        if waiter == Waiter::Attempt {
+            return self.attempt_heard(client, request, answer);
+        }
         let Client {
             handle,
-            acquiring,
             slots,
             jobs,
             ..
         } = &mut self.clients[c];
         match waiter {
-            Waiter::Attempt => {
-                let Some(acquiring) = acquiring else {
-                    return;
-                };
-                let machine = &mut acquiring.machine;
-                match (request, answer) {
-                    (Request::Time, answer) => {
-                        let reply = match answer {
-                            Some(Answer::Time(us)) => Reply::Answered(us),
-                            Some(_) => Reply::Refused,
-                            None => Reply::NoReply,
-                        };
-                        machine.timed(handle, reply, now);
-                    }
-                    (Request::Transaction { .. }, answer) => {
-                        let reply = match answer {
-                            Some(Answer::Transacted(t)) => {
-                                acquiring.epoch = t.epoch;
-                                Reply::Answered(Transacted {
-                                    granted: t.granted,
-                                    started: t.started,
-                                    fence: t.fence,
-                                    pttl: t.pttl,
-                                    time_us: t.time_us,
-                                })
-                            }
-                            Some(_) => Reply::Refused,
-                            None => Reply::NoReply,
-                        };
-                        machine.transacted(handle, reply, now);
-                    }
-                    (Request::Raise { .. }, answer) => {
-                        let reply = match answer {
-                            Some(Answer::Raised(v)) => {
-                                Reply::Answered(i64::try_from(v).unwrap_or(i64::MAX))
-                            }
-                            Some(_) => Reply::Refused,
-                            None => Reply::NoReply,
-                        };
-                        machine.raised(handle, reply, now);
-                    }
-                    (_, answer) => {
-                        let reply = match answer {
-                            Some(Answer::Acquire(acquired, value, epoch)) => {
-                                acquiring.epoch = epoch;
-                                Reply::Answered((acquired, value))
-                            }
-                            Some(_) => Reply::Refused,
-                            None => Reply::NoReply,
-                        };
-                        machine.attempted(handle, reply, now);
-                    }
-                }
-                self.drive(client);
-            }
+            Waiter::Attempt => {}
             Waiter::Question => {
                 let Request::Docs { question } = *request else {
                     return;
@@ -992,6 +940,68 @@ impl<'c> World<'c> {
                 }
             }
         }
+    }
+
+    /// Client `client`'s `lock()` hears `answer` (`None`: no reply) to its attempt's
+    /// `request` (the script, the clock question, the transaction or the raise).
+    fn attempt_heard(&mut self, client: u8, request: &Request, answer: Option<Answer>) {
+        let now = self.now();
+        let Client {
+            handle, acquiring, ..
+        } = &mut self.clients[usize::from(client)];
+        let Some(acquiring) = acquiring else {
+            return;
+        };
+        let machine = &mut acquiring.machine;
+        match (request, answer) {
+            (Request::Time, answer) => {
+                let reply = match answer {
+                    Some(Answer::Time(us)) => Reply::Answered(us),
+                    Some(_) => Reply::Refused,
+                    None => Reply::NoReply,
+                };
+                machine.timed(handle, reply, now);
+            }
+            (Request::Transaction { .. }, answer) => {
+                let reply = match answer {
+                    Some(Answer::Transacted(t)) => {
+                        acquiring.epoch = t.epoch;
+                        Reply::Answered(Transacted {
+                            granted: t.granted,
+                            started: t.started,
+                            fence: t.fence,
+                            pttl: t.pttl,
+                            time_us: t.time_us,
+                        })
+                    }
+                    Some(_) => Reply::Refused,
+                    None => Reply::NoReply,
+                };
+                machine.transacted(handle, reply, now);
+            }
+            (Request::Raise { .. }, answer) => {
+                let reply = match answer {
+                    Some(Answer::Raised(v)) => {
+                        Reply::Answered(i64::try_from(v).unwrap_or(i64::MAX))
+                    }
+                    Some(_) => Reply::Refused,
+                    None => Reply::NoReply,
+                };
+                machine.raised(handle, reply, now);
+            }
+            (_, answer) => {
+                let reply = match answer {
+                    Some(Answer::Acquire(acquired, value, epoch)) => {
+                        acquiring.epoch = epoch;
+                        Reply::Answered((acquired, value))
+                    }
+                    Some(_) => Reply::Refused,
+                    None => Reply::NoReply,
+                };
+                machine.attempted(handle, reply, now);
+            }
+        }
+        self.drive(client);
     }
 
     /// Carries client `c`'s `lock()` on until it waits for something.
