@@ -721,8 +721,7 @@ impl Acquisition {
     fn attempt(&mut self, handle: &Handle, token: String, give_up: Instant, now: Instant) -> Ask {
         let (settings, keys) = (&self.settings, self.machine.keys());
         if let Some(local) = self.local_us(now) {
-            if let Some((question, _)) = ClockQuestion::new(settings, keys, &handle.offered, local)
-            {
+            if let Some((question, _)) = ClockQuestion::new(settings, keys, &handle.offered) {
                 self.attempt = Some(Attempting::Clock {
                     question,
                     token,
@@ -773,7 +772,8 @@ impl Acquisition {
             ])),
             _ => None,
         };
-        question.answered(answer.as_ref(), &handle.offered);
+        let received = self.local_us(now).unwrap_or_default();
+        question.answered(answer.as_ref(), received, &handle.offered);
         let step = match self.attempt(handle, token, give_up, now) {
             Ask::Transaction {
                 token,
@@ -809,7 +809,13 @@ impl Acquisition {
                 .err()
                 .unwrap_or_else(|| LockError::no_reply(self.settings.response_timeout))),
         };
-        match txn.read(replies, self.machine.keys(), sent, &handle.offered) {
+        let received = self.local_us(now).unwrap_or_default();
+        match txn.read(
+            replies,
+            self.machine.keys(),
+            (sent, received),
+            &handle.offered,
+        ) {
             Read::Outcome(outcome) => self.acquired(handle, outcome, now),
             Read::Raise { floor } => {
                 self.attempt = Some(Attempting::Raise);

@@ -116,18 +116,22 @@ where
         sent: Instant,
     ) -> Result<Outcome, LockError> {
         let mut conn = self.conn.clone();
-        if let Some((question, time)) =
-            ClockQuestion::new(settings, keys, &self.offered, transact::local_us())
-        {
+        if let Some((question, time)) = ClockQuestion::new(settings, keys, &self.offered) {
             let answer = time.query_async(&mut conn).await;
-            question.answered(answer.ok().as_ref(), &self.offered);
+            question.answered(answer.ok().as_ref(), transact::local_us(), &self.offered);
         }
         if let Some(txn) =
             Transaction::new(settings, keys, token, &self.offered, transact::local_us())
         {
             loop {
                 let replies = txn.pipe().query_async(&mut conn).await;
-                match txn.read(replies.map_err(LockError::from), keys, sent, &self.offered) {
+                let read_at = (sent, transact::local_us());
+                match txn.read(
+                    replies.map_err(LockError::from),
+                    keys,
+                    read_at,
+                    &self.offered,
+                ) {
                     Read::Outcome(Err(e)) if e.is_retry_later() => {
                         self.offered.met(&e);
                         tokio::time::sleep(RETRY_LATER).await;

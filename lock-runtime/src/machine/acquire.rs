@@ -98,6 +98,19 @@ struct Flight {
     fence: Option<u64>,
 }
 
+impl Flight {
+    /// The latest instant the granting command went out: an attempt is bounded by its
+    /// limit, and its command may go after a first round trip within it (the acquire
+    /// transaction after the connection's clock question, the script after a refused
+    /// transaction). A grant it made is gone `ttl` after this, not after `sent`: a
+    /// background release of it looks until then (the model checker found the release
+    /// that stopped at `sent` + ttl while the transaction, sent 100 ms after `sent`,
+    /// granted later).
+    fn latest_send(&self) -> Instant {
+        self.sent + self.limit
+    }
+}
+
 /// A fair waiter's place in the lock's queue on the server.
 #[derive(Clone)]
 struct Place {
@@ -468,7 +481,7 @@ impl Acquire {
             Ok(outcome @ Outcome::Granted { fence, .. }) => {
                 if outcome.is_late(self.ttl, now) {
                     tracing::debug!(lock = %self.keys.name, "grant arrived after its validity; released");
-                    self.orphan(flight.token, flight.sent, self.ttl, false);
+                    self.orphan(flight.token.clone(), flight.latest_send(), self.ttl, false);
                     Ok(Attempted::Held { remaining: None })
                 } else if self.confirm {
                     let left = flight
@@ -490,7 +503,7 @@ impl Acquire {
             Ok(Outcome::Held { remaining }) => Ok(Attempted::Held { remaining }),
             Ok(Outcome::Undone(e)) => {
                 tracing::debug!(lock = %self.keys.name, error = %e, "a grant worth nothing; released");
-                self.orphan(flight.token, flight.sent, self.ttl, false);
+                self.orphan(flight.token.clone(), flight.latest_send(), self.ttl, false);
                 Err(e)
             }
         };
@@ -501,7 +514,7 @@ impl Acquire {
     /// not run.
     fn failed(&mut self, flight: &Flight, e: LockError) -> LockError {
         if e.may_have_run() {
-            self.orphan(flight.token.clone(), flight.sent, self.ttl, true);
+            self.orphan(flight.token.clone(), flight.latest_send(), self.ttl, true);
         }
         kind_refused(e, &self.keys)
     }
@@ -527,12 +540,12 @@ impl Acquire {
         let result = match reply {
             Err(e) => {
                 // The grant exists; it is released whatever the error.
-                self.orphan(flight.token, flight.sent, self.ttl, false);
+                self.orphan(flight.token.clone(), flight.latest_send(), self.ttl, false);
                 Err(e)
             }
             Ok(()) if now >= flight.sent + validity(self.ttl) => {
                 tracing::debug!(lock = %self.keys.name, "grant confirmed after its validity; released");
-                self.orphan(flight.token, flight.sent, self.ttl, false);
+                self.orphan(flight.token.clone(), flight.latest_send(), self.ttl, false);
                 Ok(Attempted::Held { remaining: None })
             }
             Ok(()) => Ok(self.granted(flight.token, fence, flight.sent)),
@@ -686,7 +699,12 @@ impl Acquire {
             } else {
                 // Awaiting its confirmation, the grant is known to exist.
                 let unanswered = flight.fence.is_none();
-                self.orphan(flight.token, flight.sent, self.ttl, unanswered);
+                self.orphan(
+                    flight.token.clone(),
+                    flight.latest_send(),
+                    self.ttl,
+                    unanswered,
+                );
             }
         }
         self.leave_queue(now);
@@ -850,7 +868,9 @@ mod tests {
             panic!("a reply that may have run leaves a grant to release")
         };
         assert_eq!(a.token, token);
-        assert_eq!(a.until, now + s.ttl);
+        // The grant may have been made as late as the attempt's bound: a transaction
+        // goes after the connection's clock question.
+        assert_eq!(a.until, now + s.response_timeout + s.ttl);
         assert!(
             a.unanswered,
             "the attempt may land after its release: it looks again"

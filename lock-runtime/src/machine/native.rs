@@ -379,11 +379,11 @@ impl Offered {
         }
     }
 
-    /// A `TIME` of `server_us` answered a command sent when this process's clock read
-    /// `sent_us`: the server's clock read it after the send, so the offset learnt puts
-    /// the server's clock, if anything, a round trip ahead.
-    pub(crate) fn saw_clock(&self, sent_us: u64, server_us: u64) {
-        let offset = i128::from(server_us) - i128::from(sent_us);
+    /// A `TIME` of `server_us` was read when this process's clock showed `received_us`:
+    /// the server's clock read it before the reply left, so the offset learnt puts the
+    /// server's clock, if anything, behind (by the reply's way back), never ahead.
+    pub(crate) fn saw_clock(&self, received_us: u64, server_us: u64) {
+        let offset = i128::from(server_us) - i128::from(received_us);
         let offset = i64::try_from(offset).unwrap_or(UNKNOWN).max(UNKNOWN + 1);
         self.clock_offset.store(offset, Ordering::Relaxed);
     }
@@ -392,6 +392,8 @@ impl Offered {
     /// again, and a question out now is answered for the server that was.
     pub(crate) fn forget(&self) {
         self.no_transaction.store(false, Ordering::Relaxed);
+        // Another server may be behind the address, with another clock.
+        self.clock_offset.store(UNKNOWN, Ordering::Relaxed);
         let _ = self
             .state
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |state| {

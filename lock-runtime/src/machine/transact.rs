@@ -59,11 +59,15 @@ use crate::machine::native::{NativeCommands, Offered};
 use crate::machine::settings::Settings;
 
 /// How far ahead of the server's clock (as last seen) a restarted counter starts, in
-/// microseconds: the transaction reaches the server a little after it is built, and a
-/// start the server's clock has passed by then costs the grant a raise (a second round
-/// trip). Ahead by this and a round trip at most, far less than any counter's idle
-/// time before a restart (its lease and the retention), which is what keeps tokens
-/// rising across restarts.
+/// microseconds. The clock is learnt from `TIME` when its reply is read, so it is never
+/// ahead of the server's (but for the drift since, and the connection learns it again
+/// on every transaction and after every reconnect); the transaction reaches the server
+/// a little later, and a start the server's clock has passed by then costs the grant a
+/// raise (a second round trip): this margin spares that on a local network. A counter
+/// so started runs ahead of the server's clock by this at most, far less than any
+/// restart takes (a server restarted without its data drops the connection, which asks
+/// `TIME` again) and than a counter's idle time before it expires (its lease and the
+/// retention): what keeps tokens rising across restarts.
 const AHEAD_US: u64 = 1_000;
 
 /// One acquire transaction, built for one attempt.
@@ -72,8 +76,6 @@ pub(crate) struct Transaction {
     pipe: redis::Pipeline,
     /// Where a missing counter starts (`<start>` above), microseconds.
     start: u64,
-    /// This process's clock when it was built, microseconds.
-    built: u64,
 }
 
 /// What a transaction's replies say.
@@ -97,31 +99,28 @@ fn goes(settings: &Settings, keys: &Keys, offered: &Offered) -> bool {
 /// The server's clock, asked once per connection before its first transaction (`TIME`
 /// alone), so that the first counter it restarts starts at the server's clock too.
 #[derive(Clone)]
-pub(crate) struct ClockQuestion {
-    sent: u64,
-}
+pub(crate) struct ClockQuestion;
 
 impl ClockQuestion {
     /// The question and its command, when an attempt of `keys` will go as the
-    /// transaction and the connection has not seen the server's clock yet; `local_us`
-    /// is this process's clock ([`local_us`]).
+    /// transaction and the connection has not seen the server's clock yet.
     pub(crate) fn new(
         settings: &Settings,
         keys: &Keys,
         offered: &Offered,
-        local_us: u64,
     ) -> Option<(Self, redis::Cmd)> {
         if !goes(settings, keys, offered) || offered.server_clock(0).is_some() {
             return None;
         }
-        Some((Self { sent: local_us }, redis::cmd("TIME")))
+        Some((Self, redis::cmd("TIME")))
     }
 
-    /// Tells `offered` the server's clock from `reply` (nothing when it failed: the
-    /// attempt then goes as the script).
-    pub(crate) fn answered(self, reply: Option<&Value>, offered: &Offered) {
+    /// Tells `offered` the server's clock from `reply`, read when this process's clock
+    /// showed `received_us` ([`local_us`]); nothing when it failed (the attempt then
+    /// goes as the script).
+    pub(crate) fn answered(self, reply: Option<&Value>, received_us: u64, offered: &Offered) {
         if let Some(server_us) = reply.and_then(server_time) {
-            offered.saw_clock(self.sent, server_us);
+            offered.saw_clock(received_us, server_us);
         }
     }
 }
@@ -150,11 +149,10 @@ impl Transaction {
         if !goes(settings, keys, offered) {
             return None;
         }
-        let built = local_us;
         // Without the server's clock (its question failed), the script: a counter this
         // attempt restarted from this process's clock alone could start ahead of the
         // server's by any amount.
-        let start = offered.server_clock(built)?.saturating_add(AHEAD_US);
+        let start = offered.server_clock(local_us)?.saturating_add(AHEAD_US);
         let life = settings.fence_lifetime(settings.ttl);
         let mut pipe = redis::Pipeline::with_capacity(9);
         pipe.ignore_errors();
@@ -173,7 +171,7 @@ impl Transaction {
         pipe.cmd("EXISTS").arg(keys.holders());
         pipe.cmd("TIME");
         pipe.cmd("EXEC");
-        Some(Self { pipe, start, built })
+        Some(Self { pipe, start })
     }
 
     /// Where a missing counter starts, microseconds (the model checker's server takes
@@ -188,13 +186,14 @@ impl Transaction {
         &self.pipe
     }
 
-    /// What the replies to [`pipe`](Self::pipe) say, for `keys`, sent at `sent`; tells
-    /// `offered` the server's clock, or a refusal.
+    /// What the replies to [`pipe`](Self::pipe) say, for `keys`, sent at `sent` and read
+    /// when this process's clock showed `received_us` ([`local_us`]); tells `offered` the
+    /// server's clock, or a refusal.
     pub(crate) fn read(
         &self,
         replies: Result<Vec<redis::RedisResult<Value>>, LockError>,
         keys: &Keys,
-        sent: std::time::Instant,
+        (sent, received_us): (std::time::Instant, u64),
         offered: &Offered,
     ) -> Read {
         let replies = match replies {
@@ -253,7 +252,7 @@ impl Transaction {
         );
         let server_us = time.as_ref().ok().and_then(server_time);
         if let Some(server_us) = server_us {
-            offered.saw_clock(self.built, server_us);
+            offered.saw_clock(received_us, server_us);
         }
         if matches!(claim, Value::Nil) {
             let remaining = match pttl {
@@ -352,7 +351,6 @@ mod tests {
         Transaction {
             pipe: redis::Pipeline::new(),
             start,
-            built: start,
         }
     }
 
@@ -361,7 +359,8 @@ mod tests {
         let keys = Settings::default().keys("orders").unwrap();
         let offered = Offered::default();
         let now = Instant::now();
-        let read = |t: &Transaction, exec| t.read(Ok(ok_replies(exec)), &keys, now, &offered);
+        let read =
+            |t: &Transaction, exec| t.read(Ok(ok_replies(exec)), &keys, (now, 9_400_000), &offered);
         let (ok, nil, int) = (Value::Okay, Value::Nil, Value::Int);
         // Free, the counter alive: granted with INCR's value.
         let r = read(
@@ -483,7 +482,7 @@ mod tests {
                 "this user has no permissions to run the 'time' command",
             )),
             &keys,
-            now,
+            (now, 1),
             &offered,
         );
         assert!(matches!(r, Read::Refused), "a NOPERM sends the script");
@@ -495,7 +494,7 @@ mod tests {
                 "You can't write against a read only replica.",
             )),
             &keys,
-            now,
+            (now, 1),
             &offered,
         );
         assert!(matches!(r, Read::Outcome(Err(_))));
@@ -532,7 +531,7 @@ mod tests {
             .map(Ok),
         );
         replies.push(Err(exec));
-        let r = txn(5_000_000).read(Ok(replies), &keys, Instant::now(), &offered);
+        let r = txn(5_000_000).read(Ok(replies), &keys, (Instant::now(), 5_000_000), &offered);
         assert!(matches!(
             r,
             Read::Outcome(Ok(Outcome::Granted { fence: 77, .. }))

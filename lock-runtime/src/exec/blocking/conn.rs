@@ -301,10 +301,10 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
         self.with_batch(Some(limit), |c| {
             let pipelines = redis::ConnectionLike::supports_pipelining(c);
             if pipelines
-                && let Some((question, time)) =
-                    ClockQuestion::new(settings, keys, &self.offered, transact::local_us())
+                && let Some((question, time)) = ClockQuestion::new(settings, keys, &self.offered)
             {
-                question.answered(time.query(c).ok().as_ref(), &self.offered);
+                let answer = time.query(c).ok();
+                question.answered(answer.as_ref(), transact::local_us(), &self.offered);
             }
             let transaction = pipelines
                 .then(|| {
@@ -313,7 +313,7 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
                 .flatten();
             if let Some(txn) = transaction {
                 let replies = txn.pipe().query(c).map_err(LockError::from);
-                match txn.read(replies, keys, sent, &self.offered) {
+                match txn.read(replies, keys, (sent, transact::local_us()), &self.offered) {
                     Read::Outcome(outcome) => return outcome,
                     Read::Raise { floor } => {
                         let raise = settings.raise_fence_call(keys, floor);
