@@ -118,6 +118,8 @@ impl ClockQuestion {
     /// Tells `offered` the server's clock from `reply`, read when this process's clock
     /// showed `received_us` ([`local_us`]); nothing when it failed (the attempt then
     /// goes as the script).
+    // The question is consumed by its answer, so that one asked is answered once.
+    #[allow(clippy::unused_self)]
     pub(crate) fn answered(self, reply: Option<&Value>, received_us: u64, offered: &Offered) {
         if let Some(server_us) = reply.and_then(server_time) {
             offered.saw_clock(received_us, server_us);
