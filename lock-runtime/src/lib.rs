@@ -166,6 +166,7 @@ pub mod __private {
     #[cfg(all(feature = "mutants", any(feature = "tokio", feature = "blocking")))]
     pub mod mutants {
         pub use crate::machine::mutants::{
+            set_attempt_release_from_its_start, set_clock_learnt_at_the_send,
             set_last_look_by_its_answer, set_native_refusal_unseen, set_no_deadline,
             set_notification_error_is_the_calls, set_orphan_release_stops_at_nothing,
             set_overlap_ignored, set_refusal_after_stop_loses, set_shorter_extend_trusted,

@@ -333,3 +333,56 @@ fn a_refused_notification_taken_for_the_releases_error_is_found() {
         &one,
     );
 }
+
+/// The acquire transaction's world: native commands on (a plain attempt is the
+/// transaction after the connection's clock question), three faults.
+fn transaction_world(depth: usize) -> Config {
+    Config {
+        native: true,
+        faults: 3,
+        depth,
+        ..Config::default()
+    }
+}
+
+/// The acquire transaction keeps every promise with three faults of the world: the
+/// clock question and the transaction each late, lost or overtaken, the server
+/// restarted with or without its data between them.
+#[test]
+fn the_acquire_transaction_keeps_every_promise_with_three_faults() {
+    let _alone = alone();
+    clean("acquire transaction, three faults", &transaction_world(11));
+}
+
+/// The first cut's background release put back: it looked for an attempt's grant until
+/// the attempt's start plus the lease, and the transaction, sent after the clock
+/// question, granted after its last look.
+#[test]
+fn a_release_that_stops_at_the_attempts_start_plus_the_lease_is_found() {
+    let _alone = alone();
+    let _planted = Planted::new(mutants::set_attempt_release_from_its_start);
+    let report = search(
+        "attempt's release from its start, planted",
+        &transaction_world(11),
+    );
+    let violation = report.violation.expect("the planted defect is found");
+    assert_eq!(
+        violation.rule,
+        Property::NothingOrphaned.name(),
+        "{violation}"
+    );
+    assert!(violation.actions <= 11, "a short history: {violation}");
+}
+
+/// The first cut's clock put back: learnt against the send of `TIME`, it ran a round
+/// trip ahead of the server's, a counter restarted from it too, and a restart without
+/// the data repeated a fence.
+#[test]
+fn a_clock_learnt_at_the_send_is_found_as_a_repeated_fence() {
+    let _alone = alone();
+    let _planted = Planted::new(mutants::set_clock_learnt_at_the_send);
+    let report = search("clock learnt at the send, planted", &transaction_world(11));
+    let violation = report.violation.expect("the planted defect is found");
+    assert_eq!(violation.rule, Property::FencesRise.name(), "{violation}");
+    assert!(violation.actions <= 11, "a short history: {violation}");
+}

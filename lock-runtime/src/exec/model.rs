@@ -721,7 +721,8 @@ impl Acquisition {
     fn attempt(&mut self, handle: &Handle, token: String, give_up: Instant, now: Instant) -> Ask {
         let (settings, keys) = (&self.settings, self.machine.keys());
         if let Some(local) = self.local_us(now) {
-            if let Some((question, _)) = ClockQuestion::new(settings, keys, &handle.offered) {
+            if let Some((question, _)) = ClockQuestion::new(settings, keys, &handle.offered, local)
+            {
                 self.attempt = Some(Attempting::Clock {
                     question,
                     token,

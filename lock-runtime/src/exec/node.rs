@@ -116,7 +116,9 @@ where
         sent: Instant,
     ) -> Result<Outcome, LockError> {
         let mut conn = self.conn.clone();
-        if let Some((question, time)) = ClockQuestion::new(settings, keys, &self.offered) {
+        if let Some((question, time)) =
+            ClockQuestion::new(settings, keys, &self.offered, transact::local_us())
+        {
             let answer = time.query_async(&mut conn).await;
             question.answered(answer.ok().as_ref(), transact::local_us(), &self.offered);
         }

@@ -145,3 +145,33 @@ switch!(
     notification_error_is_the_calls,
     NOTIFICATION_ERROR_IS_THE_CALLS
 );
+
+switch!(
+    /// Makes an attempt's background release look for its grant until the attempt's
+    /// start plus the lease, as before the acquire transaction (which may go out a round
+    /// trip after the attempt started, after the connection's clock question): the
+    /// release's last look can come before the grant, which then stays for its TTL,
+    /// owned by nobody (found by the model checker in the first cut of the transaction).
+    ///
+    /// ```no_run
+    /// lockscript::__private::mutants::set_attempt_release_from_its_start(true);
+    /// ```
+    set_attempt_release_from_its_start,
+    attempt_release_from_its_start,
+    ATTEMPT_RELEASE_FROM_ITS_START
+);
+
+switch!(
+    /// Learns the server's clock against the time `TIME` was sent, not when its reply
+    /// was read (the first cut of the acquire transaction): the clock learnt runs ahead
+    /// of the server's by up to a round trip, a counter restarted from it too, and a
+    /// restart of the server without its data, restarting the counter from the server's
+    /// clock, repeats a fence (found by the model checker).
+    ///
+    /// ```no_run
+    /// lockscript::__private::mutants::set_clock_learnt_at_the_send(true);
+    /// ```
+    set_clock_learnt_at_the_send,
+    clock_learnt_at_the_send,
+    CLOCK_LEARNT_AT_THE_SEND
+);

@@ -76,6 +76,8 @@ pub(crate) struct Transaction {
     pipe: redis::Pipeline,
     /// Where a missing counter starts (`<start>` above), microseconds.
     start: u64,
+    /// This process's clock when it was built, microseconds.
+    built: u64,
 }
 
 /// What a transaction's replies say.
@@ -99,31 +101,45 @@ fn goes(settings: &Settings, keys: &Keys, offered: &Offered) -> bool {
 /// The server's clock, asked once per connection before its first transaction (`TIME`
 /// alone), so that the first counter it restarts starts at the server's clock too.
 #[derive(Clone)]
-pub(crate) struct ClockQuestion;
+pub(crate) struct ClockQuestion {
+    /// This process's clock when it was asked, microseconds.
+    sent: u64,
+}
 
 impl ClockQuestion {
     /// The question and its command, when an attempt of `keys` will go as the
-    /// transaction and the connection has not seen the server's clock yet.
+    /// transaction and the connection has not seen the server's clock yet; `local_us`
+    /// is this process's clock ([`local_us`]).
     pub(crate) fn new(
         settings: &Settings,
         keys: &Keys,
         offered: &Offered,
+        local_us: u64,
     ) -> Option<(Self, redis::Cmd)> {
         if !goes(settings, keys, offered) || offered.server_clock(0).is_some() {
             return None;
         }
-        Some((Self, redis::cmd("TIME")))
+        Some((Self { sent: local_us }, redis::cmd("TIME")))
     }
 
     /// Tells `offered` the server's clock from `reply`, read when this process's clock
     /// showed `received_us` ([`local_us`]); nothing when it failed (the attempt then
     /// goes as the script).
-    // The question is consumed by its answer, so that one asked is answered once.
-    #[allow(clippy::unused_self)]
     pub(crate) fn answered(self, reply: Option<&Value>, received_us: u64, offered: &Offered) {
         if let Some(server_us) = reply.and_then(server_time) {
-            offered.saw_clock(received_us, server_us);
+            offered.saw_clock(read_at(self.sent, received_us), server_us);
         }
+    }
+}
+
+/// When this process read a `TIME` reply of a command it sent at `sent_us`, as the
+/// clock is learnt from it: `received_us` (so the server's clock is never taken ahead of
+/// itself), or the send time with the defect put back.
+fn read_at(sent_us: u64, received_us: u64) -> u64 {
+    if crate::machine::mutants::clock_learnt_at_the_send() {
+        sent_us
+    } else {
+        received_us
     }
 }
 
@@ -155,6 +171,7 @@ impl Transaction {
         // attempt restarted from this process's clock alone could start ahead of the
         // server's by any amount.
         let start = offered.server_clock(local_us)?.saturating_add(AHEAD_US);
+        let built = local_us;
         let life = settings.fence_lifetime(settings.ttl);
         let mut pipe = redis::Pipeline::with_capacity(9);
         pipe.ignore_errors();
@@ -173,7 +190,7 @@ impl Transaction {
         pipe.cmd("EXISTS").arg(keys.holders());
         pipe.cmd("TIME");
         pipe.cmd("EXEC");
-        Some(Self { pipe, start })
+        Some(Self { pipe, start, built })
     }
 
     /// Where a missing counter starts, microseconds (the model checker's server takes
@@ -254,7 +271,7 @@ impl Transaction {
         );
         let server_us = time.as_ref().ok().and_then(server_time);
         if let Some(server_us) = server_us {
-            offered.saw_clock(received_us, server_us);
+            offered.saw_clock(read_at(self.built, received_us), server_us);
         }
         if matches!(claim, Value::Nil) {
             let remaining = match pttl {
@@ -353,6 +370,7 @@ mod tests {
         Transaction {
             pipe: redis::Pipeline::new(),
             start,
+            built: start,
         }
     }
 

@@ -301,7 +301,8 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
         self.with_batch(Some(limit), |c| {
             let pipelines = redis::ConnectionLike::supports_pipelining(c);
             if pipelines
-                && let Some((question, time)) = ClockQuestion::new(settings, keys, &self.offered)
+                && let Some((question, time)) =
+                    ClockQuestion::new(settings, keys, &self.offered, transact::local_us())
             {
                 let answer = time.query(c).ok();
                 question.answered(answer.as_ref(), transact::local_us(), &self.offered);
