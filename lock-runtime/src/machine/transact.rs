@@ -27,25 +27,32 @@
 //!
 //! **The counter's restart.** The script restarts a missing counter from the server's
 //! clock in microseconds (`TIME`), which a transaction cannot put into an argument. The
-//! transaction starts it instead at `<start>`: this process's clock as the server's
-//! would read it (the offset learnt from the last `TIME` this connection saw, see
-//! [`Offered`]), before any reply, from this process's own clock. When the replies
-//! show that this attempt created the counter and `TIME` was ahead of `<start>` (this
-//! process's clock is behind the server's), the grant is not handed out until the
-//! counter is raised to the server's clock ([`Read::Raise`]: raise-fence.lua, the
-//! Redlock step, within the same bound); its new value is the token. So a restarted
-//! counter starts at the later of the two clocks, as the script's does at the
-//! server's, and tokens rise across a restart as long as no process's clock runs
-//! ahead of the server's by more than the time the counter was idle (the retention:
-//! an hour by default). The scripts of earlier versions restart it from `TIME`: a
-//! rollout that mixes both keeps tokens rising under the same assumption, and the
-//! keys, their values and kinds are the same for both.
+//! transaction starts it instead at `<start>`: the server's clock as this connection
+//! last saw it ([`Offered`]: `TIME` asked alone before the connection's first
+//! transaction ([`ClockQuestion`]), and read from every transaction's reply), taken when
+//! the reply was read, so never ahead of the server's but for the drift since, plus
+//! 1 ms. The connection forgets it with every reconnect (the server behind the address
+//! may be another one, or have restarted without its data). When the replies show that
+//! this attempt created the counter and `TIME` had passed `<start>`, the grant is not
+//! handed out until the counter is raised to the server's clock ([`Read::Raise`]:
+//! raise-fence.lua, the Redlock step, within the same bound); its new value is the
+//! token. So a restarted counter starts at most 1 ms ahead of the server's clock, and
+//! tokens rise across restarts as the script's do: a counter moves one per attempt,
+//! slower than the clock, and a restart comes after the counter was idle for its lease
+//! and the retention, or after the server came back without its data, a reconnect and
+//! a `TIME` later. Clock steps larger than that idle time are outside the promise, as
+//! for the script. The scripts of earlier versions restart it from `TIME`: a rollout that
+//! mixes both keeps tokens rising, and the keys, their values and types are the same.
 //!
 //! **Refusals.** A server that will not queue one of these commands (an ACL without
-//! `MULTI`, `TIME`, `EXISTS`...) answers `EXECABORT`, and nothing ran: the attempt goes
-//! again at once as acquire-with-retry.lua, and the connection stays on the script until
-//! it reconnects ([`Offered`]). A queued command refused for now (`READONLY`, `MOVED`,
-//! `LOADING`) is the attempt's error, as the script's would be, and is retried as one.
+//! `TIME`, `EXISTS`...) answers `EXECABORT`, and nothing ran: the attempt goes again at
+//! once as acquire-with-retry.lua, and the connection stays on the script until it
+//! reconnects ([`Offered`]). An ACL without `MULTI` (the least ACL of earlier versions)
+//! makes the server run each command alone as it comes; their replies keep the same
+//! rules (the grant is the `SET`'s; a later grant increments after it), and the
+//! connection moves to the script too. A queued command refused for now (`READONLY`,
+//! `MOVED`, `LOADING`) is the attempt's error, as the script's would be, and is retried
+//! as one.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
