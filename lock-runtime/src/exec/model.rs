@@ -27,9 +27,9 @@
 //!   and `Offered`, with the replies a connection hands them;
 //! - a plain lock's attempt as the acquire transaction, when the handle has a clock
 //!   ([`Handle::clock`]): the server's clock asked first on a new connection
-//!   ([`Ask::Time`]), the transaction ([`Ask::Transaction`]) read by the executors' own
-//!   `Transaction`, a restarted counter raised ([`Ask::Raise`]), the script when the
-//!   server refuses it; without a clock, acquire-with-retry.lua ([`Ask::Attempt`]).
+//!   ([`Call::Time`]), the transaction ([`Call::Transaction`]) read by the executors' own
+//!   `Transaction`, a restarted counter raised ([`Call::Raise`]), the script when the
+//!   server refuses it; without a clock, acquire-with-retry.lua ([`Call::Acquire`]).
 //!
 //! Owner tokens come to the model as strings. Every object has a `digest` (what a later
 //! call can depend on, the random tokens left out: the model tells states apart by it)
@@ -38,13 +38,13 @@
 //!
 //! ```no_run
 //! use std::time::{Duration, Instant};
-//! use lockscript::__private::model::{Ask, Handle, Reply};
+//! use lockscript::__private::model::{Ask, Call, Handle, Reply};
 //!
 //! let ms = Duration::from_millis;
 //! let handle = Handle::new("m", ms(600), ms(200), ms(1_000), ms(100), true).unwrap();
 //! let t0 = Instant::now();
 //! let mut lock = handle.lock(t0);
-//! let Ask::Attempt { token, .. } = lock.next(&handle, t0) else { panic!() };
+//! let Ask::Call { call: Call::Acquire { token }, .. } = lock.next(&handle, t0) else { panic!() };
 //! // ... the model's server runs the attempt for `token`, granting fence 7:
 //! lock.attempted(&handle, Reply::Answered((1, 7)), t0);
 //! let Ask::Granted(holder) = lock.next(&handle, t0) else { panic!() };
@@ -522,36 +522,12 @@ impl Reply<bool> {
 
 /// What a `lock()` asks of the model next.
 pub enum Ask {
-    /// Send one acquire-with-retry.lua attempt; its answer goes to
-    /// [`Acquisition::attempted`].
-    Attempt {
-        /// The attempt's fresh owner token.
-        token: String,
-        /// When the executor gives up on the reply (then [`Reply::NoReply`]).
-        give_up: Instant,
-    },
-    /// Ask the server's clock (`TIME`) before the connection's first acquire
-    /// transaction; its answer goes to [`Acquisition::timed`].
-    Time {
-        /// When the executor gives up on the reply (the attempt's bound).
-        give_up: Instant,
-    },
-    /// Send the acquire transaction for `token`, a missing counter starting at
-    /// `start_us`; its answer goes to [`Acquisition::transacted`].
-    Transaction {
-        /// The attempt's fresh owner token.
-        token: String,
-        /// Where a missing counter starts.
-        start_us: u64,
-        /// When the executor gives up on the reply (the attempt's bound).
-        give_up: Instant,
-    },
-    /// Raise the counter to at least `floor` (raise-fence.lua) before the grant counts;
-    /// its answer goes to [`Acquisition::raised`].
-    Raise {
-        /// The server's clock when it granted, plus one.
-        floor: u64,
-        /// When the executor gives up on the reply (the attempt's bound).
+    /// Send `call`, one of the attempt's calls, cut at `give_up` (the attempt's bound:
+    /// then [`Reply::NoReply`]); its answer goes to the matching [`Acquisition`] method.
+    Call {
+        /// The call.
+        call: Call,
+        /// When the executor gives up on the reply.
         give_up: Instant,
     },
     /// Sleep until a release or the nap wakes the caller, then [`Acquisition::woke`].
@@ -577,7 +553,7 @@ pub struct Acquisition {
     /// The attempt in flight, when it goes as the acquire transaction.
     attempt: Option<Attempting>,
     /// The attempt's next step, decided by a reply.
-    queued: Option<AttemptStep>,
+    queued: Option<(Call, Instant)>,
 }
 
 /// Where an attempt that goes as the acquire transaction stands.
@@ -597,40 +573,32 @@ enum Attempting {
     Raise,
 }
 
-/// An attempt's step to ask the model for next.
-#[derive(Clone, Debug, Hash)]
-enum AttemptStep {
-    Script {
+/// One call of an attempt, as the model sends it to its server.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Call {
+    /// acquire-with-retry.lua for `token` (the script); its answer goes to
+    /// [`Acquisition::attempted`].
+    Acquire {
+        /// The attempt's fresh owner token.
         token: String,
-        give_up: Instant,
     },
+    /// `TIME`, before the connection's first acquire transaction; its answer goes to
+    /// [`Acquisition::timed`].
+    Time,
+    /// The acquire transaction for `token`, a missing counter starting at `start_us`;
+    /// its answer goes to [`Acquisition::transacted`].
     Transaction {
+        /// The attempt's fresh owner token.
         token: String,
+        /// Where a missing counter starts.
         start_us: u64,
-        give_up: Instant,
     },
+    /// raise-fence.lua: the counter raised to at least `floor` before the grant counts;
+    /// its answer goes to [`Acquisition::raised`].
     Raise {
+        /// The server's clock when it granted, plus one.
         floor: u64,
-        give_up: Instant,
     },
-}
-
-impl AttemptStep {
-    fn ask(self) -> Ask {
-        match self {
-            AttemptStep::Script { token, give_up } => Ask::Attempt { token, give_up },
-            AttemptStep::Transaction {
-                token,
-                start_us,
-                give_up,
-            } => Ask::Transaction {
-                token,
-                start_us,
-                give_up,
-            },
-            AttemptStep::Raise { floor, give_up } => Ask::Raise { floor, give_up },
-        }
-    }
 }
 
 /// The acquire transaction's replies as a connection hands them, from the model
@@ -674,8 +642,8 @@ pub struct Transacted {
 impl Acquisition {
     /// What to do next, at `now`, on `handle`.
     pub fn next(&mut self, handle: &Handle, now: Instant) -> Ask {
-        if let Some(step) = self.queued.take() {
-            return step.ask();
+        if let Some((call, give_up)) = self.queued.take() {
+            return Ask::Call { call, give_up };
         }
         loop {
             match self.machine.next(now) {
@@ -728,7 +696,10 @@ impl Acquisition {
                     token,
                     give_up,
                 });
-                return Ask::Time { give_up };
+                return Ask::Call {
+                    call: Call::Time,
+                    give_up,
+                };
             }
             if let Some(txn) = Transaction::new(settings, keys, &token, &handle.offered, local) {
                 let start_us = txn.start_us();
@@ -737,17 +708,19 @@ impl Acquisition {
                     token: token.clone(),
                     give_up,
                 });
-                return Ask::Transaction {
-                    token,
-                    start_us,
+                return Ask::Call {
+                    call: Call::Transaction { token, start_us },
                     give_up,
                 };
             }
         }
-        Ask::Attempt { token, give_up }
+        Ask::Call {
+            call: Call::Acquire { token },
+            give_up,
+        }
     }
 
-    /// The answer to [`Ask::Time`] (microseconds), at `now`: the transaction follows, or
+    /// The answer to [`Call::Time`] (microseconds), at `now`: the transaction follows, or
     /// the script if the clock is still unknown; no reply ends the attempt (its bound is
     /// the whole attempt's).
     pub fn timed(&mut self, handle: &Handle, reply: Reply<u64>, now: Instant) {
@@ -775,23 +748,12 @@ impl Acquisition {
         };
         let received = self.local_us(now).unwrap_or_default();
         question.answered(answer.as_ref(), received, &handle.offered);
-        let step = match self.attempt(handle, token, give_up, now) {
-            Ask::Transaction {
-                token,
-                start_us,
-                give_up,
-            } => AttemptStep::Transaction {
-                token,
-                start_us,
-                give_up,
-            },
-            Ask::Attempt { token, give_up } => AttemptStep::Script { token, give_up },
-            _ => return,
-        };
-        self.queued = Some(step);
+        if let Ask::Call { call, give_up } = self.attempt(handle, token, give_up, now) {
+            self.queued = Some((call, give_up));
+        }
     }
 
-    /// The answer to [`Ask::Transaction`], at `now`, read by the executors' own
+    /// The answer to [`Call::Transaction`], at `now`, read by the executors' own
     /// `Transaction`: the outcome, a raise to ask, or (refused) the script at once.
     pub fn transacted(&mut self, handle: &Handle, reply: Reply<Transacted>, now: Instant) {
         let Some(Attempting::Transaction {
@@ -820,13 +782,13 @@ impl Acquisition {
             Read::Outcome(outcome) => self.acquired(handle, outcome, now),
             Read::Raise { floor } => {
                 self.attempt = Some(Attempting::Raise);
-                self.queued = Some(AttemptStep::Raise { floor, give_up });
+                self.queued = Some((Call::Raise { floor }, give_up));
             }
-            Read::Refused => self.queued = Some(AttemptStep::Script { token, give_up }),
+            Read::Refused => self.queued = Some((Call::Acquire { token }, give_up)),
         }
     }
 
-    /// The answer to [`Ask::Raise`] (the counter afterwards), at `now`: the grant's
+    /// The answer to [`Call::Raise`] (the counter afterwards), at `now`: the grant's
     /// fence, or (no answer) a grant worth nothing.
     pub fn raised(&mut self, handle: &Handle, reply: Reply<i64>, now: Instant) {
         self.attempt = None;
@@ -884,14 +846,17 @@ impl Acquisition {
             Some(Attempting::Raise) => (3, 0),
         };
         attempting.hash(state);
-        match &self.queued {
-            None => 0u8.hash(state),
-            Some(AttemptStep::Script { give_up, .. }) => (1u8, give_up).hash(state),
-            Some(AttemptStep::Transaction {
-                start_us, give_up, ..
-            }) => (2u8, start_us, give_up).hash(state),
-            Some(AttemptStep::Raise { floor, give_up }) => (3u8, floor, give_up).hash(state),
-        }
+        // The queued call's token is left out, as every token.
+        let queued = self.queued.as_ref().map(|(call, give_up)| {
+            let call = match call {
+                Call::Acquire { .. } => (1u8, 0u64),
+                Call::Time => (2, 0),
+                Call::Transaction { start_us, .. } => (3, *start_us),
+                Call::Raise { floor } => (4, *floor),
+            };
+            (call, *give_up)
+        });
+        queued.hash(state);
     }
 
     /// A copy that goes on alone from here (the model's branches).

@@ -15,6 +15,8 @@
 
 use std::hash::{Hash, Hasher};
 
+use lockscript::__private::model::Transacted;
+
 /// What a step answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Answer {
@@ -26,8 +28,9 @@ pub enum Answer {
     Done(bool),
     /// `TIME`, in microseconds.
     Time(u64),
-    /// The acquire transaction's `EXEC` (see [`Server::transact`]).
-    Transacted(Transacted),
+    /// The acquire transaction's `EXEC` (see [`Server::transact`]), and the server's
+    /// epoch when it ran.
+    Transacted(Transacted, u32),
     /// raise-fence.lua: the counter afterwards.
     Raised(u64),
     /// A native command the server does not have (`ERR unknown command`, `ERR syntax
@@ -40,25 +43,6 @@ pub enum Answer {
     NoPerm,
     /// `DELIFEQ`'s answer, and the `PUBLISH` beside it refused by the user's ACL.
     Unnotified(bool),
-}
-
-/// What the acquire transaction's commands answered: its first `SET` (granted), its
-/// second (`started`: the counter was missing and starts at the caller's value),
-/// `INCR`'s value, the holder's `PTTL`, `TIME`; and the server's epoch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Transacted {
-    /// The lock key was free and now holds the caller's token.
-    pub granted: bool,
-    /// The counter was missing: it started at the caller's value.
-    pub started: bool,
-    /// `INCR`'s value.
-    pub fence: u64,
-    /// `PTTL` of the lock key, milliseconds.
-    pub pttl: i64,
-    /// `TIME`, microseconds.
-    pub time_us: u64,
-    /// Restarts without data before this step.
-    pub epoch: u32,
 }
 
 /// What the lock user's ACL refuses.
@@ -231,14 +215,16 @@ impl Server {
         if granted && !(started && time_us >= start_us) {
             self.granted(value);
         }
-        Answer::Transacted(Transacted {
-            granted,
-            started,
-            fence: value,
-            pttl,
-            time_us,
-            epoch: self.epoch,
-        })
+        Answer::Transacted(
+            Transacted {
+                granted,
+                started,
+                fence: value,
+                pttl,
+                time_us,
+            },
+            self.epoch,
+        )
     }
 
     /// raise-fence.lua: the counter raised to at least `floor`, kept `fence_ms` from now;

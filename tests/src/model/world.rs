@@ -26,8 +26,8 @@ use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant};
 
 use lockscript::__private::model::{
-    Acquisition, Ask, Belief, Command, Handle, Heard, Holder, Orphan, Out, Question, Reply,
-    Transacted,
+    Acquisition, Ask, Belief, Call as AttemptCall, Command, Handle, Heard, Holder, Orphan, Out,
+    Question, Reply,
 };
 use lockscript::LockError;
 
@@ -80,9 +80,9 @@ pub enum Action {
 /// A request on its way to the server.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Request {
-    Acquire {
-        token: String,
-    },
+    /// One of an attempt's calls: the script, the clock question, the transaction, the
+    /// raise.
+    Attempt(AttemptCall),
     /// renew.lua, or `SET … IFEQ … PX` (`native`).
     Renew {
         token: String,
@@ -90,35 +90,21 @@ enum Request {
         native: bool,
     },
     /// compare-del.lua, or `DELIFEQ` and `PUBLISH` (`native`).
-    Delete {
-        token: String,
-        native: bool,
-    },
+    Delete { token: String, native: bool },
     /// `COMMAND DOCS SET DELEX DELIFEQ`, asked beside a lease call.
-    Docs {
-        question: Question,
-    },
-    /// `TIME`, asked before a connection's first acquire transaction.
-    Time,
-    /// The acquire transaction, a missing counter starting at `start_us`.
-    Transaction {
-        token: String,
-        start_us: u64,
-    },
-    /// raise-fence.lua, for a grant whose counter restarted behind the server's clock.
-    Raise {
-        floor: u64,
-    },
+    Docs { question: Question },
 }
 
 impl Request {
     fn token(&self) -> Option<&str> {
         match self {
-            Request::Acquire { token }
-            | Request::Transaction { token, .. }
+            Request::Attempt(
+                AttemptCall::Acquire { token } | AttemptCall::Transaction { token, .. },
+            )
             | Request::Renew { token, .. }
             | Request::Delete { token, .. } => Some(token),
-            Request::Docs { .. } | Request::Time | Request::Raise { .. } => None,
+            Request::Attempt(AttemptCall::Time | AttemptCall::Raise { .. })
+            | Request::Docs { .. } => None,
         }
     }
 }
@@ -789,7 +775,7 @@ impl<'c> World<'c> {
         };
         let request = self.calls[at].request.clone();
         let answer = match &request {
-            Request::Acquire { token } => {
+            Request::Attempt(AttemptCall::Acquire { token }) => {
                 self.server
                     .acquire(token, ttl, fence, now_ms, restart_from_one)
             }
@@ -798,26 +784,28 @@ impl<'c> World<'c> {
             }
             Request::Delete { token, native } => self.server.delete_as(token, now_ms, *native),
             Request::Docs { .. } => Answer::Docs(self.server.offers),
-            Request::Time => self.server.time(now_ms),
-            Request::Transaction { token, start_us } => {
+            Request::Attempt(AttemptCall::Time) => self.server.time(now_ms),
+            Request::Attempt(AttemptCall::Transaction { token, start_us }) => {
                 (self.server).transact(token, ttl, fence, *start_us, now_ms, restart_from_one)
             }
-            Request::Raise { floor } => self.server.raise(*floor, fence, now_ms),
+            Request::Attempt(AttemptCall::Raise { floor }) => {
+                self.server.raise(*floor, fence, now_ms)
+            }
         };
         let label = request.token().map(|t| self.label(t)).unwrap_or_default();
         let what = || {
             let command = match &request {
-                Request::Acquire { .. } => format!("acquire({label})"),
+                Request::Attempt(AttemptCall::Acquire { .. }) => format!("acquire({label})"),
                 Request::Renew { native: true, .. } => format!("SET IFEQ({label})"),
                 Request::Renew { .. } => format!("renew({label})"),
                 Request::Delete { native: true, .. } => format!("DELIFEQ({label})"),
                 Request::Delete { .. } => format!("compare-del({label})"),
                 Request::Docs { .. } => "COMMAND DOCS".to_owned(),
-                Request::Time => "TIME".to_owned(),
-                Request::Transaction { start_us, .. } => {
+                Request::Attempt(AttemptCall::Time) => "TIME".to_owned(),
+                Request::Attempt(AttemptCall::Transaction { start_us, .. }) => {
                     format!("MULTI acquire({label}, counter from {start_us}) EXEC")
                 }
-                Request::Raise { floor } => format!("raise-fence({floor})"),
+                Request::Attempt(AttemptCall::Raise { floor }) => format!("raise-fence({floor})"),
             };
             format!("{command}: {}", said(answer))
         };
@@ -954,7 +942,7 @@ impl<'c> World<'c> {
         };
         let machine = &mut acquiring.machine;
         match (request, answer) {
-            (Request::Time, answer) => {
+            (Request::Attempt(AttemptCall::Time), answer) => {
                 let reply = match answer {
                     Some(Answer::Time(us)) => Reply::Answered(us),
                     Some(_) => Reply::Refused,
@@ -962,24 +950,18 @@ impl<'c> World<'c> {
                 };
                 machine.timed(handle, reply, now);
             }
-            (Request::Transaction { .. }, answer) => {
+            (Request::Attempt(AttemptCall::Transaction { .. }), answer) => {
                 let reply = match answer {
-                    Some(Answer::Transacted(t)) => {
-                        acquiring.epoch = t.epoch;
-                        Reply::Answered(Transacted {
-                            granted: t.granted,
-                            started: t.started,
-                            fence: t.fence,
-                            pttl: t.pttl,
-                            time_us: t.time_us,
-                        })
+                    Some(Answer::Transacted(t, epoch)) => {
+                        acquiring.epoch = epoch;
+                        Reply::Answered(t)
                     }
                     Some(_) => Reply::Refused,
                     None => Reply::NoReply,
                 };
                 machine.transacted(handle, reply, now);
             }
-            (Request::Raise { .. }, answer) => {
+            (Request::Attempt(AttemptCall::Raise { .. }), answer) => {
                 let reply = match answer {
                     Some(Answer::Raised(v)) => {
                         Reply::Answered(i64::try_from(v).unwrap_or(i64::MAX))
@@ -1015,33 +997,23 @@ impl<'c> World<'c> {
                 None => return,
             };
             match ask {
-                Ask::Attempt { token, give_up } => {
-                    let label = self.name_token(c, &token);
-                    let id = self.send(c, Request::Acquire { token }, give_up, Waiter::Attempt);
-                    self.note(|| format!("{} sends acquire({label}) (#{id})", name(c)));
-                    return;
-                }
-                Ask::Time { give_up } => {
-                    let id = self.send(c, Request::Time, give_up, Waiter::Attempt);
-                    self.note(|| format!("{} asks the server's clock (#{id})", name(c)));
-                    return;
-                }
-                Ask::Transaction {
-                    token,
-                    start_us,
-                    give_up,
-                } => {
-                    let label = self.name_token(c, &token);
-                    let request = Request::Transaction { token, start_us };
-                    let id = self.send(c, request, give_up, Waiter::Attempt);
-                    self.note(|| {
-                        format!("{} sends the acquire transaction({label}) (#{id})", name(c))
-                    });
-                    return;
-                }
-                Ask::Raise { floor, give_up } => {
-                    let id = self.send(c, Request::Raise { floor }, give_up, Waiter::Attempt);
-                    self.note(|| format!("{} raises the counter to {floor} (#{id})", name(c)));
+                Ask::Call { call, give_up } => {
+                    let label = match &call {
+                        AttemptCall::Acquire { token } | AttemptCall::Transaction { token, .. } => {
+                            self.name_token(c, token)
+                        }
+                        AttemptCall::Time | AttemptCall::Raise { .. } => String::new(),
+                    };
+                    let what = match &call {
+                        AttemptCall::Acquire { .. } => format!("sends acquire({label})"),
+                        AttemptCall::Time => "asks the server's clock".to_owned(),
+                        AttemptCall::Transaction { .. } => {
+                            format!("sends the acquire transaction({label})")
+                        }
+                        AttemptCall::Raise { floor } => format!("raises the counter to {floor}"),
+                    };
+                    let id = self.send(c, Request::Attempt(call), give_up, Waiter::Attempt);
+                    self.note(|| format!("{} {what} (#{id})", name(c)));
                     return;
                 }
                 Ask::Sleep => {
@@ -1317,19 +1289,20 @@ impl<'c> World<'c> {
             let client = place[usize::from(call.client)];
             (client, call.sent, call.give_up, call.flight, call.waiter).hash(&mut h);
             let kind = match &call.request {
-                Request::Acquire { .. } => (0u8, Duration::ZERO, false),
+                Request::Attempt(_) => (0u8, Duration::ZERO, false),
                 Request::Renew { ttl, native, .. } => (1, *ttl, *native),
                 Request::Delete { native, .. } => (2, Duration::ZERO, *native),
                 Request::Docs { .. } => (3, Duration::ZERO, false),
-                Request::Time => (4, Duration::ZERO, false),
-                Request::Transaction { .. } => (5, Duration::ZERO, false),
-                Request::Raise { .. } => (6, Duration::ZERO, false),
             };
             kind.hash(&mut h);
-            match &call.request {
-                Request::Transaction { start_us, .. } => start_us.hash(&mut h),
-                Request::Raise { floor } => floor.hash(&mut h),
-                _ => {}
+            if let Request::Attempt(attempt) = &call.request {
+                let (which, value) = match attempt {
+                    AttemptCall::Acquire { .. } => (0u8, 0u64),
+                    AttemptCall::Time => (1, 0),
+                    AttemptCall::Transaction { start_us, .. } => (2, *start_us),
+                    AttemptCall::Raise { floor } => (3, *floor),
+                };
+                (which, value).hash(&mut h);
             }
             if let Request::Docs { question } = &call.request {
                 question.hash(&mut h);
@@ -1439,13 +1412,13 @@ fn said(answer: Answer) -> String {
         Answer::NoPerm => "NOPERM".to_owned(),
         Answer::Unnotified(done) => format!("{}, PUBLISH: NOPERM", int(done)),
         Answer::Time(us) => format!("{us} µs"),
-        Answer::Transacted(t) if t.granted => format!(
+        Answer::Transacted(t, _) if t.granted => format!(
             "granted, fence {}{}, TIME {} µs",
             t.fence,
             if t.started { " (counter started)" } else { "" },
             t.time_us
         ),
-        Answer::Transacted(t) => format!("held, {} ms left (counter {})", t.pttl, t.fence),
+        Answer::Transacted(t, _) => format!("held, {} ms left (counter {})", t.pttl, t.fence),
         Answer::Raised(v) => format!("counter {v}"),
     }
 }
@@ -1465,7 +1438,7 @@ fn done(answer: Option<Answer>) -> Reply<bool> {
             Answer::Acquire(..)
             | Answer::Docs(_)
             | Answer::Time(_)
-            | Answer::Transacted(_)
+            | Answer::Transacted(..)
             | Answer::Raised(_),
         ) => Reply::Refused,
         None => Reply::NoReply,
