@@ -1553,6 +1553,8 @@ mod tests {
         let mut world = World::new(&config, Instant::now(), true);
         let call = |a: &Action| matches!(a, Action::Run(_) | Action::Deliver(_));
         let tick = |a: &Action| *a == Action::Tick;
+        step(&mut world, call); // the connection's clock question runs
+        step(&mut world, call); // heard: the acquire transaction goes
         step(&mut world, call); // the attempt runs
         step(&mut world, call); // granted
         step(&mut world, tick);
