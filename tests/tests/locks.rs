@@ -588,8 +588,10 @@ async fn a_release_wakes_one_local_waiter_not_all() {
     .await
     .expect("a waiter took over");
     tokio::time::sleep(Duration::from_millis(200)).await;
-    // One compare-del, then one acquire attempt: the other seven stayed asleep.
-    assert_eq!(command_calls(&mut stats, "evalsha"), 2);
+    // One compare-del, then one acquire attempt (a transaction): the other seven
+    // stayed asleep.
+    assert_eq!(command_calls(&mut stats, "evalsha"), 1);
+    assert_eq!(command_calls(&mut stats, "exec"), 1);
     assert_eq!(
         command_calls(&mut stats, "publish"),
         1,

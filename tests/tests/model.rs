@@ -36,22 +36,26 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// The model: the owner (a client), the last token granted, and whether the counter
-/// has restarted since (then the next token is only known to be higher).
+/// The model: the owner (a client), the last token granted, the attempts refused since
+/// (each raises the counter: a plain attempt is a transaction that increments it
+/// whatever its `SET NX` answered), and whether the counter has restarted since (then
+/// the next token is only known to be higher).
 #[derive(Default)]
 struct Model {
     owner: Option<usize>,
     fence: Option<u64>,
+    refused: u64,
     restarted: bool,
 }
 
 impl Model {
-    /// A grant with `fence` at `step`: the next token, or only a higher one after the
-    /// counter restarted.
+    /// A grant with `fence` at `step`: the next number after the last token and the
+    /// refused attempts since, or only a higher one after the counter restarted.
     fn granted(&mut self, step: usize, fence: u64) -> Result<(), TestCaseError> {
         match self.fence {
             Some(last) if !self.restarted => {
-                prop_assert_eq!(fence, last + 1, "step {}: the next fence", step);
+                let next = last + 1 + self.refused;
+                prop_assert_eq!(fence, next, "step {}: the next fence", step);
             }
             Some(last) => prop_assert!(
                 fence > last,
@@ -63,6 +67,7 @@ impl Model {
             None => prop_assert!(fence > 0, "step {}: first fence", step),
         }
         self.fence = Some(fence);
+        self.refused = 0;
         self.restarted = false;
         Ok(())
     }
@@ -106,6 +111,7 @@ async fn run_case(
                         step,
                         model.owner
                     );
+                    model.refused += 1;
                 }
             }
             Op::Extend(c) => {
