@@ -776,7 +776,7 @@ impl Acquisition {
         match txn.read(
             replies,
             self.machine.keys(),
-            (sent, received),
+            (sent, now, received),
             &handle.offered,
         ) {
             Read::Outcome(outcome) => self.acquired(handle, outcome, now),

@@ -127,7 +127,7 @@ where
         {
             loop {
                 let replies = txn.pipe().query_async(&mut conn).await;
-                let read_at = (sent, transact::local_us());
+                let read_at = (sent, Instant::now(), transact::local_us());
                 match txn.read(
                     replies.map_err(LockError::from),
                     keys,

@@ -85,6 +85,8 @@ pub(crate) struct Transaction {
     start: u64,
     /// This process's clock when it was built, microseconds.
     built: u64,
+    /// The lease a grant asks for.
+    ttl: std::time::Duration,
 }
 
 /// What a transaction's replies say.
@@ -197,7 +199,12 @@ impl Transaction {
         pipe.cmd("EXISTS").arg(keys.holders());
         pipe.cmd("TIME");
         pipe.cmd("EXEC");
-        Some(Self { pipe, start, built })
+        Some(Self {
+            pipe,
+            start,
+            built,
+            ttl: settings.ttl,
+        })
     }
 
     /// Where a missing counter starts, microseconds (the model checker's server takes
@@ -213,13 +220,13 @@ impl Transaction {
     }
 
     /// What the replies to [`pipe`](Self::pipe) say, for `keys`, sent at `sent` and read
-    /// when this process's clock showed `received_us` ([`local_us`]); tells `offered` the
-    /// server's clock, or a refusal.
+    /// at `now`, when this process's clock showed `received_us` ([`local_us`]); tells
+    /// `offered` the server's clock, or a refusal.
     pub(crate) fn read(
         &self,
         replies: Result<Vec<redis::RedisResult<Value>>, LockError>,
         keys: &Keys,
-        (sent, received_us): (std::time::Instant, u64),
+        (sent, now, received_us): (std::time::Instant, std::time::Instant, u64),
         offered: &Offered,
     ) -> Read {
         let replies = match replies {
@@ -308,9 +315,17 @@ impl Transaction {
         }
         // This attempt restarted the counter.
         match server_us {
-            Some(server_us) if server_us >= self.start => Read::Raise {
-                floor: server_us.saturating_add(1),
-            },
+            Some(server_us) if server_us >= self.start => {
+                let granted = Outcome::Granted { fence, sent };
+                // A grant already past its validity is released, never handed out: not
+                // worth a raise (whose round trip could cost the attempt its bound).
+                if granted.is_late(self.ttl, now) {
+                    return Read::Outcome(Ok(granted));
+                }
+                Read::Raise {
+                    floor: server_us.saturating_add(1),
+                }
+            }
             Some(_) => Read::Outcome(Ok(Outcome::Granted { fence, sent })),
             // The server's clock unknown: no token is sure to be above every earlier one.
             None => Read::Outcome(Ok(Outcome::Undone(match time {
@@ -378,6 +393,7 @@ mod tests {
             pipe: redis::Pipeline::new(),
             start,
             built: start,
+            ttl: std::time::Duration::from_secs(30),
         }
     }
 
@@ -386,8 +402,9 @@ mod tests {
         let keys = Settings::default().keys("orders").unwrap();
         let offered = Offered::default();
         let now = Instant::now();
-        let read =
-            |t: &Transaction, exec| t.read(Ok(ok_replies(exec)), &keys, (now, 9_400_000), &offered);
+        let read = |t: &Transaction, exec| {
+            t.read(Ok(ok_replies(exec)), &keys, (now, now, 9_400_000), &offered)
+        };
         let (ok, nil, int) = (Value::Okay, Value::Nil, Value::Int);
         // Free, the counter alive: granted with INCR's value.
         let r = read(
@@ -509,7 +526,7 @@ mod tests {
                 "this user has no permissions to run the 'time' command",
             )),
             &keys,
-            (now, 1),
+            (now, now, 1),
             &offered,
         );
         assert!(matches!(r, Read::Refused), "a NOPERM sends the script");
@@ -521,7 +538,7 @@ mod tests {
                 "You can't write against a read only replica.",
             )),
             &keys,
-            (now, 1),
+            (now, now, 1),
             &offered,
         );
         assert!(matches!(r, Read::Outcome(Err(_))));
@@ -558,7 +575,12 @@ mod tests {
             .map(Ok),
         );
         replies.push(Err(exec));
-        let r = txn(5_000_000).read(Ok(replies), &keys, (Instant::now(), 5_000_000), &offered);
+        let r = txn(5_000_000).read(
+            Ok(replies),
+            &keys,
+            (Instant::now(), Instant::now(), 5_000_000),
+            &offered,
+        );
         assert!(matches!(
             r,
             Read::Outcome(Ok(Outcome::Granted { fence: 77, .. }))

@@ -314,7 +314,8 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
                 .flatten();
             if let Some(txn) = transaction {
                 let replies = txn.pipe().query(c).map_err(LockError::from);
-                match txn.read(replies, keys, (sent, transact::local_us()), &self.offered) {
+                let read_at = (sent, Instant::now(), transact::local_us());
+                match txn.read(replies, keys, read_at, &self.offered) {
                     Read::Outcome(outcome) => return outcome,
                     Read::Raise { floor } => {
                         let raise = settings.raise_fence_call(keys, floor);
