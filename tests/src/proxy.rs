@@ -18,7 +18,7 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A proxy on a free loopback port in front of `127.0.0.1:upstream`.
 pub struct Proxy {
@@ -156,7 +156,9 @@ impl Proxy {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
-    /// Delays every reply chunk from the server by `delay` from now on.
+    /// Delays every reply chunk from the server by `delay` (counted from when the proxy
+    /// read it) from now on, the chunks waiting included: a delay set to zero releases
+    /// at once a reply held by the one before, and the replies queued behind it.
     pub fn set_delay(&self, delay: Duration) {
         let us = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
         self.shared.delay_us.store(us, Ordering::SeqCst);
@@ -315,6 +317,23 @@ enum Direction {
     Reply,
 }
 
+/// Holds a reply chunk read now back by the proxy's delay (`delay_us`, read again as it
+/// waits, so a delay lowered meanwhile applies to this chunk too: "from now on" includes
+/// the chunk waiting) or by `once_us`, whichever is longer.
+fn hold_reply(delay_us: &AtomicU64, once_us: u64) {
+    let read = Instant::now();
+    loop {
+        let us = delay_us.load(Ordering::SeqCst).max(once_us);
+        let Some(left) = Duration::from_micros(us).checked_sub(read.elapsed()) else {
+            return;
+        };
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(2)));
+    }
+}
+
 /// Holds a request back by its connection's own delay, if it has one.
 fn hold_request(link: &Link) {
     let us = link.request_delay_us.load(Ordering::SeqCst);
@@ -382,10 +401,7 @@ fn pump(
                         break;
                     }
                     let once = link.next_reply_delay_us.swap(0, Ordering::SeqCst);
-                    let us = shared.delay_us.load(Ordering::SeqCst).max(once);
-                    if us > 0 {
-                        std::thread::sleep(Duration::from_micros(us));
-                    }
+                    hold_reply(&shared.delay_us, once);
                 }
             }
             if to.write_all(chunk).is_err() {
