@@ -59,7 +59,7 @@ fn node_has_key(cluster: &RedisCluster, i: usize, key: &str) -> bool {
 }
 
 /// Whether node `i` has compare-del.lua, the release a server without `DELIFEQ` or
-/// `DELEX` runs, in its cache. (A plain lock's acquire is a transaction, no script.)
+/// `DELEX` runs, in its cache.
 fn has_release_script(cluster: &RedisCluster, i: usize) -> bool {
     let sha = lockscript::builtin::compare_del("k", "t").script().sha1();
     let cached: Vec<bool> = redis::cmd("SCRIPT")

@@ -210,8 +210,8 @@ async fn connect_cluster_never_re_sends_a_script_after_an_io_error() {
 async fn redis_rs_default_retries_re_send_a_script_after_an_io_error_and_orphan_the_grant() {
     let cluster = RedisCluster::start(3, 0);
     let (master, proxy) = proxy_the_master_of(&cluster, KEY);
-    // The acquire script, as the hazard was found with it (the acquire transaction is
-    // re-sent the same way).
+    // The acquire script, which a Cluster keeps (a transaction would be re-sent the same
+    // way).
     let locks = Locks::new(cluster.async_connection().await)
         .ttl(TTL)
         .native_commands(false);

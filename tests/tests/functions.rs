@@ -224,9 +224,16 @@ async fn a_server_without_lua_is_refused_at_connect_with_a_typed_error() {
         .invoke(&mut conn)
         .unwrap_err();
     assert!(is_no_lua(&err), "{err:?}");
-    // A handle made from a connection learns it at its first call.
+    // A handle made from a connection learns it at its first call that needs a script:
+    // a plain lock's acquire is a transaction of the server's own commands, no Lua; a
+    // fair lock's is fair-queue.lua.
     let locks = Locks::new(server.multiplexed().await);
-    let err = locks.try_lock("a").await.unwrap_err();
+    let plain = locks
+        .try_lock("a")
+        .await
+        .expect("the plain acquire needs no Lua");
+    assert!(plain.is_some(), "free");
+    let err = locks.fair(true).try_lock("b").await.unwrap_err();
     assert!(is_no_lua(&err), "{err:?}");
 }
 

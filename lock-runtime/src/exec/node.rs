@@ -44,8 +44,16 @@ pub struct Node<C> {
     one_by_one: Arc<AtomicBool>,
 }
 
-impl<C> Node<C> {
+impl<C: 'static> Node<C> {
     pub(crate) fn new(conn: C) -> Self {
+        #[cfg(feature = "cluster")]
+        if (&conn as &dyn std::any::Any).is::<redis::cluster_async::ClusterConnection>() {
+            return Self {
+                conn,
+                offered: Arc::new(Offered::cluster()),
+                one_by_one: Arc::default(),
+            };
+        }
         Self {
             conn,
             offered: Arc::default(),

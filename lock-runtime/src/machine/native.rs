@@ -203,9 +203,13 @@ pub(crate) struct Offered {
     /// commands): acquires go as acquire-with-retry.lua until the connection is re-made
     /// (see [`crate::machine::transact`]).
     no_transaction: AtomicBool,
+    /// A Redis Cluster connection: acquires always go as the script (see
+    /// [`crate::machine::transact`]: each primary has its own clock, and a keyless
+    /// `TIME` goes to any node).
+    cluster: bool,
     /// The server's clock minus this process's, in microseconds, as the last `TIME`
-    /// seen on the connection put it (from the send time: never behind the server's by
-    /// more than the drift since); [`UNKNOWN`] before any.
+    /// seen on the connection put it (taken when its reply was read: never ahead of the
+    /// server's but for the drift since); [`UNKNOWN`] before any.
     clock_offset: AtomicI64,
 }
 
@@ -218,6 +222,7 @@ impl Default for Offered {
             state: AtomicU32::default(),
             told: AtomicBool::default(),
             no_transaction: AtomicBool::default(),
+            cluster: false,
             clock_offset: AtomicI64::new(UNKNOWN),
         }
     }
@@ -361,7 +366,17 @@ impl Offered {
 
     /// Whether the server refused the acquire transaction on this connection.
     pub(crate) fn refuses_transaction(&self) -> bool {
-        self.no_transaction.load(Ordering::Relaxed)
+        self.cluster || self.no_transaction.load(Ordering::Relaxed)
+    }
+
+    /// What a Redis Cluster connection offers: no acquire transaction, ever (see
+    /// [`crate::machine::transact`]).
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn cluster() -> Self {
+        Self {
+            cluster: true,
+            ..Self::default()
+        }
     }
 
     /// The server refused to queue the acquire transaction: acquires go as the script
@@ -415,6 +430,7 @@ impl Offered {
             state: AtomicU32::new(self.state.load(Ordering::Relaxed)),
             told: AtomicBool::new(self.told.load(Ordering::Relaxed)),
             no_transaction: AtomicBool::new(self.no_transaction.load(Ordering::Relaxed)),
+            cluster: self.cluster,
             clock_offset: AtomicI64::new(self.clock_offset.load(Ordering::Relaxed)),
         }
     }

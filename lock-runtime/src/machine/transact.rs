@@ -53,6 +53,13 @@
 //! connection moves to the script too. A queued command refused for now (`READONLY`,
 //! `MOVED`, `LOADING`) is the attempt's error, as the script's would be, and is retried
 //! as one.
+//!
+//! **A Redis Cluster keeps the script** (both faces). Each primary has its own clock, and
+//! the connection's clock question, a keyless `TIME`, goes to any node: a counter
+//! restarted on one primary from another's clock could start ahead of its own by their
+//! skew, and a stalled primary would hold up every first acquire on the others (a
+//! Cluster test found that one: `try_lock` on healthy primaries timed out while one
+//! was stopped).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
