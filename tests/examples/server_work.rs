@@ -258,11 +258,10 @@ async fn round(
 
 /// One lock cycle sent by hand on a connection, for key `key`, with what the server
 /// offers.
-type HandCycle = fn(
-    MultiplexedConnection,
-    String,
-    lockscript::NativeCommands,
-) -> std::pin::Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send>>;
+type HandCycle = fn(MultiplexedConnection, String, lockscript::NativeCommands) -> HandRun;
+
+/// One by-hand cycle on its way.
+type HandRun = std::pin::Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send>>;
 
 /// The cycles sent by hand, the floors ours is compared with: the peers' (redsync,
 /// redis-py, rslock: `SET NX PX`, then compare-and-delete as `EVALSHA`, no fencing
@@ -284,7 +283,7 @@ fn peers_cycle(
     mut conn: MultiplexedConnection,
     key: String,
     _: lockscript::NativeCommands,
-) -> std::pin::Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send>> {
+) -> HandRun {
     Box::pin(async move {
         let lock = format!("{{{key}}}:lock");
         let _: Option<String> = redis::cmd("SET")
@@ -306,7 +305,7 @@ fn before_cycle(
     mut conn: MultiplexedConnection,
     key: String,
     native: lockscript::NativeCommands,
-) -> std::pin::Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send>> {
+) -> HandRun {
     Box::pin(async move {
         let (lock, fence) = (format!("lock:{{{key}}}"), format!("lock:{{{key}}}:fence"));
         let holders = format!("lock:{{{key}}}:holders");
