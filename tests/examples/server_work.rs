@@ -236,14 +236,7 @@ async fn round(
     }
     let set_floor = server_us_per(stats, n, &["set", "del"], async {
         for _ in 0..n {
-            let _: Option<String> = redis::cmd("SET")
-                .arg("work:floor")
-                .arg("token")
-                .arg("NX")
-                .arg("PX")
-                .arg(30_000)
-                .query_async(floor)
-                .await?;
+            let _: Option<String> = set_nx_px("work:floor").query_async(floor).await?;
             let _: i64 = redis::cmd("DEL")
                 .arg("work:floor")
                 .query_async(floor)
@@ -279,6 +272,13 @@ fn by_hand_commands(name: &str) -> &'static [&'static str] {
     }
 }
 
+/// The grant every floor and the peers' cycle sends: `SET key token NX PX 30000`.
+fn set_nx_px(key: &str) -> redis::Cmd {
+    let mut cmd = redis::cmd("SET");
+    cmd.arg(key).arg("token").arg("NX").arg("PX").arg(30_000);
+    cmd
+}
+
 fn peers_cycle(
     mut conn: MultiplexedConnection,
     key: String,
@@ -286,14 +286,7 @@ fn peers_cycle(
 ) -> HandRun {
     Box::pin(async move {
         let lock = format!("{{{key}}}:lock");
-        let _: Option<String> = redis::cmd("SET")
-            .arg(&lock)
-            .arg("token")
-            .arg("NX")
-            .arg("PX")
-            .arg(30_000)
-            .query_async(&mut conn)
-            .await?;
+        let _: Option<String> = set_nx_px(&lock).query_async(&mut conn).await?;
         let _ = lockscript::builtin::compare_del(&lock, "token")
             .invoke_async(&mut conn)
             .await?;
@@ -396,14 +389,7 @@ async fn loaded(
             tasks.spawn(async move {
                 let key = format!("work:loaded-floor:{t}");
                 for _ in 0..each {
-                    let _: Option<String> = redis::cmd("SET")
-                        .arg(&key)
-                        .arg("token")
-                        .arg("NX")
-                        .arg("PX")
-                        .arg(30_000)
-                        .query_async(&mut conn)
-                        .await?;
+                    let _: Option<String> = set_nx_px(&key).query_async(&mut conn).await?;
                     let _: i64 = redis::cmd("DEL").arg(&key).query_async(&mut conn).await?;
                 }
                 Ok::<_, BoxError>(())
