@@ -147,6 +147,103 @@ async fn a_counter_restarted_behind_the_servers_clock_is_raised_to_it() {
     next.release().await.unwrap();
 }
 
+/// The variable that hands the stepped-clock process its server.
+#[cfg(feature = "chaos")]
+const STEPPED_VAR: &str = "LOCKSCRIPT_STEPPED_CLOCK_URL";
+
+/// The process of the test below, on a wall clock the parent steps: learns the server's
+/// clock (a grant of `warm`), waits for the step, then restarts the counter of `fresh`.
+/// Prints how far its wall clock is ahead of the server's after the step, and the
+/// fencing token.
+#[cfg(feature = "chaos")]
+#[tokio::test]
+#[ignore = "run by a_client_wall_clock_stepped_forward_restarts_no_counter_ahead"]
+async fn stepped_clock_process() {
+    use std::io::BufRead as _;
+    let Ok(url) = std::env::var(STEPPED_VAR) else {
+        return;
+    };
+    let client = redis::Client::open(url).unwrap();
+    let locks = Locks::connect(&client).await.unwrap();
+    locks
+        .try_lock("warm")
+        .await
+        .unwrap()
+        .expect("free")
+        .release()
+        .await
+        .unwrap();
+    println!("READY");
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let (s, us): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let ahead_ms = i64::try_from(wall.as_millis()).unwrap() - (s * 1_000 + us / 1_000);
+    println!("AHEAD {ahead_ms}");
+    let guard = locks.try_lock("fresh").await.unwrap().expect("free");
+    println!("FENCE {}", guard.fencing_token());
+    guard.release().await.unwrap();
+}
+
+/// A client's wall clock stepped forward after its connection learnt the server's clock
+/// (NTP correcting a clock that started behind): a counter the connection then restarts
+/// starts at the server's clock (1 ms ahead at most), not at the step's. The estimate is
+/// kept on the monotonic clock. Before (the wall clock): the counter started an hour
+/// ahead, and tokens fell when it expired and restarted from the server's clock.
+#[cfg(feature = "chaos")]
+#[test]
+fn a_client_wall_clock_stepped_forward_restarts_no_counter_ahead() {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    use std::process::Stdio;
+
+    use lockscript_test::chaos::clock::{self, ServerClock};
+    if !clock::available() {
+        eprintln!("libfaketime not installed (`apt-get install -y faketime`): skipped");
+        return;
+    }
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut clock = ServerClock::new(dir.path().join("clock"));
+    let mut command = lockscript_test::ignored_test_process("stepped_clock_process");
+    clock.apply_to_process(&mut command);
+    let mut child = command
+        .env(STEPPED_VAR, server.url())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = |prefix: &str| -> String {
+        loop {
+            let line = lines.next().expect("the process's output").unwrap();
+            // libtest's own "test … ... " may open the first line.
+            if let Some(at) = line.find(prefix) {
+                return line[at + prefix.len()..].trim().to_owned();
+            }
+        }
+    };
+    next("READY");
+    clock.set(3_600_000);
+    writeln!(child.stdin.take().unwrap(), "STEPPED").unwrap();
+    let ahead_ms: i64 = next("AHEAD").parse().unwrap();
+    let fence: u64 = next("FENCE").parse().unwrap();
+    let after = server_us(&server);
+    assert!(child.wait().unwrap().success());
+    assert!(
+        (3_590_000..3_610_000).contains(&ahead_ms),
+        "the process's wall clock moved an hour: {ahead_ms} ms ahead of the server's"
+    );
+    assert_eq!(Some(fence), counter(&server, "fresh"));
+    assert!(
+        fence <= after + 1_001,
+        "the counter started {} s ahead of the server's clock",
+        (fence - after) / 1_000_000
+    );
+}
+
 /// One name, one kind, both ways. Readers hold the name: a lock is refused with
 /// `WrongKind`, and the key its transaction wrote is released in the background at
 /// once (the readers keep their grant). A lock holds it: readers and permits are

@@ -31,7 +31,8 @@
 //! last saw it ([`Offered`]: `TIME` asked alone before the connection's first
 //! transaction ([`ClockQuestion`]), and read from every transaction's reply), taken when
 //! the reply was read, so never ahead of the server's but for the drift since, plus
-//! 1 ms. The connection forgets it with every reconnect (the server behind the address
+//! 1 ms. "Since" is counted on this process's monotonic clock, never its wall clock,
+//! which may step (see [`local_us`]). The connection forgets it with every reconnect (the server behind the address
 //! may be another one, or have restarted without its data). When the replies show that
 //! this attempt created the counter and `TIME` had passed `<start>`, the grant is not
 //! handed out until the counter is raised to the server's clock ([`Read::Raise`]:
@@ -61,7 +62,7 @@
 //! Cluster test found that one: `try_lock` on healthy primaries timed out while one
 //! was stopped).
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use redis::Value;
 
@@ -159,12 +160,19 @@ fn read_at(sent_us: u64, received_us: u64) -> u64 {
     }
 }
 
-/// This process's clock in microseconds since the Unix epoch (what the executors give
-/// [`ClockQuestion::new`] and [`Transaction::new`]; the model checker gives its own).
+/// This process's monotonic clock in microseconds since its first reading (what the
+/// executors give [`ClockQuestion::new`] and [`Transaction::new`]; the model checker
+/// gives its own).
+///
+/// Monotonic, not the wall clock: the server's clock is estimated as the last `TIME`
+/// seen plus the time this process counted since, and a wall clock stepped forward after
+/// that (NTP correcting a clock that started behind, an operator) would carry the
+/// estimate, and a counter restarted from it, ahead of the server's by the step: tokens
+/// would then fall when that counter expired and restarted from the server's clock.
+/// `Instant` never steps.
 pub(crate) fn local_us() -> u64 {
-    let since = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let since = ORIGIN.get_or_init(Instant::now).elapsed();
     u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
 }
 

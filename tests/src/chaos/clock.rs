@@ -79,15 +79,36 @@ impl ServerClock {
     ///
     /// If libfaketime is not installed (the message says how to install it).
     pub fn apply(&self, builder: ServerBuilder) -> ServerBuilder {
+        self.env()
+            .into_iter()
+            .fold(builder, |builder, (name, value)| builder.env(name, value))
+    }
+
+    /// `command`, set to run its process on this clock: a client whose wall clock the
+    /// test steps (its monotonic clock stays the real one, as a system's does when NTP
+    /// or an operator steps the wall clock).
+    ///
+    /// # Panics
+    ///
+    /// If libfaketime is not installed (the message says how to install it).
+    pub fn apply_to_process(&self, command: &mut std::process::Command) {
+        for (name, value) in self.env() {
+            command.env(name, value);
+        }
+    }
+
+    /// The environment that puts a process on this clock.
+    fn env(&self) -> [(&'static str, String); 4] {
         let preload = preloads().unwrap_or_else(|| panic!("{INSTALL_HINT}"));
-        builder
-            .env("LD_PRELOAD", preload)
-            .env(
+        [
+            ("LD_PRELOAD", preload),
+            (
                 "FAKETIME_TIMESTAMP_FILE",
                 self.control.to_string_lossy().into_owned(),
-            )
-            .env("FAKETIME_NO_CACHE", "1")
-            .env("DONT_FAKE_MONOTONIC", "1")
+            ),
+            ("FAKETIME_NO_CACHE", "1".to_owned()),
+            ("DONT_FAKE_MONOTONIC", "1".to_owned()),
+        ]
     }
 
     /// The offset now, in milliseconds (positive: ahead of the real time).
