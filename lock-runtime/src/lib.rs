@@ -170,6 +170,7 @@ pub mod __private {
             set_last_look_by_its_answer, set_native_refusal_unseen, set_no_deadline,
             set_notification_error_is_the_calls, set_orphan_release_stops_at_nothing,
             set_overlap_ignored, set_refusal_after_stop_loses, set_shorter_extend_trusted,
+            set_wall_clock_estimate,
         };
     }
 }

@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use lockscript::__private::mutants;
 use lockscript_test::model::server::Denied;
-use lockscript_test::model::{Config, Property, Report, Violation, explore};
+use lockscript_test::model::{Config, Events, Property, Report, Violation, explore};
 
 /// The switches that put defects back are process-wide: one search at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -389,4 +389,90 @@ fn a_clock_learnt_at_the_send_is_found_as_a_repeated_fence() {
     let violation = report.violation.expect("the planted defect is found");
     assert_eq!(violation.rule, Property::FencesRise.name(), "{violation}");
     assert!(violation.actions <= 11, "a short history: {violation}");
+}
+
+/// A world whose clocks step (native commands on, so attempts go as the acquire
+/// transaction and estimate the server's clock): two faults, one of them the step.
+fn clock_world(depth: usize) -> Config {
+    Config {
+        native: true,
+        depth,
+        ..Config::default()
+    }
+}
+
+/// The server's wall clock stepped back less than a fencing counter's idle time (its
+/// lease and the retention: 400 ms here; the step 300 ms): every promise kept, fences
+/// rising across the counter's expiry and restart from the clock that went back, leases
+/// longer on the server than their holders count.
+#[test]
+fn a_servers_clock_stepped_back_less_than_a_counters_idle_time_keeps_every_promise() {
+    let _alone = alone();
+    let mut config = clock_world(14);
+    config.events.clock_back = 3;
+    clean("the server's clock stepped back 300 ms", &config);
+}
+
+/// The bound is tight: a step back as long as the counter's idle time (400 ms) lets a
+/// counter that idled out restart where it was, and a fence repeats. The reliability
+/// guide's promise reads "less than".
+#[test]
+fn a_step_back_as_long_as_a_counters_idle_time_is_found_as_a_repeated_fence() {
+    let _alone = alone();
+    let mut config = clock_world(14);
+    config.events.clock_back = 4;
+    let report = search("the server's clock stepped back 400 ms", &config);
+    let violation = report.violation.expect("a repeated fence");
+    assert_eq!(violation.rule, Property::FencesRise.name(), "{violation}");
+}
+
+/// A forward jump of the server's clock beyond the drift margin (200 ms, past the 5 ms
+/// margin of a 300 ms lease, and past the renewal the watchdog sends every 100 ms) ends a lease on the server while its holder still
+/// counts on it: found as two holders at once when only exclusion is checked. The
+/// guide's exclusion promise excludes such jumps; this shows the checker sees them.
+#[test]
+fn a_forward_jump_beyond_the_drift_margin_is_found_as_two_holders() {
+    let _alone = alone();
+    let mut config = clock_world(14);
+    config.events.clock_ahead = 2;
+    config.properties = vec![Property::Exclusion];
+    let report = search("the server's clock jumped 200 ms ahead", &config);
+    let violation = report.violation.expect("two holders");
+    assert_eq!(violation.rule, Property::Exclusion.name(), "{violation}");
+}
+
+/// A client's wall clock stepped ahead (500 ms, more than a counter's idle time) after
+/// its connection learnt the server's clock: nothing changes, since the estimate runs
+/// on the monotonic clock. With the estimate on the wall clock put back (the code before
+/// the model had clock steps), the next counter that connection restarts starts ahead
+/// of the server's clock by the step (found as such: a later restart from the clock
+/// would repeat its fences), in 20 actions: the counter must idle out after the step
+/// (400 ms). So the world is cut to what that takes, searched to 30 actions: the step
+/// its one fault, no other event.
+#[test]
+fn a_clients_wall_clock_step_is_harmless_and_an_estimate_on_it_is_found() {
+    let _alone = alone();
+    let quiet = Events {
+        timeouts: false,
+        reorder: false,
+        pauses: false,
+        restarts: 0,
+        cancels: false,
+        extends: false,
+        drops: false,
+        restarts_keeping: 0,
+        wall_ahead: 5,
+        ..Events::default()
+    };
+    let config = Config {
+        events: quiet,
+        faults: 1,
+        ..clock_world(30)
+    };
+    clean("a client's wall clock stepped, the step alone", &config);
+    let _planted = Planted::new(mutants::set_wall_clock_estimate);
+    let report = search("the estimate on the wall clock, planted", &config);
+    let violation = report.violation.expect("the planted defect is found");
+    assert_eq!(violation.rule, Property::FencesRise.name(), "{violation}");
+    assert!(violation.actions <= 20, "a short history: {violation}");
 }

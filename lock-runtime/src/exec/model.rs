@@ -81,9 +81,11 @@ pub struct Handle {
     settings: Arc<Settings>,
     keys: Keys,
     offered: Offered,
-    /// The instant this process's wall clock reads 0 µs at (the model's clocks agree):
-    /// with it, a plain lock's attempts go as the acquire transaction.
+    /// The instant this process's clocks read 0 µs at (the model's clocks agree): with
+    /// it, a plain lock's attempts go as the acquire transaction.
     base: Option<Instant>,
+    /// How far this process's wall clock was stepped ahead of its monotonic clock.
+    wall_ahead: Duration,
 }
 
 impl Handle {
@@ -117,12 +119,13 @@ impl Handle {
             keys,
             offered: Offered::default(),
             base: None,
+            wall_ahead: Duration::ZERO,
         })
     }
 
-    /// This handle's wall clock reads 0 µs at `base` and moves with the model's: its
+    /// This handle's clocks read 0 µs at `base` and move with the model's: its
     /// plain attempts go as the acquire transaction (when `native`, as the faces send
-    /// it), which needs a wall clock to start a counter at.
+    /// it), which needs a clock to estimate the server's on.
     ///
     /// ```no_run
     /// # fn f(h: lockscript::__private::model::Handle) { let _ = h.clock(std::time::Instant::now()); }
@@ -131,6 +134,18 @@ impl Handle {
     pub fn clock(mut self, base: Instant) -> Self {
         self.base = Some(base);
         self
+    }
+
+    /// This process's wall clock steps `by` ahead (NTP correcting a clock that started
+    /// behind, an operator); its monotonic clock, the model's, does not. The executors
+    /// estimate the server's clock on the monotonic one, so this changes nothing unless
+    /// the defect is put back (`mutants::set_wall_clock_estimate`).
+    ///
+    /// ```no_run
+    /// # fn f(mut h: lockscript::__private::model::Handle) { h.step_wall(std::time::Duration::from_secs(1)); }
+    /// ```
+    pub fn step_wall(&mut self, by: Duration) {
+        self.wall_ahead += by;
     }
 
     /// The lease a grant asks the server for.
@@ -216,6 +231,7 @@ impl Handle {
     /// What tells this handle apart from another.
     pub fn digest<H: Hasher>(&self, state: &mut H) {
         self.offered.digest(state);
+        self.wall_ahead.hash(state);
     }
 
     /// A copy that goes on alone from here (the model's branches).
@@ -226,6 +242,7 @@ impl Handle {
             keys: self.keys.clone(),
             offered: self.offered.fork(),
             base: self.base,
+            wall_ahead: self.wall_ahead,
         }
     }
 }
@@ -679,16 +696,20 @@ impl Acquisition {
         }
     }
 
-    /// This process's wall clock at `now` (see [`Handle::clock`]).
-    fn local_us(&self, now: Instant) -> Option<u64> {
+    /// This process's clock at `now` as the executors read it (see [`Handle::clock`],
+    /// [`Handle::step_wall`]).
+    fn local_us(&self, handle: &Handle, now: Instant) -> Option<u64> {
         let since = now.saturating_duration_since(self.base?);
-        Some(u64::try_from(since.as_micros()).unwrap_or(u64::MAX))
+        let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        Some(transact::counted(us(since), || {
+            us(since + handle.wall_ahead)
+        }))
     }
 
     /// An attempt for `token` at `now`, cut at `give_up`: as the executors send it.
     fn attempt(&mut self, handle: &Handle, token: String, give_up: Instant, now: Instant) -> Ask {
         let (settings, keys) = (&self.settings, self.machine.keys());
-        if let Some(local) = self.local_us(now) {
+        if let Some(local) = self.local_us(handle, now) {
             if let Some((question, _)) = ClockQuestion::new(settings, keys, &handle.offered, local)
             {
                 self.attempt = Some(Attempting::Clock {
@@ -746,7 +767,7 @@ impl Acquisition {
             ])),
             _ => None,
         };
-        let received = self.local_us(now).unwrap_or_default();
+        let received = self.local_us(handle, now).unwrap_or_default();
         question.answered(answer.as_ref(), received, &handle.offered);
         if let Ask::Call { call, give_up } = self.attempt(handle, token, give_up, now) {
             self.queued = Some((call, give_up));
@@ -772,7 +793,7 @@ impl Acquisition {
                 .err()
                 .unwrap_or_else(|| LockError::no_reply(self.settings.response_timeout))),
         };
-        let received = self.local_us(now).unwrap_or_default();
+        let received = self.local_us(handle, now).unwrap_or_default();
         match txn.read(
             replies,
             self.machine.keys(),

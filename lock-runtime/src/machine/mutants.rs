@@ -175,3 +175,18 @@ switch!(
     clock_learnt_at_the_send,
     CLOCK_LEARNT_AT_THE_SEND
 );
+
+switch!(
+    /// Estimates the server's clock on this process's wall clock instead of its monotonic
+    /// clock (the acquire transaction before the model checker had clock steps): a wall
+    /// clock stepped forward after a connection learnt the server's clock carries the
+    /// estimate, and a counter restarted from it, ahead of the server's by the step, and
+    /// tokens fall when that counter idles out and restarts from the server's clock.
+    ///
+    /// ```no_run
+    /// lockscript::__private::mutants::set_wall_clock_estimate(true);
+    /// ```
+    set_wall_clock_estimate,
+    wall_clock_estimate,
+    WALL_CLOCK_ESTIMATE
+);

@@ -41,8 +41,9 @@
 //! tokens rise across restarts as the script's do: a counter moves one per attempt,
 //! slower than the clock, and a restart comes after the counter was idle for its lease
 //! and the retention, or after the server came back without its data, a reconnect and
-//! a `TIME` later. Clock steps larger than that idle time are outside the promise, as
-//! for the script. The scripts of earlier versions restart it from `TIME`: a rollout that
+//! a `TIME` later. Steps back of the server's clock as large as that idle time are
+//! outside the promise, as for the script (the model checker finds a step of exactly
+//! the idle time repeating a token, and none below it). The scripts of earlier versions restart it from `TIME`: a rollout that
 //! mixes both keeps tokens rising, and the keys, their values and types are the same.
 //!
 //! **Refusals.** A server that will not queue one of these commands (an ACL without
@@ -173,7 +174,23 @@ fn read_at(sent_us: u64, received_us: u64) -> u64 {
 pub(crate) fn local_us() -> u64 {
     static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     let since = ORIGIN.get_or_init(Instant::now).elapsed();
-    u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+    let monotonic = u64::try_from(since.as_micros()).unwrap_or(u64::MAX);
+    counted(monotonic, || {
+        let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        u64::try_from(wall.unwrap_or_default().as_micros()).unwrap_or(u64::MAX)
+    })
+}
+
+/// The reading the server's clock is estimated on: this process's `monotonic` clock
+/// (microseconds), or its wall clock with the defect put back
+/// ([`mutants`](crate::machine::mutants)`::set_wall_clock_estimate`). The executors and
+/// the model checker's executor each give their own clocks.
+pub(crate) fn counted(monotonic_us: u64, wall_us: impl FnOnce() -> u64) -> u64 {
+    if crate::machine::mutants::wall_clock_estimate() {
+        wall_us()
+    } else {
+        monotonic_us
+    }
 }
 
 impl Transaction {

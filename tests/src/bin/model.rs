@@ -7,10 +7,13 @@
 //! model [--depth N] [--horizon TICKS] [--clients N] [--try-locks N] [--rounds N]
 //!       [--restarts N] [--restarts-keeping N] [--cancels 0|1] [--extends 0|1] [--drops 0|1]
 //!       [--faults N] [--native 0|1] [--downgrades N] [--denied 0|1|2]
+//!       [--clock-back TICKS] [--clock-ahead TICKS] [--wall-ahead TICKS]
 //! ```
 //!
 //! `--denied`: what the lock user's ACL refuses: nothing (0), `SET … IFEQ` and
-//! `DELIFEQ` (1), `PUBLISH` (2).
+//! `DELIFEQ` (1), `PUBLISH` (2). `--clock-back`, `--clock-ahead`: the server's wall
+//! clock may step back or jump ahead that many ticks, once a history; `--wall-ahead`: a
+//! client's wall clock may (one clock step a history in all).
 
 use std::process::ExitCode;
 
@@ -27,7 +30,8 @@ fn main() -> ExitCode {
                 "usage: model [--depth N] [--horizon TICKS] [--clients N] [--try-locks N] \
                  [--rounds N] [--restarts N] [--restarts-keeping N] [--cancels 0|1] \
                  [--extends 0|1] [--drops 0|1] [--faults N] [--native 0|1] [--downgrades N] \
-                 [--denied 0|1|2]"
+                 [--denied 0|1|2] [--clock-back TICKS] [--clock-ahead TICKS] \
+                 [--wall-ahead TICKS]"
             );
             return ExitCode::from(2);
         };
@@ -45,6 +49,9 @@ fn main() -> ExitCode {
             "--faults" => config.faults = value,
             "--native" => config.native = value != 0,
             "--downgrades" => config.events.downgrades = value,
+            "--clock-back" => config.events.clock_back = value,
+            "--clock-ahead" => config.events.clock_ahead = value,
+            "--wall-ahead" => config.events.wall_ahead = value,
             "--denied" => {
                 config.denied = match value {
                     0 => Denied::Nothing,

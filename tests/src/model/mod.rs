@@ -30,21 +30,27 @@
 //!   GC pause, SIGSTOP), past the lease too; the server restarted without its data; a
 //!   caller dropping its `lock()` or `try_lock()` midway (a cancelled future, a timeout
 //!   around the call); an older server taking over with the data ([`Events::downgrades`]),
-//!   which refuses the native commands the handles found (`ERR unknown command`).
+//!   which refuses the native commands the handles found (`ERR unknown command`); a
+//!   clock stepping, once a history: the server's wall clock back
+//!   ([`Events::clock_back`]: its keys live longer, `TIME` goes back) or ahead
+//!   ([`Events::clock_ahead`], beyond the drift margin: for the checker's own tests), a
+//!   client's wall clock ahead ([`Events::wall_ahead`]; its monotonic clock, the
+//!   model's, does not step).
 //!   Within their bounds answers come in any order and at any time, sleepers wake at any
 //!   later tick, holders release at any time: those are not faults.
 //! - **The properties** ([`property`]): exclusion by the holders' own clocks; the server
 //!   holding what a holder believes; fences rising in grant order; a lease released with
-//!   `Ok` never reported lost; `lost` by the validity end; nothing orphaned (a grant
+//!   `Ok` never reported lost; `lost` by the validity end; no counter restarted more than
+//!   2 ms ahead of the server's clock (what keeps fences rising across later restarts); nothing orphaned (a grant
 //!   nobody owns is never a guard's, and is gone from the server once its background
 //!   release has ended on the server's answer); a lease no fault touched is never
 //!   reported lost (what a refused native command must not cost).
 //!
 //! Release notifications and their loss are covered without being modelled: a sleeper
 //! wakes at any later tick, which is what a notification (soon) and its loss (the nap's
-//! end) both give. Not yet: a client's or the server's clock stepping or drifting (every
-//! clock is the model's; within the stated drift bound a step is smaller than a tick), an
-//! ACL changed midway, handover between callers of one handle, the fair queue,
+//! end) both give. Not yet: clocks drifting, and steps within the drift margin (the
+//! margin is 1% of the lease and 2 ms, smaller than a tick: every instant the model
+//! visits is a tick's), an ACL changed midway, handover between callers of one handle, the fair queue,
 //! read/write locks, semaphores, Redlock, and the executors' own timing (the chaos
 //! checker and the bounds tests keep that).
 //!
@@ -118,6 +124,20 @@ pub struct Events {
     /// the native commands a handle found before (`ERR unknown command`); connections
     /// drop. Only with [`Config::native`].
     pub downgrades: u32,
+    /// Ticks the server's wall clock may step back, once a history (0: never; with the
+    /// others below, one clock step a history in all). Within the promise while less than
+    /// a fencing counter's idle time (its lease and the retention): its keys live
+    /// longer, and a counter that idled out restarts from a clock that went back. Not in a
+    /// history with a restart that forgot the data: a counter so lost restarts at once,
+    /// with no idle time to cover the step, and the guide promises nothing then.
+    pub clock_back: u32,
+    /// Ticks the server's wall clock may jump ahead, once a history (0: never). Any tick
+    /// is beyond the drift margin, which the exclusion promise excludes: for the
+    /// checker's own tests.
+    pub clock_ahead: u32,
+    /// Ticks a client's wall clock may step ahead, once a history (0: never); its
+    /// monotonic clock does not step.
+    pub wall_ahead: u32,
 }
 
 impl Default for Events {
@@ -133,6 +153,9 @@ impl Default for Events {
             drops: true,
             restarts_keeping: 1,
             downgrades: 0,
+            clock_back: 0,
+            clock_ahead: 0,
+            wall_ahead: 0,
         }
     }
 }

@@ -17,7 +17,9 @@ pub enum Property {
     /// believes in it no longer than the server keeps it (the rule exclusion rests on;
     /// it needs no second client to fail). Not across a restart that lost the data.
     ServerAgrees,
-    /// Fencing tokens rise strictly in the order the server grants, restarts included.
+    /// Fencing tokens rise strictly in the order the server grants, restarts included;
+    /// and a counter never restarts more than 2 ms ahead of the server's clock (1 ms
+    /// by design, 1 ms for the model's microseconds; unless that clock stepped back), which is what keeps them rising across later restarts.
     FencesRise,
     /// A lease whose `release()` returned `Ok` is never reported lost afterwards.
     ReleasedNotLost,
@@ -112,12 +114,22 @@ impl Property {
                         )
                     })
             }
-            Property::FencesRise => world.server.fence_fault.map(|f| {
-                format!(
-                    "the server granted fence {} after fence {}",
-                    f.granted, f.before
-                )
-            }),
+            Property::FencesRise => (world.server.fence_fault)
+                .map(|f| {
+                    format!(
+                        "the server granted fence {} after fence {}",
+                        f.granted, f.before
+                    )
+                })
+                .or_else(|| {
+                    world.server.counter_ahead.map(|(started, clock)| {
+                        format!(
+                            "a counter restarted at {started}, more than 2 ms ahead of the \
+                             server's clock ({clock} µs): a restart from the clock would \
+                             repeat its fences"
+                        )
+                    })
+                }),
             Property::ReleasedNotLost => {
                 world.clients.iter().enumerate().find_map(|(c, client)| {
                     client

@@ -91,6 +91,16 @@ pub struct Server {
     highest: u64,
     /// The first grant whose fence was not above every earlier one.
     pub fence_fault: Option<FenceFault>,
+    /// The first counter restarted more than 2 ms ahead of the server's clock (where it
+    /// started, and the clock), the clock not having stepped back: 1 ms is the margin the
+    /// transaction starts ahead by, and up to 1 ms more the microseconds this server
+    /// counts within a tick (one per step, back to the tick's at the next). Tokens rise across
+    /// restarts because a counter never runs ahead of the clock it restarts from, so a
+    /// later restart (after it idles out, or a restart without the data) would repeat
+    /// its fences. Checked with the fences, in the same short histories.
+    pub counter_ahead: Option<(u64, u64)>,
+    /// The clock stepped back: a counter may then be ahead of it within the promise.
+    stepped_back: bool,
     /// It has `SET … IFEQ` and `DELIFEQ` (Valkey 9); else a native command answers
     /// `ERR unknown command` (Redis 7.0).
     pub offers: bool,
@@ -158,6 +168,14 @@ impl Server {
         self.step_us
     }
 
+    /// The server's wall clock stepped (`back` or ahead) and now reads `now_ms`: `TIME`
+    /// follows it from here (a step back included), one microsecond past the last step's
+    /// within one millisecond as before.
+    pub fn stepped(&mut self, now_ms: u64, back: bool) {
+        self.stepped_back |= back;
+        self.step_us = (now_ms * 1_000).saturating_sub(1);
+    }
+
     /// `TIME` at `now_ms`.
     pub fn time(&mut self, now_ms: u64) -> Answer {
         Answer::Time(self.tick_us(now_ms))
@@ -214,6 +232,10 @@ impl Server {
         });
         if granted && !(started && time_us >= start_us) {
             self.granted(value);
+        }
+        if started && value > time_us + 2_000 && !self.stepped_back && self.counter_ahead.is_none()
+        {
+            self.counter_ahead = Some((value, time_us));
         }
         Answer::Transacted(
             Transacted {
@@ -328,6 +350,7 @@ impl Server {
         (lock, fence, self.step_us, self.epoch, self.highest).hash(state);
         (self.offers, self.denied).hash(state);
         self.fence_fault.map(|f| (f.before, f.granted)).hash(state);
+        (self.counter_ahead, self.stepped_back).hash(state);
     }
 }
 

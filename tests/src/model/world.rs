@@ -75,6 +75,15 @@ pub enum Action {
     /// an older version, a rolling downgrade): native commands are unknown from now on;
     /// connections drop.
     Downgrade,
+    /// The server's wall clock steps back [`Events::clock_back`](super::Events) ticks
+    /// (NTP, an operator): its keys live longer, `TIME` goes back.
+    ClockBack,
+    /// The server's wall clock jumps [`Events::clock_ahead`](super::Events) ticks ahead:
+    /// its keys expire early.
+    ClockAhead,
+    /// Client `c`'s wall clock steps [`Events::wall_ahead`](super::Events) ticks ahead
+    /// (its monotonic clock, the model's, does not).
+    WallAhead(u8),
 }
 
 /// A request on its way to the server.
@@ -281,6 +290,10 @@ pub struct World<'c> {
     kept: u32,
     /// Downgrades so far.
     downgraded: u32,
+    /// How far the server's wall clock was stepped from the model's, in milliseconds.
+    server_step_ms: i64,
+    /// A clock (the server's or a client's wall clock) has stepped: once a history.
+    clock_stepped: bool,
     /// Set when an action found the machine asking for something it must not.
     pub broken: Option<Broken>,
     /// The readable history, when kept (to print a trace).
@@ -332,6 +345,8 @@ impl<'c> World<'c> {
             faults: 0,
             kept: 0,
             downgraded: 0,
+            server_step_ms: 0,
+            clock_stepped: false,
             broken: None,
             log: log.then(Vec::new),
             labels: HashMap::new(),
@@ -375,9 +390,13 @@ impl<'c> World<'c> {
         self.base + TICK * tick
     }
 
-    /// The server's clock in milliseconds.
+    /// The server's clock in milliseconds: the model's, stepped as the server's was.
+    /// When it may step back, it starts that far ahead of the model's, so that a step
+    /// back at time 0 goes back as far as any other.
     pub fn server_ms(&self) -> u64 {
-        u64::from(self.time) * millis(TICK)
+        let tick = i64::try_from(millis(TICK)).unwrap_or(i64::MAX);
+        let model = i64::from(self.time + self.config.events.clock_back) * tick;
+        u64::try_from(model + self.server_step_ms).unwrap_or(0)
     }
 
     /// What may happen next, in a fixed order (the search's, and so which of the
@@ -433,7 +452,12 @@ impl<'c> World<'c> {
                 }
             }
         }
-        if self.server.epoch < self.config.events.restarts && self.affords(Some(1)) {
+        // A restart that forgets the counter restarts it from the server's clock: the
+        // guide promises nothing when that clock stepped back meanwhile (see
+        // `Events::clock_back`), so a history has one or the other.
+        let stepped_back = self.server_step_ms < 0;
+        if self.server.epoch < self.config.events.restarts && !stepped_back && self.affords(Some(1))
+        {
             actions.push(Action::Restart);
         }
         if self.kept < self.config.events.restarts_keeping && self.affords(Some(1)) {
@@ -441,6 +465,20 @@ impl<'c> World<'c> {
         }
         if self.downgraded < self.config.events.downgrades && self.affords(Some(1)) {
             actions.push(Action::Downgrade);
+        }
+        let events = &self.config.events;
+        if !self.clock_stepped && self.affords(Some(1)) {
+            if events.clock_back > 0 && self.server.epoch == 0 {
+                actions.push(Action::ClockBack);
+            }
+            if events.clock_ahead > 0 {
+                actions.push(Action::ClockAhead);
+            }
+            if events.wall_ahead > 0 {
+                for c in 0..self.clients.len() {
+                    actions.push(Action::WallAhead(u8::try_from(c).unwrap_or(u8::MAX)));
+                }
+            }
         }
         if self.time < self.config.horizon && self.affords(self.tick_cost()) {
             actions.push(Action::Tick);
@@ -565,6 +603,8 @@ impl<'c> World<'c> {
             faults: self.faults,
             kept: self.kept,
             downgraded: self.downgraded,
+            server_step_ms: self.server_step_ms,
+            clock_stepped: self.clock_stepped,
             broken: self.broken.clone(),
             log: self.log.clone(),
             labels: self.labels.clone(),
@@ -644,6 +684,7 @@ impl<'c> World<'c> {
                 });
             }
             Action::Restart | Action::RestartKeeping | Action::Downgrade => self.restart(action),
+            Action::ClockBack | Action::ClockAhead | Action::WallAhead(_) => self.step(action),
             Action::Cancel(c) => self.cancel(c),
             Action::Extend(c, i) => self.extend(c, i),
             Action::Drop(c, i) => {
@@ -685,6 +726,36 @@ impl<'c> World<'c> {
                      data; connections drop"
                         .into()
                 });
+            }
+            _ => {}
+        }
+    }
+
+    /// A wall clock steps: the server's back or ahead, or a client's ahead.
+    fn step(&mut self, action: Action) {
+        let events = &self.config.events;
+        let tick_ms = i64::try_from(millis(TICK)).unwrap_or(i64::MAX);
+        self.clock_stepped = true;
+        match action {
+            Action::ClockBack | Action::ClockAhead => {
+                let (ticks, way) = if action == Action::ClockBack {
+                    (events.clock_back, "back")
+                } else {
+                    (events.clock_ahead, "ahead")
+                };
+                let by = i64::from(ticks) * tick_ms;
+                self.fault(|| format!("the server's clock steps {way} {by} ms"));
+                self.server_step_ms += if action == Action::ClockBack { -by } else { by };
+                let now_ms = self.server_ms();
+                self.server.stepped(now_ms, action == Action::ClockBack);
+                self.note(|| format!("the server's clock now reads {now_ms} ms"));
+            }
+            Action::WallAhead(c) => {
+                let by = TICK * events.wall_ahead;
+                self.fault(|| {
+                    format!("{}'s wall clock steps {} ms ahead", name(c), by.as_millis())
+                });
+                self.clients[usize::from(c)].handle.step_wall(by);
             }
             _ => {}
         }
@@ -1267,6 +1338,7 @@ impl<'c> World<'c> {
         }
         let mut h = Fingerprint::default();
         (self.time, self.faults, self.kept, self.downgraded).hash(&mut h);
+        (self.server_step_ms, self.clock_stepped).hash(&mut h);
         for &c in order {
             self.client_digest(c, &mut h, &mut name);
         }
@@ -1350,7 +1422,7 @@ impl<'c> World<'c> {
     /// Adds the line `line` makes to the readable history, if one is kept (made only
     /// then: the search runs without).
     fn note(&mut self, line: impl FnOnce() -> String) {
-        let ms = self.server_ms();
+        let ms = u64::from(self.time) * millis(TICK);
         if let Some(log) = &mut self.log {
             let mut entry = String::new();
             let _ = write!(entry, "{ms:>5} ms  {}", line());
