@@ -98,7 +98,7 @@ impl ServerClock {
     }
 
     /// The environment that puts a process on this clock.
-    fn env(&self) -> [(&'static str, String); 4] {
+    fn env(&self) -> [(&'static str, String); 5] {
         let preload = preloads().unwrap_or_else(|| panic!("{INSTALL_HINT}"));
         [
             ("LD_PRELOAD", preload),
@@ -108,6 +108,8 @@ impl ServerClock {
             ),
             ("FAKETIME_NO_CACHE", "1".to_owned()),
             ("DONT_FAKE_MONOTONIC", "1".to_owned()),
+            // An absolute time in the control file is read in the local zone.
+            ("TZ", "UTC".to_owned()),
         ]
     }
 
@@ -128,12 +130,51 @@ impl ServerClock {
         self.offset_ms = offset_ms;
     }
 
+    /// Stops the clock at `unix_us` (microseconds since the Unix epoch, UTC): it reads
+    /// that until moved again, so a test can run a server's steps at instants it chooses
+    /// (key expiry and `TIME` both follow). The offset no longer applies.
+    ///
+    /// # Panics
+    ///
+    /// If the file cannot be written.
+    pub fn freeze_at(&mut self, unix_us: u64) {
+        self.put(&frozen(unix_us));
+    }
+
     fn write(&self, offset_ms: i64) {
+        self.put(&spec(offset_ms));
+    }
+
+    fn put(&self, spec: &str) {
         let tmp = self.control.with_extension("new");
-        std::fs::write(&tmp, format!("{}\n", spec(offset_ms)))
+        std::fs::write(&tmp, format!("{spec}\n"))
             .and_then(|()| std::fs::rename(&tmp, &self.control))
             .unwrap_or_else(|e| panic!("cannot write {}: {e}", self.control.display()));
     }
+}
+
+/// libfaketime's absolute time, `2026-11-28 00:00:00.250000`, for `unix_us` (read in
+/// the process's time zone: the processes on this clock run with `TZ=UTC`).
+fn frozen(unix_us: u64) -> String {
+    let secs = unix_us / 1_000_000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (H. Hinnant's algorithm).
+    let z = i64::try_from(days).unwrap_or(0) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:06}",
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60,
+        unix_us % 1_000_000
+    )
 }
 
 /// libfaketime's relative offset: `+1.250` or `-0.040` seconds.
@@ -147,6 +188,13 @@ fn spec(offset_ms: i64) -> String {
 mod tests {
     use super::*;
     use crate::server::RedisServer;
+
+    #[test]
+    fn a_frozen_instant_is_written_as_a_utc_date() {
+        assert_eq!(frozen(1_795_824_000_250_000), "2026-11-28 00:00:00.250000");
+        assert_eq!(frozen(951_782_400_000_001), "2000-02-29 00:00:00.000001");
+        assert_eq!(frozen(1_795_910_399_999_999), "2026-11-28 23:59:59.999999");
+    }
 
     #[test]
     fn offsets_are_written_as_libfaketime_reads_them() {

@@ -21,7 +21,12 @@
 //!   answers `COMMAND DOCS`; the handles ask it beside their first lease call, as the
 //!   executors do, and go native once answered. [`Config::denied`]: the lock user's ACL
 //!   refuses the native commands, or `PUBLISH` (beside a native release, and inside
-//!   compare-del.lua).
+//!   compare-del.lua). Its steps are checked against the scripts themselves: a property
+//!   test runs them beside the model's Redis ([`store`]: lockscript's own scripts in Lua
+//!   5.1 on a small Redis, itself checked against a real one by
+//!   `store_matches_redis.rs`), answer by answer. The store is the server the fair
+//!   queue, readers and permits will be modelled on (fair-queue.lua is too large to
+//!   write again by hand).
 //! - **The world's events** ([`world`]), each switchable in [`Events`] and each a fault
 //!   counted against a budget ([`Config::faults`]): an answer that misses its caller's
 //!   bound (a timeout, a reset, a lost reply), the request still able to run later; a
@@ -89,6 +94,7 @@ pub mod explore;
 pub mod fingerprint;
 pub mod property;
 pub mod server;
+pub mod store;
 pub mod world;
 
 pub use explore::{Report, Violation, explore};

@@ -12,6 +12,14 @@
 //! never running ahead of that clock, since a grant takes the server more than a
 //! microsecond. The model's clock moves in ticks, and several grants may run in one
 //! tick; so each grant runs at its own microsecond, one past the last step's at least.
+//!
+//! **Checked against the scripts.** A property test below runs random steps here and
+//! the scripts themselves on the model's Redis ([`super::store`], itself checked against
+//! a real one), and compares every answer. One difference is chosen: a key here is gone
+//! at its expiry instant, a millisecond before Redis lets it go (Redis keeps it while
+//! the clock reads at most its expiry, `PTTL` 0); at the model's 100 ms ticks an instant
+//! stands for the moment after it too, and a key gone is the adversarial side for
+//! exclusion. The test's store takes keys the same way.
 
 use std::hash::{Hash, Hasher};
 
@@ -174,6 +182,11 @@ impl Server {
     pub fn stepped(&mut self, now_ms: u64, back: bool) {
         self.stepped_back |= back;
         self.step_us = (now_ms * 1_000).saturating_sub(1);
+    }
+
+    /// The microsecond the last step ran at (its `TIME`, and a counter it restarted).
+    pub fn clock_us(&self) -> u64 {
+        self.step_us
     }
 
     /// `TIME` at `now_ms`.
@@ -357,6 +370,196 @@ impl Server {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::store::{Reply, Store, builtin};
+    use proptest::prelude::*;
+
+    /// One step of both servers.
+    #[derive(Clone, Debug)]
+    enum Step {
+        Advance(u64),
+        Acquire(usize, u64),
+        Transact(usize, u64, i64),
+        Raise(i64),
+        Renew(usize, u64),
+        Delete(usize),
+        Restart,
+    }
+
+    const TOKENS: [&str; 3] = ["a", "b", "c"];
+    const FENCE_MS: u64 = 700;
+
+    fn step() -> impl Strategy<Value = Step> {
+        let ttl = prop_oneof![Just(100u64), Just(300), Just(600)];
+        prop_oneof![
+            3 => (0u64..400).prop_map(Step::Advance),
+            3 => (0..3usize, ttl.clone()).prop_map(|(t, ttl)| Step::Acquire(t, ttl)),
+            3 => (0..3usize, ttl.clone(), -3_000i64..3_000)
+                .prop_map(|(t, ttl, ahead)| Step::Transact(t, ttl, ahead)),
+            1 => (-3_000i64..3_000).prop_map(Step::Raise),
+            2 => (0..3usize, ttl).prop_map(|(t, ttl)| Step::Renew(t, ttl)),
+            2 => (0..3usize).prop_map(Step::Delete),
+            1 => Just(Step::Restart),
+        ]
+    }
+
+    fn int(reply: &Reply) -> i64 {
+        match reply {
+            Reply::Int(n) => *n,
+            other => panic!("an integer: {other}"),
+        }
+    }
+
+    fn ok(reply: &Reply) -> bool {
+        matches!(reply, Reply::Status(s) if s == "OK")
+    }
+
+    fn cmd(words: &[&str]) -> Vec<Vec<u8>> {
+        words.iter().map(|w| w.as_bytes().to_vec()).collect()
+    }
+
+    /// What the scripts (and the transaction's commands) answer on `store` for `step`,
+    /// at `now_us`, written as this server's answers.
+    fn scripted(store: &mut Store, step: &Step, now_us: u64, start_us: u64) -> Option<Answer> {
+        let (lock, fence, holders) = (
+            b"lock:{m}".as_slice(),
+            b"lock:{m}:fence".as_slice(),
+            b"lock:{m}:holders".as_slice(),
+        );
+        let fence_ms = FENCE_MS.to_string();
+        Some(match *step {
+            Step::Acquire(t, ttl) => {
+                let ttl = ttl.to_string();
+                let reply = store.eval(
+                    builtin("acquire-with-retry.lua"),
+                    &[lock, fence, holders],
+                    &[TOKENS[t].as_bytes(), ttl.as_bytes(), fence_ms.as_bytes()],
+                    now_us,
+                );
+                let Reply::Array(items) = reply else {
+                    panic!("{reply}")
+                };
+                Answer::Acquire(int(&items[0]), int(&items[1]), 0)
+            }
+            Step::Transact(t, ttl, _) => {
+                let (ttl, start) = (ttl.to_string(), start_us.to_string());
+                let lk = "lock:{m}";
+                let fk = "lock:{m}:fence";
+                let granted =
+                    ok(&store.command(&cmd(&["SET", lk, TOKENS[t], "NX", "PX", &ttl]), now_us));
+                let started =
+                    ok(&store.command(&cmd(&["SET", fk, &start, "NX", "PX", &fence_ms]), now_us));
+                let value = int(&store.command(&cmd(&["INCR", fk]), now_us));
+                store.command(&cmd(&["PEXPIRE", fk, &fence_ms]), now_us);
+                let pttl = int(&store.command(&cmd(&["PTTL", lk]), now_us));
+                let Reply::Array(time) = store.command(&cmd(&["TIME"]), now_us) else {
+                    panic!()
+                };
+                let part = |r: &Reply| match r {
+                    Reply::Bulk(b) => String::from_utf8_lossy(b).parse::<u64>().unwrap(),
+                    other => panic!("{other}"),
+                };
+                Answer::Transacted(
+                    Transacted {
+                        granted,
+                        started,
+                        fence: u64::try_from(value).unwrap(),
+                        pttl,
+                        time_us: part(&time[0]) * 1_000_000 + part(&time[1]),
+                    },
+                    0,
+                )
+            }
+            Step::Raise(_) => {
+                let floor = start_us.to_string();
+                let reply = store.eval(
+                    builtin("raise-fence.lua"),
+                    &[fence],
+                    &[floor.as_bytes(), fence_ms.as_bytes()],
+                    now_us,
+                );
+                Answer::Raised(u64::try_from(int(&reply)).unwrap())
+            }
+            Step::Renew(t, ttl) => {
+                let ttl = ttl.to_string();
+                let reply = store.eval(
+                    builtin("renew.lua"),
+                    &[lock],
+                    &[TOKENS[t].as_bytes(), ttl.as_bytes()],
+                    now_us,
+                );
+                Answer::Done(int(&reply) == 1)
+            }
+            Step::Delete(t) => {
+                let reply = store.eval(
+                    builtin("compare-del.lua"),
+                    &[lock],
+                    &[TOKENS[t].as_bytes()],
+                    now_us,
+                );
+                Answer::Done(int(&reply) == 1)
+            }
+            Step::Advance(_) | Step::Restart => return None,
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// The hand-written steps answer what the scripts answer (run on the model's
+        /// Redis), step by step: the grant, the holder's PTTL, the fence, a counter's
+        /// restart from the clock, renewals and releases of owned and foreign tokens,
+        /// the transaction's seven replies and the raise.
+        #[test]
+        fn the_steps_mean_what_the_scripts_do(steps in proptest::collection::vec(step(), 1..40)) {
+            let mut server = Server::default();
+            let mut store = Store::expiring_at_the_instant();
+            let mut now_ms = 1_000u64;
+            for (i, step) in steps.iter().enumerate() {
+                let ours = match *step {
+                    Step::Advance(ms) => {
+                        now_ms += ms;
+                        continue;
+                    }
+                    Step::Restart => {
+                        server.restart_empty();
+                        store = Store::expiring_at_the_instant();
+                        continue;
+                    }
+                    Step::Acquire(t, ttl) => server.acquire(TOKENS[t], ttl, FENCE_MS, now_ms, false),
+                    Step::Transact(t, ttl, ahead) => {
+                        let start = (now_ms * 1_000).saturating_add_signed(ahead);
+                        let answer = server.transact(TOKENS[t], ttl, FENCE_MS, start, now_ms, false);
+                        let at = server.clock_us();
+                        let theirs = scripted(&mut store, step, at, start);
+                        prop_assert_eq!(Some(strip(answer)), theirs, "step {}: {:?}", i, step);
+                        continue;
+                    }
+                    Step::Raise(ahead) => {
+                        let floor = (now_ms * 1_000).saturating_add_signed(ahead);
+                        let answer = server.raise(floor, FENCE_MS, now_ms);
+                        let at = server.clock_us();
+                        let theirs = scripted(&mut store, step, at, floor);
+                        prop_assert_eq!(Some(answer), theirs, "step {}: {:?}", i, step);
+                        continue;
+                    }
+                    Step::Renew(t, ttl) => server.renew(TOKENS[t], ttl, now_ms),
+                    Step::Delete(t) => server.delete(TOKENS[t], now_ms),
+                };
+                let at = server.clock_us().max(now_ms * 1_000);
+                let theirs = scripted(&mut store, step, at, 0);
+                prop_assert_eq!(Some(strip(ours)), theirs, "step {}: {:?}", i, step);
+            }
+        }
+    }
+
+    /// An answer without the server's epoch (the store has none).
+    fn strip(answer: Answer) -> Answer {
+        match answer {
+            Answer::Acquire(a, b, _) => Answer::Acquire(a, b, 0),
+            Answer::Transacted(t, _) => Answer::Transacted(t, 0),
+            other => other,
+        }
+    }
 
     #[test]
     fn a_grant_raises_the_counter_and_a_held_lock_answers_its_pttl() {
