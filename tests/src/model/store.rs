@@ -213,6 +213,15 @@ impl Store {
         }
     }
 
+    /// A new key without an expiry.
+    fn create(&mut self, key: &[u8], data: Data) {
+        let entry = Entry {
+            data,
+            until_ms: None,
+        };
+        self.keys.insert(key.to_vec(), entry);
+    }
+
     /// A hash or sorted set left empty is deleted, as Redis does.
     fn drop_if_empty(&mut self, key: &[u8]) {
         let empty = match self.keys.get(key).map(|e| &e.data) {
@@ -304,13 +313,7 @@ impl Store {
                 arity(2)?;
                 match self.live(&args[1], now_ms) {
                     None => {
-                        self.keys.insert(
-                            args[1].clone(),
-                            Entry {
-                                data: Data::Str(b"1".to_vec()),
-                                until_ms: None,
-                            },
-                        );
+                        self.create(&args[1], Data::Str(b"1".to_vec()));
                         Ok(Reply::Int(1))
                     }
                     Some(Entry {
@@ -372,13 +375,7 @@ impl Store {
                     return Err("ERR wrong number of arguments for 'hset' command".into());
                 }
                 if self.hash(&args[1], now_ms)?.is_none() {
-                    self.keys.insert(
-                        args[1].clone(),
-                        Entry {
-                            data: Data::Hash(BTreeMap::new()),
-                            until_ms: None,
-                        },
-                    );
+                    self.create(&args[1], Data::Hash(BTreeMap::new()));
                 }
                 let h = self.hash(&args[1], now_ms)?.ok_or(WRONGTYPE)?;
                 let mut added = 0;
@@ -400,12 +397,7 @@ impl Store {
             }
             "HDEL" => {
                 arity(3)?;
-                let mut n = 0;
-                if let Some(h) = self.hash(&args[1], now_ms)? {
-                    for field in &args[2..] {
-                        n += i64::from(h.remove(field).is_some());
-                    }
-                }
+                let n = removed(self.hash(&args[1], now_ms)?, &args[2..]);
                 self.drop_if_empty(&args[1]);
                 Ok(Reply::Int(n))
             }
@@ -447,13 +439,7 @@ impl Store {
                     if xx {
                         return Ok(Reply::Int(0));
                     }
-                    self.keys.insert(
-                        args[1].clone(),
-                        Entry {
-                            data: Data::ZSet(BTreeMap::new()),
-                            until_ms: None,
-                        },
-                    );
+                    self.create(&args[1], Data::ZSet(BTreeMap::new()));
                 }
                 let z = self.zset(&args[1], now_ms)?.ok_or(WRONGTYPE)?;
                 let (mut added, mut changed) = (0, 0);
@@ -480,12 +466,7 @@ impl Store {
             }
             "ZREM" => {
                 arity(3)?;
-                let mut n = 0;
-                if let Some(z) = self.zset(&args[1], now_ms)? {
-                    for member in &args[2..] {
-                        n += i64::from(z.remove(member).is_some());
-                    }
-                }
+                let n = removed(self.zset(&args[1], now_ms)?, &args[2..]);
                 self.drop_if_empty(&args[1]);
                 Ok(Reply::Int(n))
             }
@@ -803,6 +784,15 @@ fn from_lua(value: &LuaValue) -> Reply {
         // nil, false, and what a reply cannot carry (functions...).
         _ => Reply::Nil,
     }
+}
+
+/// Removes `names` from a hash's fields or a sorted set's members: how many were there.
+fn removed<V>(from: Option<&mut BTreeMap<Vec<u8>, V>>, names: &[Vec<u8>]) -> i64 {
+    from.map_or(0, |map| {
+        (names.iter())
+            .map(|name| i64::from(map.remove(name).is_some()))
+            .sum()
+    })
 }
 
 /// A list of sorted-set members, with their scores when asked.
