@@ -483,3 +483,38 @@ fn a_clients_wall_clock_step_is_harmless_and_an_estimate_on_it_is_found() {
     assert_eq!(violation.rule, Property::FencesRise.name(), "{violation}");
     assert!(violation.actions <= 20, "a short history: {violation}");
 }
+
+/// The lock user's ACL changed midway, twice (rights revoked, then restored): the native
+/// commands the handles found refused with `NOPERM` from one call to the next, or the
+/// release channel's `PUBLISH`. Every promise kept; and a defect the fixed ACL caught is
+/// caught when the ACL changes under a handle that already went native.
+#[test]
+fn an_acl_changed_midway_keeps_every_promise_and_its_defects_are_found() {
+    let _alone = alone();
+    let world = |to| {
+        let mut config = Config {
+            depth: 12,
+            ..native_world()
+        };
+        config.events.acl_changes = 2;
+        config.events.acl_to = to;
+        config
+    };
+    for to in [Denied::Native, Denied::Publish] {
+        clean(
+            &format!("the ACL changed midway to refuse {to:?}"),
+            &world(to),
+        );
+    }
+    // The notification's refusal taken for the release's error, the ACL revoking
+    // `PUBLISH` under a handle whose release goes native. (The hidden native refusal
+    // needs 20 actions or more, as with a downgrade: the guide's table.)
+    let _planted = Planted::new(mutants::set_notification_error_is_the_calls);
+    let mut config = world(Denied::Publish);
+    config.events.downgrades = 0;
+    config.events.acl_changes = 1;
+    config.depth = 15;
+    let report = search("the ACL changed to refuse PUBLISH, planted", &config);
+    let violation = report.violation.expect("the planted defect is found");
+    assert_eq!(violation.rule, Property::Kept.name(), "{violation}");
+}

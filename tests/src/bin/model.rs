@@ -8,17 +8,28 @@
 //!       [--restarts N] [--restarts-keeping N] [--cancels 0|1] [--extends 0|1] [--drops 0|1]
 //!       [--faults N] [--native 0|1] [--downgrades N] [--denied 0|1|2]
 //!       [--clock-back TICKS] [--clock-ahead TICKS] [--wall-ahead TICKS]
+//!       [--acl-changes N] [--acl-to 0|1|2]
 //! ```
 //!
 //! `--denied`: what the lock user's ACL refuses: nothing (0), `SET … IFEQ` and
 //! `DELIFEQ` (1), `PUBLISH` (2). `--clock-back`, `--clock-ahead`: the server's wall
 //! clock may step back or jump ahead that many ticks, once a history; `--wall-ahead`: a
-//! client's wall clock may (one clock step a history in all).
+//! client's wall clock may (one clock step a history in all). `--acl-changes`: the ACL
+//! may change that many times a history, between `--denied` and `--acl-to`.
 
 use std::process::ExitCode;
 
 use lockscript_test::model::server::Denied;
 use lockscript_test::model::{Config, explore};
+
+/// `--denied`'s and `--acl-to`'s values.
+fn denied(value: u32) -> Denied {
+    match value {
+        0 => Denied::Nothing,
+        1 => Denied::Native,
+        _ => Denied::Publish,
+    }
+}
 
 fn main() -> ExitCode {
     let mut config = Config::default();
@@ -31,7 +42,7 @@ fn main() -> ExitCode {
                  [--rounds N] [--restarts N] [--restarts-keeping N] [--cancels 0|1] \
                  [--extends 0|1] [--drops 0|1] [--faults N] [--native 0|1] [--downgrades N] \
                  [--denied 0|1|2] [--clock-back TICKS] [--clock-ahead TICKS] \
-                 [--wall-ahead TICKS]"
+                 [--wall-ahead TICKS] [--acl-changes N] [--acl-to 0|1|2]"
             );
             return ExitCode::from(2);
         };
@@ -52,13 +63,9 @@ fn main() -> ExitCode {
             "--clock-back" => config.events.clock_back = value,
             "--clock-ahead" => config.events.clock_ahead = value,
             "--wall-ahead" => config.events.wall_ahead = value,
-            "--denied" => {
-                config.denied = match value {
-                    0 => Denied::Nothing,
-                    1 => Denied::Native,
-                    _ => Denied::Publish,
-                };
-            }
+            "--acl-changes" => config.events.acl_changes = value,
+            "--acl-to" => config.events.acl_to = denied(value),
+            "--denied" => config.denied = denied(value),
             other => {
                 eprintln!("unknown flag {other}");
                 return ExitCode::from(2);

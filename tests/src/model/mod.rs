@@ -40,7 +40,8 @@
 //!   ([`Events::clock_back`]: its keys live longer, `TIME` goes back) or ahead
 //!   ([`Events::clock_ahead`], beyond the drift margin: for the checker's own tests), a
 //!   client's wall clock ahead ([`Events::wall_ahead`]; its monotonic clock, the
-//!   model's, does not step).
+//!   model's, does not step); the lock user's ACL changed midway
+//!   ([`Events::acl_changes`]: rights revoked, and restored).
 //!   Within their bounds answers come in any order and at any time, sleepers wake at any
 //!   later tick, holders release at any time: those are not faults.
 //! - **The properties** ([`property`]): exclusion by the holders' own clocks; the server
@@ -55,7 +56,7 @@
 //! wakes at any later tick, which is what a notification (soon) and its loss (the nap's
 //! end) both give. Not yet: clocks drifting, and steps within the drift margin (the
 //! margin is 1% of the lease and 2 ms, smaller than a tick: every instant the model
-//! visits is a tick's), an ACL changed midway, handover between callers of one handle, the fair queue,
+//! visits is a tick's), handover between callers of one handle, the fair queue,
 //! read/write locks, semaphores, Redlock, and the executors' own timing (the chaos
 //! checker and the bounds tests keep that).
 //!
@@ -144,6 +145,12 @@ pub struct Events {
     /// Ticks a client's wall clock may step ahead, once a history (0: never); its
     /// monotonic clock does not step.
     pub wall_ahead: u32,
+    /// Times the lock user's ACL may change in a history (0: never), each time between
+    /// what it refused at the start ([`Config::denied`]) and [`acl_to`](Self::acl_to):
+    /// rights revoked midway, and restored.
+    pub acl_changes: u32,
+    /// What the ACL refuses once changed.
+    pub acl_to: server::Denied,
 }
 
 impl Default for Events {
@@ -162,6 +169,8 @@ impl Default for Events {
             clock_back: 0,
             clock_ahead: 0,
             wall_ahead: 0,
+            acl_changes: 0,
+            acl_to: server::Denied::Nothing,
         }
     }
 }
@@ -209,7 +218,8 @@ pub struct Config {
     /// beside the first lease call) is answered, and scripts before. Off: every handle
     /// forces scripts, as on Redis 7.0.
     pub native: bool,
-    /// What the lock user's ACL refuses (for the whole search).
+    /// What the lock user's ACL refuses at the start (and for the whole search, unless
+    /// [`Events::acl_changes`]).
     pub denied: server::Denied,
     /// The properties checked.
     pub properties: Vec<Property>,

@@ -84,6 +84,10 @@ pub enum Action {
     /// Client `c`'s wall clock steps [`Events::wall_ahead`](super::Events) ticks ahead
     /// (its monotonic clock, the model's, does not).
     WallAhead(u8),
+    /// The lock user's ACL changes (an operator, a rollout of ACL files): it refuses from
+    /// now what [`Events::acl_to`](super::Events) says, or, changed back, what it refused
+    /// at the start ([`Config::denied`](super::Config)).
+    AclChange,
 }
 
 /// A request on its way to the server.
@@ -294,6 +298,8 @@ pub struct World<'c> {
     server_step_ms: i64,
     /// A clock (the server's or a client's wall clock) has stepped: once a history.
     clock_stepped: bool,
+    /// Times the ACL changed so far.
+    acl_changed: u32,
     /// Set when an action found the machine asking for something it must not.
     pub broken: Option<Broken>,
     /// The readable history, when kept (to print a trace).
@@ -347,6 +353,7 @@ impl<'c> World<'c> {
             downgraded: 0,
             server_step_ms: 0,
             clock_stepped: false,
+            acl_changed: 0,
             broken: None,
             log: log.then(Vec::new),
             labels: HashMap::new(),
@@ -467,6 +474,9 @@ impl<'c> World<'c> {
             actions.push(Action::Downgrade);
         }
         let events = &self.config.events;
+        if self.acl_changed < events.acl_changes && self.affords(Some(1)) {
+            actions.push(Action::AclChange);
+        }
         if !self.clock_stepped && self.affords(Some(1)) {
             if events.clock_back > 0 && self.server.epoch == 0 {
                 actions.push(Action::ClockBack);
@@ -605,6 +615,7 @@ impl<'c> World<'c> {
             downgraded: self.downgraded,
             server_step_ms: self.server_step_ms,
             clock_stepped: self.clock_stepped,
+            acl_changed: self.acl_changed,
             broken: self.broken.clone(),
             log: self.log.clone(),
             labels: self.labels.clone(),
@@ -685,6 +696,17 @@ impl<'c> World<'c> {
             }
             Action::Restart | Action::RestartKeeping | Action::Downgrade => self.restart(action),
             Action::ClockBack | Action::ClockAhead | Action::WallAhead(_) => self.step(action),
+            Action::AclChange => {
+                self.acl_changed += 1;
+                let (start, to) = (self.config.denied, self.config.events.acl_to);
+                let now = if self.server.denied == start {
+                    to
+                } else {
+                    start
+                };
+                self.fault(|| format!("the lock user's ACL changes: it refuses {now:?}"));
+                self.server.denied = now;
+            }
             Action::Cancel(c) => self.cancel(c),
             Action::Extend(c, i) => self.extend(c, i),
             Action::Drop(c, i) => {
@@ -1338,7 +1360,7 @@ impl<'c> World<'c> {
         }
         let mut h = Fingerprint::default();
         (self.time, self.faults, self.kept, self.downgraded).hash(&mut h);
-        (self.server_step_ms, self.clock_stepped).hash(&mut h);
+        (self.server_step_ms, self.clock_stepped, self.acl_changed).hash(&mut h);
         for &c in order {
             self.client_digest(c, &mut h, &mut name);
         }
