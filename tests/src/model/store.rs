@@ -234,7 +234,47 @@ impl Store {
         }
     }
 
-    /// Runs one command (`args[0]` its name) at `now_us` on the server's clock.
+    /// A client's request (`args[0]` its name) at `now_us`: a command, or `EVAL` /
+    /// `EVALSHA` (a digest of one of lockscript's own scripts, as the executors send
+    /// them; any other is `NOSCRIPT`, as on a server that never loaded it).
+    pub fn request(&mut self, args: &[Vec<u8>], now_us: u64) -> Reply {
+        let name = args.first().map(|n| n.to_ascii_uppercase());
+        let source = match name.as_deref() {
+            Some(b"EVAL") => args.get(1).map(|s| String::from_utf8_lossy(s).into_owned()),
+            Some(b"EVALSHA") => {
+                let sha = args
+                    .get(1)
+                    .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
+                match lockscript::scripts().find(|s| Some(s.sha1()) == sha.as_deref()) {
+                    Some(script) => Some(script.source().to_owned()),
+                    None => {
+                        return Reply::Error(
+                            "NOSCRIPT No matching script. Please use EVAL.".to_owned(),
+                        );
+                    }
+                }
+            }
+            _ => return self.command(args, now_us),
+        };
+        let (Some(source), Some(numkeys)) = (source, args.get(2)) else {
+            return Reply::Error("ERR wrong number of arguments for 'eval' command".into());
+        };
+        let Some(numkeys) = std::str::from_utf8(numkeys)
+            .ok()
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|n| 3 + n <= args.len())
+        else {
+            return Reply::Error(
+                "ERR Number of keys can't be greater than number of args".to_owned(),
+            );
+        };
+        let keys: Vec<&[u8]> = args[3..3 + numkeys].iter().map(Vec::as_slice).collect();
+        let argv: Vec<&[u8]> = args[3 + numkeys..].iter().map(Vec::as_slice).collect();
+        self.eval(&source, &keys, &argv, now_us)
+    }
+
+    /// Runs one command (`args[0]` its name) at `now_us` on the server's clock, as a
+    /// script's `redis.call` does (no scripts within scripts).
     pub fn command(&mut self, args: &[Vec<u8>], now_us: u64) -> Reply {
         match self.run(args, now_us) {
             Ok(reply) => reply,
@@ -551,6 +591,7 @@ impl Store {
                 };
                 Ok(Reply::Array(members(&picked, scores)))
             }
+            "EVAL" | "EVALSHA" => Err("ERR This Redis command is not allowed from script".into()),
             _ => Err(format!(
                 "ERR unknown command '{}'",
                 name.to_ascii_lowercase()
@@ -818,4 +859,44 @@ pub fn builtin(file: &str) -> &'static str {
         .find(|s| s.path().ends_with(file))
         .unwrap_or_else(|| panic!("lockscript has no script {file}"))
         .source()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(w: &[&str]) -> Vec<Vec<u8>> {
+        w.iter().map(|w| w.as_bytes().to_vec()).collect()
+    }
+
+    #[test]
+    fn a_request_runs_a_shipped_script_by_its_digest_and_refuses_others() {
+        let mut store = Store::default();
+        let renew = lockscript::scripts()
+            .find(|s| s.path().ends_with("renew.lua"))
+            .unwrap();
+        store.command(&words(&["SET", "lock:{m}", "a", "PX", "100"]), 1_000_000);
+        let reply = store.request(
+            &words(&["EVALSHA", renew.sha1(), "1", "lock:{m}", "a", "500"]),
+            1_050_000,
+        );
+        assert_eq!(reply, Reply::Int(1));
+        assert_eq!(
+            store.command(&words(&["PTTL", "lock:{m}"]), 1_050_000),
+            Reply::Int(500)
+        );
+        let unknown = store.request(&words(&["EVALSHA", &"0".repeat(40), "0"]), 1_050_000);
+        assert!(
+            matches!(&unknown, Reply::Error(e) if e.starts_with("NOSCRIPT")),
+            "{unknown}"
+        );
+        let nested = store.request(
+            &words(&["EVAL", "return redis.call('EVAL', 'return 1', 0)", "0"]),
+            1_050_000,
+        );
+        assert!(
+            matches!(&nested, Reply::Error(e) if e.contains("not allowed")),
+            "{nested}"
+        );
+    }
 }
