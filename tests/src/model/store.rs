@@ -269,8 +269,8 @@ impl Store {
             );
         };
         let keys: Vec<&[u8]> = args[3..3 + numkeys].iter().map(Vec::as_slice).collect();
-        let argv: Vec<&[u8]> = args[3 + numkeys..].iter().map(Vec::as_slice).collect();
-        self.eval(&source, &keys, &argv, now_us)
+        let values: Vec<&[u8]> = args[3 + numkeys..].iter().map(Vec::as_slice).collect();
+        self.eval(&source, &keys, &values, now_us)
     }
 
     /// Runs one command (`args[0]` its name) at `now_us` on the server's clock, as a
