@@ -64,7 +64,7 @@ fn clean(what: &str, config: &Config) {
 
 #[test]
 fn the_bounded_search_finds_no_violation() {
-    let _alone = beside_others();
+    let _switches = beside_others();
     clean("bounded search", &Config::default());
 }
 
@@ -120,7 +120,7 @@ fn a_lease_without_its_deadline_is_found_by_each_property_it_breaks() {
 /// from 1, not from the server's clock. The fence check finds the repeat.
 #[test]
 fn a_fencing_counter_restarting_from_one_is_found() {
-    let _alone = beside_others();
+    let _switches = beside_others();
     let config = Config {
         counter_from_one: true,
         ..Config::default()
@@ -164,7 +164,7 @@ fn a_background_release_that_stops_at_nothing_is_found_as_an_orphan() {
 /// midway or not, keeps every promise.
 #[test]
 fn a_try_lock_beside_a_lock_keeps_every_promise() {
-    let _alone = beside_others();
+    let _switches = beside_others();
     let config = Config {
         try_locks: 1,
         rounds: 2,
@@ -262,7 +262,7 @@ fn native_world() -> Config {
 /// refuses them after a downgrade keep every promise.
 #[test]
 fn native_commands_and_a_downgrade_keep_every_promise() {
-    let _alone = beside_others();
+    let _switches = beside_others();
     clean("native commands, a downgrade", &native_world());
 }
 
@@ -298,7 +298,7 @@ fn a_native_refusal_taken_for_an_error_is_found_as_an_untouched_lease_lost() {
 /// beside a native release leaves the release its delete's reply.
 #[test]
 fn an_acl_refusing_native_commands_or_the_notification_keeps_every_promise() {
-    let _alone = beside_others();
+    let _switches = beside_others();
     for denied in [Denied::Native, Denied::Publish] {
         let config = Config {
             denied,
@@ -361,7 +361,7 @@ fn transaction_world(depth: usize) -> Config {
 /// restarted with or without its data between them.
 #[test]
 fn the_acquire_transaction_keeps_every_promise_with_three_faults() {
-    let _alone = beside_others();
+    let _switches = beside_others();
     clean("acquire transaction, three faults", &transaction_world(11));
 }
 
@@ -414,7 +414,7 @@ fn clock_world(depth: usize) -> Config {
 /// longer on the server than their holders count.
 #[test]
 fn a_servers_clock_stepped_back_less_than_a_counters_idle_time_keeps_every_promise() {
-    let _alone = beside_others();
+    let _switches = beside_others();
     let mut config = clock_world(14);
     config.events.clock_back = 3;
     clean("the server's clock stepped back 300 ms", &config);
@@ -425,7 +425,7 @@ fn a_servers_clock_stepped_back_less_than_a_counters_idle_time_keeps_every_promi
 /// guide's promise reads "less than".
 #[test]
 fn a_step_back_as_long_as_a_counters_idle_time_is_found_as_a_repeated_fence() {
-    let _alone = beside_others();
+    let _switches = beside_others();
     let mut config = clock_world(14);
     config.events.clock_back = 4;
     let report = search("the server's clock stepped back 400 ms", &config);
@@ -434,12 +434,13 @@ fn a_step_back_as_long_as_a_counters_idle_time_is_found_as_a_repeated_fence() {
 }
 
 /// A forward jump of the server's clock beyond the drift margin (200 ms, past the 5 ms
-/// margin of a 300 ms lease, and past the renewal the watchdog sends every 100 ms) ends a lease on the server while its holder still
-/// counts on it: found as two holders at once when only exclusion is checked. The
-/// guide's exclusion promise excludes such jumps; this shows the checker sees them.
+/// margin of a 300 ms lease, and past the renewal the watchdog sends every 100 ms) ends
+/// a lease on the server while its holder still counts on it: found as two holders at
+/// once when only exclusion is checked. The guide's exclusion promise excludes such
+/// jumps; this shows the checker sees them.
 #[test]
 fn a_forward_jump_beyond_the_drift_margin_is_found_as_two_holders() {
-    let _alone = beside_others();
+    let _switches = beside_others();
     let mut config = clock_world(14);
     config.events.clock_ahead = 2;
     config.properties = vec![Property::Exclusion];

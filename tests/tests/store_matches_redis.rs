@@ -4,6 +4,7 @@
 //! every key compared after every step. What the model's server runs is what Redis
 //! runs, for the commands and arguments the scripts use.
 
+use lockscript::Script;
 use lockscript_test::chaos::clock::{self, ServerClock};
 use lockscript_test::model::store::{Reply, Store, builtin};
 use lockscript_test::server::RedisServer;
@@ -96,8 +97,8 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 impl Step {
-    /// The script's source, its keys and arguments; `None` for the clock.
-    fn call(&self, now_us: u64) -> Option<(&'static str, Vec<String>, Vec<String>)> {
+    /// The script, its keys and arguments; `None` for the clock.
+    fn call(&self, now_us: u64) -> Option<(&'static Script, Vec<String>, Vec<String>)> {
         let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
         Some(match *self {
             Step::Advance(..) => return None,
@@ -278,9 +279,12 @@ fn same(
             );
             std::thread::sleep(std::time::Duration::from_millis(1));
         };
-        let (source, keys, argv) = step.call(at).expect("a script");
+        let (script, keys, argv) = step.call(at).expect("a script");
         let mut eval = redis::cmd("EVAL");
-        eval.arg(source).arg(keys.len()).arg(&keys).arg(&argv);
+        eval.arg(script.source())
+            .arg(keys.len())
+            .arg(&keys)
+            .arg(&argv);
         let theirs = comparable(match eval.query::<Value>(&mut conn) {
             Ok(value) => reply(&value),
             Err(e) => Reply::Error(format!(
@@ -290,11 +294,7 @@ fn same(
             )),
         });
         // As a client sends it: by digest (the server's cache was filled by EVAL).
-        let sha = lockscript::scripts()
-            .find(|s| s.source() == source)
-            .map(lockscript::Script::sha1)
-            .expect("a shipped script");
-        let mut request = vec![b"EVALSHA".to_vec(), sha.as_bytes().to_vec()];
+        let mut request = vec![b"EVALSHA".to_vec(), script.sha1().as_bytes().to_vec()];
         request.push(keys.len().to_string().into_bytes());
         request.extend(keys.iter().chain(&argv).map(|w| w.as_bytes().to_vec()));
         let ours = comparable(store.request(&request, at));

@@ -32,8 +32,9 @@
 //! transaction ([`ClockQuestion`]), and read from every transaction's reply), taken when
 //! the reply was read, so never ahead of the server's but for the drift since, plus
 //! 1 ms. "Since" is counted on this process's monotonic clock, never its wall clock,
-//! which may step (see [`local_us`]). The connection forgets it with every reconnect (the server behind the address
-//! may be another one, or have restarted without its data). When the replies show that
+//! which may step (see [`local_us`]). The connection forgets it with every reconnect
+//! (the server behind the address may be another one, or have restarted without its
+//! data). When the replies show that
 //! this attempt created the counter and `TIME` had passed `<start>`, the grant is not
 //! handed out until the counter is raised to the server's clock ([`Read::Raise`]:
 //! raise-fence.lua, the Redlock step, within the same bound); its new value is the
@@ -43,8 +44,9 @@
 //! and the retention, or after the server came back without its data, a reconnect and
 //! a `TIME` later. Steps back of the server's clock as large as that idle time are
 //! outside the promise, as for the script (the model checker finds a step of exactly
-//! the idle time repeating a token, and none below it). The scripts of earlier versions restart it from `TIME`: a rollout that
-//! mixes both keeps tokens rising, and the keys, their values and types are the same.
+//! the idle time repeating a token, and none below it). The scripts of earlier versions
+//! restart it from `TIME`: a rollout that mixes both keeps tokens rising, and the keys,
+//! their values and types are the same.
 //!
 //! **Refusals.** A server that will not queue one of these commands (an ACL without
 //! `TIME`, `EXISTS`...) answers `EXECABORT`, and nothing ran: the attempt goes again at

@@ -47,10 +47,11 @@
 //! - **The properties** ([`property`]): exclusion by the holders' own clocks; the server
 //!   holding what a holder believes; fences rising in grant order; a lease released with
 //!   `Ok` never reported lost; `lost` by the validity end; no counter restarted more than
-//!   2 ms ahead of the server's clock (what keeps fences rising across later restarts); nothing orphaned (a grant
-//!   nobody owns is never a guard's, and is gone from the server once its background
-//!   release has ended on the server's answer); a lease no fault touched is never
-//!   reported lost (what a refused native command must not cost).
+//!   2 ms ahead of the server's clock (what keeps fences rising across later restarts);
+//!   nothing orphaned (a grant nobody owns is never a guard's, and is gone from the
+//!   server once its background release has ended on the server's answer); a lease no
+//!   fault touched is never reported lost (what a refused native command must not
+//!   cost).
 //!
 //! Release notifications and their loss are covered without being modelled: a sleeper
 //! wakes at any later tick, which is what a notification (soon) and its loss (the nap's

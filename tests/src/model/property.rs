@@ -18,8 +18,9 @@ pub enum Property {
     /// it needs no second client to fail). Not across a restart that lost the data.
     ServerAgrees,
     /// Fencing tokens rise strictly in the order the server grants, restarts included;
-    /// and a counter never restarts more than 2 ms ahead of the server's clock (1 ms
-    /// by design, 1 ms for the model's microseconds; unless that clock stepped back), which is what keeps them rising across later restarts.
+    /// and a counter never restarts more than 2 ms ahead of the server's clock (1 ms by
+    /// design, 1 ms for the model's microseconds; unless that clock stepped back), which
+    /// is what keeps them rising across later restarts.
     FencesRise,
     /// A lease whose `release()` returned `Ok` is never reported lost afterwards.
     ReleasedNotLost,

@@ -102,10 +102,10 @@ pub struct Server {
     /// The first counter restarted more than 2 ms ahead of the server's clock (where it
     /// started, and the clock), the clock not having stepped back: 1 ms is the margin the
     /// transaction starts ahead by, and up to 1 ms more the microseconds this server
-    /// counts within a tick (one per step, back to the tick's at the next). Tokens rise across
-    /// restarts because a counter never runs ahead of the clock it restarts from, so a
-    /// later restart (after it idles out, or a restart without the data) would repeat
-    /// its fences. Checked with the fences, in the same short histories.
+    /// counts within a tick (one per step, back to the tick's at the next). Tokens rise
+    /// across restarts because a counter never runs ahead of the clock it restarts from;
+    /// one that does, a later restart (after it idles out, or a restart without the
+    /// data) would repeat. Checked with the fences, in the same short histories.
     pub counter_ahead: Option<(u64, u64)>,
     /// The clock stepped back: a counter may then be ahead of it within the promise.
     stepped_back: bool,
@@ -418,7 +418,7 @@ mod tests {
     }
 
     /// What the scripts (and the transaction's commands) answer on `store` for `step`,
-    /// at `now_us`, written as this server's answers.
+    /// at `now_us`, written as this server's answers; `start_us` is [`given`].
     fn scripted(store: &mut Store, step: &Step, now_us: u64, start_us: u64) -> Option<Answer> {
         let (lock, fence, holders) = (
             b"lock:{m}".as_slice(),
@@ -430,7 +430,7 @@ mod tests {
             Step::Acquire(t, ttl) => {
                 let ttl = ttl.to_string();
                 let reply = store.eval(
-                    builtin("acquire-with-retry.lua"),
+                    builtin("acquire-with-retry.lua").source(),
                     &[lock, fence, holders],
                     &[TOKENS[t].as_bytes(), ttl.as_bytes(), fence_ms.as_bytes()],
                     now_us,
@@ -472,7 +472,7 @@ mod tests {
             Step::Raise(_) => {
                 let floor = start_us.to_string();
                 let reply = store.eval(
-                    builtin("raise-fence.lua"),
+                    builtin("raise-fence.lua").source(),
                     &[fence],
                     &[floor.as_bytes(), fence_ms.as_bytes()],
                     now_us,
@@ -482,7 +482,7 @@ mod tests {
             Step::Renew(t, ttl) => {
                 let ttl = ttl.to_string();
                 let reply = store.eval(
-                    builtin("renew.lua"),
+                    builtin("renew.lua").source(),
                     &[lock],
                     &[TOKENS[t].as_bytes(), ttl.as_bytes()],
                     now_us,
@@ -491,7 +491,7 @@ mod tests {
             }
             Step::Delete(t) => {
                 let reply = store.eval(
-                    builtin("compare-del.lua"),
+                    builtin("compare-del.lua").source(),
                     &[lock],
                     &[TOKENS[t].as_bytes()],
                     now_us,
@@ -526,29 +526,29 @@ mod tests {
                         continue;
                     }
                     Step::Acquire(t, ttl) => server.acquire(TOKENS[t], ttl, FENCE_MS, now_ms, false),
-                    Step::Transact(t, ttl, ahead) => {
-                        let start = (now_ms * 1_000).saturating_add_signed(ahead);
-                        let answer = server.transact(TOKENS[t], ttl, FENCE_MS, start, now_ms, false);
-                        let at = server.clock_us();
-                        let theirs = scripted(&mut store, step, at, start);
-                        prop_assert_eq!(Some(strip(answer)), theirs, "step {}: {:?}", i, step);
-                        continue;
+                    Step::Transact(t, ttl, _) => {
+                        server.transact(TOKENS[t], ttl, FENCE_MS, given(step, now_ms), now_ms, false)
                     }
-                    Step::Raise(ahead) => {
-                        let floor = (now_ms * 1_000).saturating_add_signed(ahead);
-                        let answer = server.raise(floor, FENCE_MS, now_ms);
-                        let at = server.clock_us();
-                        let theirs = scripted(&mut store, step, at, floor);
-                        prop_assert_eq!(Some(answer), theirs, "step {}: {:?}", i, step);
-                        continue;
-                    }
+                    Step::Raise(_) => server.raise(given(step, now_ms), FENCE_MS, now_ms),
                     Step::Renew(t, ttl) => server.renew(TOKENS[t], ttl, now_ms),
                     Step::Delete(t) => server.delete(TOKENS[t], now_ms),
                 };
+                // The microsecond the step ran at (renewals and releases take none).
                 let at = server.clock_us().max(now_ms * 1_000);
-                let theirs = scripted(&mut store, step, at, 0);
+                let theirs = scripted(&mut store, step, at, given(step, now_ms));
                 prop_assert_eq!(Some(strip(ours)), theirs, "step {}: {:?}", i, step);
             }
+        }
+    }
+
+    /// The value a step hands the server beside its keys: the transaction's `<start>`,
+    /// the raise's floor (the clock at `now_ms` moved by the step's `ahead`), else 0.
+    fn given(step: &Step, now_ms: u64) -> u64 {
+        match *step {
+            Step::Transact(_, _, ahead) | Step::Raise(ahead) => {
+                (now_ms * 1_000).saturating_add_signed(ahead)
+            }
+            _ => 0,
         }
     }
 

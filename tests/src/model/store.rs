@@ -170,20 +170,6 @@ impl Store {
             .map(|(k, e)| (k.as_slice(), e))
     }
 
-    /// Keys whose TTL has passed at `now_ms` are gone.
-    pub fn expire(&mut self, now_ms: u64) {
-        let at_the_instant = self.at_the_instant;
-        self.keys.retain(|_, e| {
-            !e.until_ms
-                .is_some_and(|t| now_ms > t || (at_the_instant && now_ms == t))
-        });
-    }
-
-    /// Puts a key as it is (for tests).
-    pub fn put(&mut self, key: &[u8], entry: Entry) {
-        self.keys.insert(key.to_vec(), entry);
-    }
-
     fn live(&mut self, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
         if (self.keys.get(key)).is_some_and(|e| self.gone(e.until_ms, now_ms)) {
             self.keys.remove(key);
@@ -599,14 +585,14 @@ impl Store {
         }
     }
 
-    /// A sorted set's members in Redis's order: by score, then by member bytes.
+    /// The members of the sorted set at `key` in Redis's order ([`in_order`]).
     fn sorted(&mut self, key: &[u8], now_ms: u64) -> Result<Vec<(f64, Vec<u8>)>, String> {
-        let mut all: Vec<(f64, Vec<u8>)> = match self.zset(key, now_ms)? {
-            Some(z) => z.iter().map(|(m, s)| (*s, m.clone())).collect(),
-            None => Vec::new(),
-        };
-        all.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-        Ok(all)
+        Ok(self.zset(key, now_ms)?.map_or_else(Vec::new, |z| {
+            in_order(z)
+                .into_iter()
+                .map(|(s, m)| (s, m.to_vec()))
+                .collect()
+        }))
     }
 
     /// Runs `script` (its source; a first `#!` line is the server's, not Lua's) with
@@ -706,12 +692,10 @@ impl Store {
                             .collect::<Vec<_>>()
                     ),
                     Data::ZSet(z) => {
-                        let mut all: Vec<(f64, &Vec<u8>)> =
-                            z.iter().map(|(m, s)| (*s, m)).collect();
-                        all.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
                         format!(
                             "zset {:?}",
-                            all.iter()
+                            in_order(z)
+                                .iter()
                                 .map(|(s, m)| (
                                     String::from_utf8_lossy(m),
                                     String::from_utf8_lossy(&score_text(*s)).into_owned()
@@ -827,6 +811,13 @@ fn from_lua(value: &LuaValue) -> Reply {
     }
 }
 
+/// A sorted set's members in Redis's order: by score, then by member bytes.
+fn in_order(z: &Scores) -> Vec<(f64, &[u8])> {
+    let mut all: Vec<(f64, &[u8])> = z.iter().map(|(m, s)| (*s, m.as_slice())).collect();
+    all.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    all
+}
+
 /// Removes `names` from a hash's fields or a sorted set's members: how many were there.
 fn removed<V>(from: Option<&mut BTreeMap<Vec<u8>, V>>, names: &[Vec<u8>]) -> i64 {
     from.map_or(0, |map| {
@@ -854,11 +845,10 @@ fn members(picked: &[(f64, Vec<u8>)], scores: bool) -> Vec<Reply> {
 /// # Panics
 ///
 /// If lockscript has no script of that file.
-pub fn builtin(file: &str) -> &'static str {
+pub fn builtin(file: &str) -> &'static lockscript::Script {
     lockscript::scripts()
         .find(|s| s.path().ends_with(file))
         .unwrap_or_else(|| panic!("lockscript has no script {file}"))
-        .source()
 }
 
 #[cfg(test)]
@@ -872,9 +862,7 @@ mod tests {
     #[test]
     fn a_request_runs_a_shipped_script_by_its_digest_and_refuses_others() {
         let mut store = Store::default();
-        let renew = lockscript::scripts()
-            .find(|s| s.path().ends_with("renew.lua"))
-            .unwrap();
+        let renew = builtin("renew.lua");
         store.command(&words(&["SET", "lock:{m}", "a", "PX", "100"]), 1_000_000);
         let reply = store.request(
             &words(&["EVALSHA", renew.sha1(), "1", "lock:{m}", "a", "500"]),
