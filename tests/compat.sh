@@ -4,7 +4,8 @@
 # Runs the tests that talk to a server against each server of the matrix and prints a
 # table: server, version, passed, failed, seconds. NAME picks servers (default: all):
 # redis-7.0, redis-6.2, redis-8.2, valkey-9.1 (tests/lockscript-test/servers.sh says where each comes from).
-# Arguments after `--` go to `cargo test` (default: the whole workspace).
+# Arguments after `--` go to `cargo nextest run` where it is installed, else to `cargo test`
+# (default: the whole workspace; after a second `--`, `--skip NAME` works with both).
 # Exit status: 0 when every server passed, 1 otherwise; logs in target/compat-servers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,12 @@ done
 test_args=("$@")
 [ ${#test_args[@]} -gt 0 ] || test_args=(--workspace)
 
+# cargo-nextest where installed (the tests of every binary side by side, a process each;
+# it runs no doctests), `cargo test` otherwise or with LOCKSCRIPT_CARGO_TEST=1.
+nextest() {
+  [ "${LOCKSCRIPT_CARGO_TEST:-}" != 1 ] && cargo nextest --version >/dev/null 2>&1
+}
+
 rows=()
 status=0
 for name in "${names[@]}"; do
@@ -29,15 +36,22 @@ for name in "${names[@]}"; do
   log="$dir/$name.log"
   echo "== $name ($version): cargo test ${test_args[*]}" >&2
   start=$(date +%s)
-  REDIS_SERVER_BIN="$bin" cargo test --no-fail-fast "${test_args[@]}" >"$log" 2>&1 || status=1
+  if nextest; then
+    REDIS_SERVER_BIN="$bin" cargo nextest run --no-fail-fast "${test_args[@]}" >"$log" 2>&1 || status=1
+    # nextest's last line: `Summary [ 175.2s] 796 tests run: 794 passed, 2 failed, 17 skipped`.
+    count() { awk -v what="$1" '/^ *Summary \[/ { for (i = 1; i < NF; i++) { w = $(i + 1); sub(/,$/, "", w)
+                                 if (w == what) n = $i } } END { print n + 0 }' "$log"; }
+  else
+    REDIS_SERVER_BIN="$bin" cargo test --no-fail-fast "${test_args[@]}" >"$log" 2>&1 || status=1
+    count() { awk -v what="$1;" '/^test result:/ { for (i = 1; i < NF; i++) if ($(i + 1) == what) n += $i }
+                                 END { print n + 0 }' "$log"; }
+  fi
   seconds=$(( $(date +%s) - start ))
-  count() { awk -v what="$1;" '/^test result:/ { for (i = 1; i < NF; i++) if ($(i + 1) == what) n += $i }
-                               END { print n + 0 }' "$log"; }
   passed=$(count passed)
   failed=$(count failed)
   rows+=("$(printf '%-11s %-9s %7s %7s %8s' "$name" "$version" "${passed:-0}" "${failed:-0}" "$seconds")")
   if [ "${failed:-0}" != 0 ]; then
-    grep -E '^    [a-z_:]+$|--- FAILED' "$log" | sed 's/^/    /' | sort -u | head -20 >&2 || true
+    grep -E '^    [a-z_:]+$|--- FAILED|^ *FAIL \[' "$log" | sed 's/^/    /' | sort -u | head -20 >&2 || true
     # Why, where CI keeps only this output: each failure's panic message, cut short.
     grep -A12 'panicked at' "$log" | cut -c1-400 | head -80 | sed 's/^/      /' >&2 || true
   fi
