@@ -122,6 +122,53 @@ async fn command_stat(
         .sum())
 }
 
+/// Every command's `(calls, usec)` in `INFO commandstats`.
+async fn all_stats(
+    conn: &mut MultiplexedConnection,
+) -> Result<BTreeMap<String, (f64, f64)>, BoxError> {
+    let text: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await?;
+    let field = |fields: &str, name: &str| {
+        fields.split(',').find_map(|f| {
+            let value = f.strip_prefix(name)?.strip_prefix('=')?;
+            value.parse::<f64>().ok()
+        })
+    };
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let (name, fields) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let stat = (field(fields, "calls")?, field(fields, "usec")?);
+            Some((name.to_owned(), stat))
+        })
+        .collect())
+}
+
+/// Where a cycle's execution goes: per command, the microseconds it executed per cycle
+/// between two [`all_stats`] (`n` cycles), into `samples` as `{who}_cmd_{command}_us`
+/// (and its calls per cycle as `…_calls`). A command inside `MULTI`/`EXEC` or a script
+/// is counted in its own line too (and in `exec`'s or the script's).
+fn breakdown(
+    samples: &mut Samples,
+    who: &str,
+    before: &BTreeMap<String, (f64, f64)>,
+    after: &BTreeMap<String, (f64, f64)>,
+    n: usize,
+) {
+    #[allow(clippy::cast_precision_loss)]
+    let n = n as f64;
+    for (name, &(calls, usec)) in after {
+        let (calls0, usec0) = before.get(name).copied().unwrap_or_default();
+        // The stats connection's own `INFO` calls are not the cycle's.
+        if calls > calls0 && name != "info" {
+            samples.push(&format!("{who}_cmd_{name}_us"), (usec - usec0) / n);
+            samples.push(&format!("{who}_cmd_{name}_calls"), (calls - calls0) / n);
+        }
+    }
+}
+
 /// Per call of the `n` calls `calls` makes: the server's CPU microseconds (`INFO cpu`,
 /// its reading and writing included) and its microseconds executing `commands`.
 async fn server_us_per<F>(
@@ -176,6 +223,7 @@ async fn round(
 ) -> Result<(), BoxError> {
     for &(path, locks) in paths {
         let [cycle_cmds, renewal_cmds, release_cmds] = top_level(path);
+        let before = all_stats(stats).await?;
         let cycle = server_us_per(
             stats,
             n,
@@ -190,6 +238,8 @@ async fn round(
         )
         .await?;
         push(samples, path, "cycle", cycle);
+        let after = all_stats(stats).await?;
+        breakdown(samples, path, &before, &after, n);
 
         let guard = locks.try_lock("work:renew").await?.ok_or("held")?;
         let renewal = server_us_per(stats, n, renewal_cmds, async {
@@ -225,6 +275,7 @@ async fn round(
             by_hand_commands(name),
             paths[0].1.offered_commands().unwrap_or_default(),
         );
+        let before = all_stats(stats).await?;
         let figure = server_us_per(stats, n, cmds, async {
             for _ in 0..n {
                 cycle(floor.clone(), "work:hand".to_owned(), native).await?;
@@ -233,6 +284,8 @@ async fn round(
         })
         .await?;
         push(samples, name, "cycle", figure);
+        let after = all_stats(stats).await?;
+        breakdown(samples, name, &before, &after, n);
     }
     let set_floor = server_us_per(stats, n, &["set", "del"], async {
         for _ in 0..n {
@@ -717,6 +770,19 @@ fn report(figures: &BTreeMap<String, f64>, rounds: usize, n: usize, hold: Durati
                 fig(&format!("native_over_{floor}_{cycle}_server")),
             );
         }
+    }
+    println!("\nwhere one cycle's execution goes (µs per cycle, one at a time; calls per cycle):");
+    for who in ["native", "peers"] {
+        let prefix = format!("{who}_cmd_");
+        let line: Vec<String> = figures
+            .iter()
+            .filter_map(|(k, &us)| {
+                let name = k.strip_prefix(&prefix)?.strip_suffix("_us")?;
+                let calls = fig(&format!("{prefix}{name}_calls"));
+                Some(format!("{name} {us:.2} ({calls:.1})"))
+            })
+            .collect();
+        println!("{who:<7} {}", line.join(", "));
     }
     if !figures.contains_key("native_1000_leases_server_cores") {
         return;
