@@ -34,7 +34,9 @@ for name in "${names[@]}"; do
   bin=$(binary "$name")
   version=$("$bin" --version | sed -n 's/.* v=\([^ ]*\).*/\1/p')
   log="$dir/$name.log"
-  echo "== $name ($version): cargo test ${test_args[*]}" >&2
+  runner="cargo test"
+  if nextest; then runner="cargo nextest run"; fi
+  echo "== $name ($version): $runner ${test_args[*]}" >&2
   start=$(date +%s)
   if nextest; then
     REDIS_SERVER_BIN="$bin" cargo nextest run --no-fail-fast "${test_args[@]}" >"$log" 2>&1 || status=1
