@@ -28,17 +28,18 @@ nextest() {
   [ "${LOCKSCRIPT_CARGO_TEST:-}" != 1 ] && cargo nextest --version >/dev/null 2>&1
 }
 
+runner="cargo test"
+if nextest; then runner="cargo nextest run"; fi
+
 rows=()
 status=0
 for name in "${names[@]}"; do
   bin=$(binary "$name")
   version=$("$bin" --version | sed -n 's/.* v=\([^ ]*\).*/\1/p')
   log="$dir/$name.log"
-  runner="cargo test"
-  if nextest; then runner="cargo nextest run"; fi
   echo "== $name ($version): $runner ${test_args[*]}" >&2
   start=$(date +%s)
-  if nextest; then
+  if [ "$runner" = "cargo nextest run" ]; then
     REDIS_SERVER_BIN="$bin" cargo nextest run --no-fail-fast "${test_args[@]}" >"$log" 2>&1 || status=1
     # nextest's last line: `Summary [ 175.2s] 796 tests run: 794 passed, 2 failed, 17 skipped`.
     count() { awk -v what="$1" '/^ *Summary \[/ { for (i = 1; i < NF; i++) { w = $(i + 1); sub(/,$/, "", w)

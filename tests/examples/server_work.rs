@@ -93,33 +93,14 @@ fn client_cpu_s() -> Result<f64, BoxError> {
 /// The microseconds the server spent executing `commands` (`INFO commandstats`, each
 /// command's `usec`, a script's including the commands it calls).
 async fn exec_us(conn: &mut MultiplexedConnection, commands: &[&str]) -> Result<f64, BoxError> {
-    command_stat(conn, commands, "usec").await
+    Ok(summed(&all_stats(conn).await?, commands).1)
 }
 
-/// `field` of `INFO commandstats` (`usec`, `calls`...), summed over `commands`.
-async fn command_stat(
-    conn: &mut MultiplexedConnection,
-    commands: &[&str],
-    field: &str,
-) -> Result<f64, BoxError> {
-    let text: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await?;
-    Ok(text
-        .lines()
-        .filter_map(|l| {
-            let (name, fields) = l.strip_prefix("cmdstat_")?.split_once(':')?;
-            commands
-                .contains(&name)
-                .then_some(fields)?
-                .split(',')
-                .find_map(|f| {
-                    let value = f.strip_prefix(field)?.strip_prefix('=')?;
-                    value.parse::<f64>().ok()
-                })
-        })
-        .sum())
+/// `(calls, usec)` of [`all_stats`], summed over `commands`.
+fn summed(stats: &BTreeMap<String, (f64, f64)>, commands: &[&str]) -> (f64, f64) {
+    (commands.iter())
+        .filter_map(|c| stats.get(*c))
+        .fold((0.0, 0.0), |(calls, usec), (c, u)| (calls + c, usec + u))
 }
 
 /// Every command's `(calls, usec)` in `INFO commandstats`.
@@ -520,7 +501,7 @@ async fn leases(
     let renewals = |s: &mut MultiplexedConnection| {
         let mut s = s.clone();
         let renewal = if native { "set" } else { "evalsha" };
-        async move { command_stat(&mut s, &[renewal], "calls").await }
+        async move { Ok::<_, BoxError>(summed(&all_stats(&mut s).await?, &[renewal]).0) }
     };
     let (server0, client0, trips0, renewed0) = (
         server_cpu_s(stats).await?,
