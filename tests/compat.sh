@@ -22,11 +22,7 @@ done
 test_args=("$@")
 [ ${#test_args[@]} -gt 0 ] || test_args=(--workspace)
 
-# cargo-nextest where installed (the tests of every binary side by side, a process each;
-# it runs no doctests), `cargo test` otherwise or with LOCKSCRIPT_CARGO_TEST=1.
-nextest() {
-  [ "${LOCKSCRIPT_CARGO_TEST:-}" != 1 ] && cargo nextest --version >/dev/null 2>&1
-}
+. tests/nextest.sh
 
 runner="cargo test"
 if nextest; then runner="cargo nextest run"; fi
