@@ -57,12 +57,12 @@ impl RetryPolicy {
     }
 
     /// How long a waiter sleeps after its `waits`-th refused attempt: the backoff, but
-    /// no longer than the holder's `remaining` lease (when known) or the time `left`
-    /// before the caller's deadline.
+    /// no longer than until the holder's `remaining` lease has ended (when known) or the
+    /// time `left` before the caller's deadline.
     pub(crate) fn nap(&self, waits: u32, remaining: Option<Duration>, left: Duration) -> Duration {
         let backoff = self.delay(waits, getrandom::u64().unwrap_or(0));
         remaining
-            .map_or(backoff, |r| r.max(Duration::from_millis(1)).min(backoff))
+            .map_or(backoff, |r| past_the_lease(r).min(backoff))
             .min(left)
     }
 
@@ -76,6 +76,15 @@ impl RetryPolicy {
         let nanos = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX).max(1);
         half + Duration::from_nanos(jitter % nanos)
     }
+}
+
+/// How long after a `PTTL` of `remaining` the key is surely gone: one millisecond more.
+/// The server answers `PTTL` in whole milliseconds and expires a key only once its clock
+/// is past the expiry, so a waiter that wakes after exactly `remaining` can arrive within
+/// the key's last millisecond and be refused once more (an attempt and a round trip
+/// wasted at every expiry).
+pub(crate) fn past_the_lease(remaining: Duration) -> Duration {
+    remaining + Duration::from_millis(1)
 }
 
 /// 5 ms to 250 ms: a missed notification costs at most a quarter second, and a

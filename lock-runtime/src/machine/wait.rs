@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::LockError;
 use crate::machine::grant::{Attempted, Grant};
-use crate::machine::retry::RetryPolicy;
+use crate::machine::retry::{RetryPolicy, past_the_lease};
 use crate::machine::settings::Settings;
 use crate::machine::token::Token;
 
@@ -176,7 +176,7 @@ impl Wait {
             } else {
                 self.policy.nap(self.naps, None, left).min(refresh)
             };
-            let holder = remaining.map_or(renewal, |r| r + Duration::from_millis(1));
+            let holder = remaining.map_or(renewal, past_the_lease);
             self.naps += 1;
             return Step::Sleep {
                 nap: renewal.min(holder).min(left),
@@ -289,7 +289,7 @@ mod tests {
         assert!(matches!(w.start(now, false), Step::Attempt));
         let step = w.refused(Some(Duration::from_millis(3)), now);
         assert!(
-            matches!(step, Step::Subscribe { within } if within <= Duration::from_millis(3)),
+            matches!(step, Step::Subscribe { within } if within <= Duration::from_millis(4)),
             "{step:?}"
         );
         assert!(matches!(w.attempt(), Step::Attempt));
@@ -301,9 +301,10 @@ mod tests {
     fn naps_follow_the_holders_lease_and_the_deadline() {
         let (mut w, now) = wait(false);
         w.start(now, false);
+        // A `PTTL` of 2 ms: the key is gone only once the server's clock is past it.
         let step = w.refused(Some(Duration::from_millis(2)), now);
         assert!(
-            matches!(step, Step::Sleep { nap } if nap == Duration::from_millis(2)),
+            matches!(step, Step::Sleep { nap } if nap == Duration::from_millis(3)),
             "{step:?}"
         );
         let late = now + Duration::from_millis(999);
