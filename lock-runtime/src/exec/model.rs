@@ -60,7 +60,8 @@ use redis::Value;
 use crate::LockError;
 use crate::exec::owned::Owned;
 use crate::machine::acquire::{Acquire, Next, Wake};
-use crate::machine::call::{LeaseCall, LeaseCalls, renewal};
+use crate::machine::call::{LeaseCall, LeaseCalls, command_words, renewal};
+use crate::machine::fair::Letter;
 use crate::machine::grant::{Abandoned, Outcome};
 use crate::machine::key::{Keys, Kind};
 use crate::machine::lease::{Lease, LeaseState, Sending, Status};
@@ -88,7 +89,81 @@ pub struct Handle {
     wall_ahead: Duration,
 }
 
+/// What a handle's grants are: a lock by attempts, or one of the kinds that wait in the
+/// name's queue on the server (fair-queue.lua).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Grants {
+    /// A lock (`Locks`), by attempts.
+    Lock,
+    /// A lock in fair mode (`Locks::fair`): first come first served.
+    FairLock,
+    /// The read side of a read/write lock.
+    Read,
+    /// The write side of a read/write lock.
+    Write,
+    /// A permit of a semaphore of this many permits.
+    Permits(u32),
+}
+
+impl Grants {
+    fn kind(self) -> Kind {
+        match self {
+            Grants::Lock | Grants::FairLock => Kind::Lock,
+            Grants::Read => Kind::Read,
+            Grants::Write => Kind::Write,
+            Grants::Permits(n) => Kind::Permit(n),
+        }
+    }
+}
+
+/// The handoff channel every model handle's tickets name: the model routes a handoff to
+/// its waiter by the owner token in it, as a handle's mailbox does.
+const HANDOFF: &str = "lock:model:handoff";
+
 impl Handle {
+    /// A handle on `name` whose grants are `grants`: leases of `ttl` (renewed by the
+    /// watchdog), calls cut at `response_timeout`, `lock()` waiting up to
+    /// `wait_timeout`; every call a script (the queue's kinds have no native commands).
+    /// Refused as the faces refuse these settings.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// use lockscript::__private::model::{Grants, Handle};
+    /// let ms = Duration::from_millis;
+    /// let readers = Handle::of(Grants::Read, "m", ms(300), ms(100), ms(1_000));
+    /// ```
+    pub fn of(
+        grants: Grants,
+        name: &str,
+        ttl: Duration,
+        response_timeout: Duration,
+        wait_timeout: Duration,
+    ) -> Result<Self, LockError> {
+        let settings = Settings {
+            ttl,
+            wait_timeout,
+            response_timeout,
+            native: false,
+            fair: grants == Grants::FairLock,
+            ..Settings::default()
+        };
+        Self::with(settings, name, grants.kind())
+    }
+
+    fn with(settings: Settings, name: &str, kind: Kind) -> Result<Self, LockError> {
+        settings.validate()?;
+        settings.validate_kind(kind)?;
+        settings.validate_wait()?;
+        let keys = settings.keys_of(name, kind)?;
+        Ok(Self {
+            settings: Arc::new(settings),
+            keys,
+            offered: Offered::default(),
+            base: None,
+            wall_ahead: Duration::ZERO,
+        })
+    }
+
     /// A handle on lock `name`: leases of `ttl` (renewed by the watchdog), calls cut at
     /// `response_timeout`, `lock()` waiting up to `wait_timeout`, fencing counters kept
     /// `fence_retention` past a grant's lease, native renewals and releases where the
@@ -110,17 +185,7 @@ impl Handle {
             native,
             ..Settings::default()
         };
-        settings.validate()?;
-        settings.validate_kind(Kind::Lock)?;
-        settings.validate_wait()?;
-        let keys = settings.keys_of(name, Kind::Lock)?;
-        Ok(Self {
-            settings: Arc::new(settings),
-            keys,
-            offered: Offered::default(),
-            base: None,
-            wall_ahead: Duration::ZERO,
-        })
+        Self::with(settings, name, Kind::Lock)
     }
 
     /// This handle's clocks read 0 µs at `base` and move with the model's: its
@@ -179,6 +244,8 @@ impl Handle {
             base: self.base,
             attempt: None,
             queued: None,
+            scripted: None,
+            wakes: None,
         }
     }
 
@@ -203,7 +270,36 @@ impl Handle {
             base: self.base,
             attempt: None,
             queued: None,
+            scripted: None,
+            wakes: None,
         }
+    }
+
+    /// A `lock()` that begins at `now`, for any kind of grant: a plain lock by attempts
+    /// (as [`lock`](Self::lock)), the others by a ticket in the name's queue on the
+    /// server (fair-queue.lua's `acquire`, sent as [`Call::Script`]), woken by handoff
+    /// letters ([`Acquisition::letter`]). `Err` only when no owner token can be drawn.
+    ///
+    /// ```no_run
+    /// # fn f(h: lockscript::__private::model::Handle) { let _ = h.wait(std::time::Instant::now()); }
+    /// ```
+    pub fn wait(&self, now: Instant) -> Result<Acquisition, LockError> {
+        if !self.settings.queued(&self.keys) {
+            return Ok(self.lock(now));
+        }
+        let (settings, watchdog) = (&self.settings, self.settings.watchdog);
+        let channel = Some(HANDOFF.to_owned());
+        let machine = Acquire::fair(self.keys.clone(), settings, watchdog, channel, now)?;
+        Ok(Acquisition {
+            machine,
+            settings: Arc::clone(&self.settings),
+            sent: None,
+            base: self.base,
+            attempt: None,
+            queued: None,
+            scripted: None,
+            wakes: None,
+        })
     }
 
     /// The outcome of `question` ([`Out::question`]): whether the server's answer
@@ -324,7 +420,7 @@ pub enum Command {
 }
 
 /// A lease call to send.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Out {
     /// What goes.
     pub command: Command,
@@ -334,6 +430,9 @@ pub struct Out {
     /// The question the executor asks beside it, bounded on its own by the response
     /// timeout, when the call found it open.
     pub question: Option<Question>,
+    /// The command's words as they go to the server (`EVALSHA sha1 numkeys keys...
+    /// args...` for a script): for a server that runs the scripts themselves.
+    pub words: Vec<Vec<u8>>,
 }
 
 /// What a lease call's reply led to.
@@ -382,6 +481,7 @@ impl Leasing {
             command: leasing.command(),
             give_up: leasing.give_up,
             question: None,
+            words: Vec::new(),
         });
         (leasing, Out { question, ..out })
     }
@@ -411,6 +511,7 @@ impl Leasing {
             command: self.command(),
             give_up: self.give_up,
             question: None,
+            words: call.words(),
         })
     }
 
@@ -537,6 +638,16 @@ impl Reply<bool> {
     }
 }
 
+/// A lease call's reply as the executors read it (`1`, `OK`, or a fair-queue.lua reply
+/// whose status is `1`: done), or `None` when it is not one.
+///
+/// ```no_run
+/// assert_eq!(lockscript::__private::model::confirmed(redis::Value::Int(1)), Some(true));
+/// ```
+pub fn confirmed(value: Value) -> Option<bool> {
+    redis::from_redis_value::<Confirmed>(value).ok().map(|c| c.0)
+}
+
 /// What a `lock()` asks of the model next.
 pub enum Ask {
     /// Send `call`, one of the attempt's calls, cut at `give_up` (the attempt's bound:
@@ -571,6 +682,19 @@ pub struct Acquisition {
     attempt: Option<Attempting>,
     /// The attempt's next step, decided by a reply.
     queued: Option<(Call, Instant)>,
+    /// The [`Call::Script`] in flight.
+    scripted: Option<Scripted>,
+    /// When the sleeping caller's nap ends.
+    wakes: Option<Instant>,
+}
+
+/// What a [`Call::Script`] in flight is, for reading its answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Scripted {
+    /// fair-queue.lua's `acquire` for the waiter's ticket.
+    Queue,
+    /// A single try of a queued kind (fair-queue.lua's `acquire` without a ticket).
+    Attempt,
 }
 
 /// Where an attempt that goes as the acquire transaction stands.
@@ -615,6 +739,13 @@ pub enum Call {
     Raise {
         /// The server's clock when it granted, plus one.
         floor: u64,
+    },
+    /// A script as it goes to the server (`EVALSHA sha1 numkeys keys... args...`): a
+    /// queued kind's attempt or queue call; its answer goes to
+    /// [`Acquisition::answered`].
+    Script {
+        /// The command's words.
+        words: Vec<Vec<u8>>,
     },
 }
 
@@ -670,7 +801,27 @@ impl Acquisition {
                     self.sent = Some(now);
                     return self.attempt(handle, token.as_str().to_owned(), now + limit, now);
                 }
-                Next::Sleep { .. } => return Ask::Sleep,
+                Next::Sleep { nap, .. } => {
+                    self.wakes = Some(now + nap);
+                    return Ask::Sleep;
+                }
+                // The model delivers every handoff letter to its waiter (or loses it, a
+                // fault): the mailbox is live from the start.
+                Next::Enter => self.machine.entered(true),
+                Next::Listen { .. } => self.machine.listened(true),
+                Next::Queue { limit } => {
+                    let Some(ticket) = self.machine.ticket() else {
+                        continue;
+                    };
+                    let call = self.settings.queue_call(self.machine.keys(), ticket);
+                    self.sent = Some(now);
+                    self.scripted = Some(Scripted::Queue);
+                    let words = command_words(call.evalsha_cmd());
+                    return Ask::Call {
+                        call: Call::Script { words },
+                        give_up: now + limit,
+                    };
+                }
                 Next::Release(abandoned) => {
                     return Ask::Release(Orphan::new(abandoned, &self.settings));
                 }
@@ -687,7 +838,7 @@ impl Acquisition {
                 }
                 Next::Done(Err(e)) => return Ask::Failed(e),
                 Next::Done(Ok(None)) => return Ask::Held,
-                Next::Confirm { .. } | Next::Enter | Next::Queue { .. } | Next::Listen { .. } => {
+                Next::Confirm { .. } => {
                     return Ask::Failed(LockError::InvalidSettings(
                         "internal: a step the model's lock() does not take".to_owned(),
                     ));
@@ -709,6 +860,15 @@ impl Acquisition {
     /// An attempt for `token` at `now`, cut at `give_up`: as the executors send it.
     fn attempt(&mut self, handle: &Handle, token: String, give_up: Instant, now: Instant) -> Ask {
         let (settings, keys) = (&self.settings, self.machine.keys());
+        if settings.queued(keys) {
+            let call = settings.acquire_call(keys, &token);
+            self.scripted = Some(Scripted::Attempt);
+            let words = command_words(call.evalsha_cmd());
+            return Ask::Call {
+                call: Call::Script { words },
+                give_up,
+            };
+        }
         if let Some(local) = self.local_us(handle, now) {
             if let Some((question, _)) = ClockQuestion::new(settings, keys, &handle.offered, local)
             {
@@ -853,7 +1013,60 @@ impl Acquisition {
 
     /// The sleeper woke at `now` (its nap ended, or a release notification came).
     pub fn woke(&mut self, now: Instant) {
+        self.wakes = None;
         self.machine.woke(Wake::Nap, now);
+    }
+
+    /// When the sleeping caller's nap ends (it wakes then at the latest), if it sleeps.
+    pub fn wakes_by(&self) -> Option<Instant> {
+        self.wakes
+    }
+
+    /// The owner token a grant to this fair waiter carries (its ticket's), which a
+    /// handoff letter names; `None` for a lock by attempts.
+    pub fn ticket_token(&self) -> Option<&str> {
+        self.machine.ticket().map(|t| t.token.as_str())
+    }
+
+    /// The sleeper woke at `now` with a handoff letter published on its channel
+    /// (`grant <token> <fence> <server_us> <claim_ms>`).
+    pub fn letter(&mut self, payload: &[u8], now: Instant) {
+        self.wakes = None;
+        let wake = Letter::parse(payload).map_or(Wake::Nap, Wake::Letter);
+        self.machine.woke(wake, now);
+    }
+
+    /// The answer to [`Call::Script`] (the server's reply as a connection reads it), at
+    /// `now`: read as the executors read a queued kind's attempt or queue call.
+    pub fn answered(&mut self, handle: &Handle, reply: Reply<Value>, now: Instant) {
+        let sent = self.sent.take().unwrap_or(now);
+        let Some(scripted) = self.scripted.take() else {
+            return;
+        };
+        let reply = reply.into_result(&self.settings).and_then(|value| {
+            if let Value::ServerError(e) = value {
+                return Err(LockError::Redis(e.into()));
+            }
+            Ok(value)
+        });
+        if let Err(e) = &reply {
+            handle.offered.met(e);
+        }
+        match scripted {
+            Scripted::Queue => {
+                let read = reply.and_then(|v| {
+                    redis::from_redis_value(v).map_err(|e| LockError::Redis(e.into()))
+                });
+                self.machine.queued(read, now);
+            }
+            Scripted::Attempt => {
+                let read = reply.and_then(|v| {
+                    redis::from_redis_value::<Acquired>(v).map_err(|e| LockError::Redis(e.into()))
+                });
+                let outcome = read.map(|acquired| Outcome::from_reply(acquired, sent));
+                self.machine.acquired(outcome, now);
+            }
+        }
     }
 
     /// What tells this acquisition apart from another (tokens left out).
@@ -874,10 +1087,12 @@ impl Acquisition {
                 Call::Time => (2, 0),
                 Call::Transaction { start_us, .. } => (3, *start_us),
                 Call::Raise { floor } => (4, *floor),
+                Call::Script { .. } => (5, 0),
             };
             (call, *give_up)
         });
         queued.hash(state);
+        (self.scripted, self.wakes).hash(state);
     }
 
     /// A copy that goes on alone from here (the model's branches).
@@ -890,6 +1105,8 @@ impl Acquisition {
             base: self.base,
             attempt: self.attempt.clone(),
             queued: self.queued.clone(),
+            scripted: self.scripted,
+            wakes: self.wakes,
         }
     }
 }
@@ -1208,7 +1425,9 @@ impl Orphan {
     /// What tells this background release apart from another (its token left out).
     pub fn digest<H: Hasher>(&self, state: &mut H) {
         let a = &self.abandoned;
-        (a.until, a.unanswered, &a.ticket, self.failures, self.sent).hash(state);
+        // The ticket names its owner token: only whether there is one.
+        let ticket = a.ticket.is_some();
+        (a.until, a.unanswered, ticket, self.failures, self.sent).hash(state);
         if let Some(leasing) = &self.leasing {
             leasing.digest(state);
         }

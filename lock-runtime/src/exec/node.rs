@@ -464,14 +464,7 @@ where
         keys: &Keys,
         ticket: &Ticket,
     ) -> Result<(i64, i64, i64, i64), LockError> {
-        let call = settings.fair_call(
-            keys,
-            "acquire",
-            ticket.token.as_str(),
-            &ticket.ticket,
-            settings.ttl,
-        );
-        self.run(settings, call).await
+        self.run(settings, settings.queue_call(keys, ticket)).await
     }
 
     async fn holds(&self, of: Owner<'_>) -> Result<bool, LockError> {

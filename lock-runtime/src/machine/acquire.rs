@@ -726,19 +726,24 @@ impl Acquire {
 impl Acquire {
     /// Everything of the acquisition that a later call can depend on, except owner tokens
     /// (drawn at random, they differ between two runs of one history; the model names
-    /// them by where they are used) and a fair place (not modelled yet). Called between
+    /// them by where they are used; a fair ticket names one). Called between
     /// the model's steps, when [`next`](Self::next) has answered and nothing is left to
     /// do but wait: what is still to do is told by its kind.
     pub(crate) fn digest(&self, state: &mut impl std::hash::Hasher) {
         use std::hash::Hash;
         (self.started, self.watchdog, self.confirm, self.shape).hash(state);
         self.wait.digest(state);
-        self.place.is_some().hash(state);
+        // A fair place, its ticket (which names the owner token) left out.
+        let place = self.place.as_ref().map(|p| {
+            let reading = p.reading.map(|r| (r.sent, r.server_us));
+            (p.unanswered, p.claim, reading, p.listened)
+        });
+        place.hash(state);
         let flight = self.flight.as_ref().map(|f| (f.sent, f.limit, f.fence));
         flight.hash(state);
         self.offer.is_some().hash(state);
         for orphan in &self.orphans {
-            (orphan.until, orphan.unanswered, &orphan.ticket).hash(state);
+            (orphan.until, orphan.unanswered, orphan.ticket.is_some()).hash(state);
         }
         std::mem::discriminant(&self.todo).hash(state);
     }

@@ -27,6 +27,16 @@ impl LeaseCall {
         matches!(self, Self::Native(_))
     }
 
+    /// The words of the call's first command as they go to the server (`EVALSHA sha1
+    /// numkeys keys... args...` for a script), for the model checker's server.
+    #[cfg(feature = "model")]
+    pub(crate) fn words(&self) -> Vec<Vec<u8>> {
+        match self {
+            Self::Script(call) => command_words(call.evalsha_cmd()),
+            Self::Native(cmds) => cmds.first().map(command_words).unwrap_or_default(),
+        }
+    }
+
     /// Appends the call to `pipe` (its commands moved, not copied); how many replies it
     /// adds there (the first answers).
     pub(crate) fn add_to(self, pipe: &mut redis::Pipeline) -> Result<usize, LockError> {
@@ -461,6 +471,18 @@ impl Settings {
         .delivery(self.delivery)
     }
 
+    /// fair-queue.lua's `acquire` for a waiter's `ticket`: its place in the queue of
+    /// `keys`, renewed, or the grant (a lease of the handle's ttl when this call makes
+    /// it, the claim's when a release handed it before).
+    pub(crate) fn queue_call(
+        &self,
+        keys: &Keys,
+        ticket: &crate::machine::fair::Ticket,
+    ) -> crate::Invocation<(i64, i64, i64, i64)> {
+        let token = ticket.token.as_str();
+        self.fair_call(keys, "acquire", token, &ticket.ticket, self.ttl)
+    }
+
     /// Whether `token` holds a grant of `keys`, as a script: for readers and permits
     /// (`None` for a lock or a writer, whose key a plain `GET` reads).
     pub(crate) fn holds_call(
@@ -746,4 +768,15 @@ mod tests {
                 .all(|a| a.as_ref().is_err_and(LockError::may_have_run))
         );
     }
+}
+
+/// A command's words as they go to the server, for the model checker's server.
+#[cfg(feature = "model")]
+pub(crate) fn command_words(cmd: &redis::Cmd) -> Vec<Vec<u8>> {
+    cmd.args_iter()
+        .map(|arg| match arg {
+            redis::Arg::Simple(bytes) => bytes.to_vec(),
+            _ => b"0".to_vec(),
+        })
+        .collect()
 }

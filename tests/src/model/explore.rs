@@ -9,7 +9,26 @@ use std::time::{Duration, Instant};
 
 use super::Config;
 use super::property::Property;
-use super::world::{Action, World};
+use super::world::World;
+
+/// A world the search can walk: the actions it allows in a state, each applied to a
+/// copy, states told apart by a digest, and a readable history when one breaks a rule.
+pub trait Searched: Sized {
+    /// One step of the world.
+    type Action: Copy;
+    /// The actions allowed now.
+    fn enabled(&self) -> Vec<Self::Action>;
+    /// Takes one step.
+    fn apply(&mut self, action: Self::Action);
+    /// What tells this state apart from another.
+    fn digest(&self) -> u64;
+    /// A copy that goes on alone.
+    fn fork(&self) -> Self;
+    /// The first rule this state breaks: its name and what breaks it.
+    fn broken(&self) -> Option<(&'static str, String)>;
+    /// The history so far, when kept.
+    fn history(&self) -> &[String];
+}
 
 /// What a search found.
 #[derive(Debug)]
@@ -79,15 +98,15 @@ impl fmt::Display for Violation {
 }
 
 /// The states found so far, each by the state it was first reached from.
-struct Tree {
+struct Tree<A> {
     parent: Vec<u32>,
-    action: Vec<Action>,
+    action: Vec<A>,
     depth: Vec<u16>,
 }
 
-impl Tree {
+impl<A: Copy> Tree<A> {
     /// The actions that lead from the start to state `i`.
-    fn path(&self, mut i: usize) -> Vec<Action> {
+    fn path(&self, mut i: usize) -> Vec<A> {
         let mut path = Vec::with_capacity(usize::from(self.depth[i]));
         while i != 0 {
             path.push(self.action[i]);
@@ -97,7 +116,7 @@ impl Tree {
         path
     }
 
-    fn push(&mut self, parent: usize, action: Action) -> usize {
+    fn push(&mut self, parent: usize, action: A) -> usize {
         self.parent.push(u32::try_from(parent).unwrap_or(u32::MAX));
         self.action.push(action);
         self.depth.push(self.depth[parent] + 1);
@@ -108,16 +127,32 @@ impl Tree {
 /// Searches every history of `config`'s world up to its depth bound, breadth first;
 /// stops at the first state that breaks one of its properties.
 pub fn explore(config: &Config) -> Report {
-    let started = Instant::now();
     // The instant the model's time 0 stands for, in every run of a history: the machine's
     // instants are then equal in equal states.
     let base = Instant::now();
+    search(config.depth, |log| World::new(config, base, log))
+}
+
+/// Searches every history of the world `start` builds (with its history kept when asked)
+/// up to `depth` actions, breadth first; stops at the first state that breaks a rule.
+pub fn search<W: Searched>(depth_bound: usize, start: impl Fn(bool) -> W) -> Report {
+    let started = Instant::now();
+    let root = start(false);
+    let Some(&first) = root.enabled().first() else {
+        return Report {
+            states: 1,
+            transitions: 0,
+            depth: 0,
+            exhausted: true,
+            elapsed: started.elapsed(),
+            violation: None,
+        };
+    };
     let mut tree = Tree {
         parent: vec![0],
-        action: vec![Action::Tick],
+        action: vec![first],
         depth: vec![0],
     };
-    let root = World::new(config, base, false);
     let mut seen = HashSet::from([root.digest()]);
     let mut queue = VecDeque::from([0usize]);
     let (mut transitions, mut depth, mut exhausted) = (0u64, 0usize, true);
@@ -130,31 +165,31 @@ pub fn explore(config: &Config) -> Report {
         violation,
     };
     while let Some(i) = queue.pop_front() {
-        if usize::from(tree.depth[i]) >= config.depth {
+        if usize::from(tree.depth[i]) >= depth_bound {
             exhausted = false;
             continue;
         }
         let path = tree.path(i);
-        let mut world = Some(replay(config, base, &path, false));
-        let actions = world.as_ref().map(World::enabled).unwrap_or_default();
+        let mut world = Some(replay(&start, &path, false));
+        let actions = world.as_ref().map(W::enabled).unwrap_or_default();
         let last = actions.len().saturating_sub(1);
         for (k, &action) in actions.iter().enumerate() {
             // The last action goes on the world rebuilt; the others on forks of it.
             let mut next = match world.take() {
                 Some(built) if k == last => built,
                 kept => {
-                    let fork = kept.as_ref().map(World::fork);
+                    let fork = kept.as_ref().map(W::fork);
                     world = kept;
-                    fork.unwrap_or_else(|| replay(config, base, &path, false))
+                    fork.unwrap_or_else(|| replay(&start, &path, false))
                 }
             };
             next.apply(action);
             transitions += 1;
-            if let Some((rule, detail)) = broken(config, &next) {
+            if let Some((rule, detail)) = next.broken() {
                 let mut path = path.clone();
                 path.push(action);
                 depth = depth.max(path.len());
-                let violation = trace(config, base, &path, rule, detail);
+                let violation = trace(&start, &path, rule, detail);
                 return report(&seen, transitions, depth, exhausted, Some(violation));
             }
             if seen.insert(next.digest()) {
@@ -168,8 +203,8 @@ pub fn explore(config: &Config) -> Report {
 }
 
 /// The world after `path`, from the start.
-fn replay<'c>(config: &'c Config, base: Instant, path: &[Action], log: bool) -> World<'c> {
-    let mut world = World::new(config, base, log);
+fn replay<W: Searched>(start: &impl Fn(bool) -> W, path: &[W::Action], log: bool) -> W {
+    let mut world = start(log);
     for &action in path {
         world.apply(action);
     }
@@ -187,15 +222,42 @@ fn broken(config: &Config, world: &World<'_>) -> Option<(&'static str, String)> 
         .find_map(|p| p.broken(world).map(|detail| (p.name(), detail)))
 }
 
+impl Searched for World<'_> {
+    type Action = super::world::Action;
+
+    fn enabled(&self) -> Vec<Self::Action> {
+        World::enabled(self)
+    }
+
+    fn apply(&mut self, action: Self::Action) {
+        World::apply(self, action);
+    }
+
+    fn digest(&self) -> u64 {
+        World::digest(self)
+    }
+
+    fn fork(&self) -> Self {
+        World::fork(self)
+    }
+
+    fn broken(&self) -> Option<(&'static str, String)> {
+        broken(self.config, self)
+    }
+
+    fn history(&self) -> &[String] {
+        World::history(self)
+    }
+}
+
 /// `path` run again with its history kept.
-fn trace(
-    config: &Config,
-    base: Instant,
-    path: &[Action],
+fn trace<W: Searched>(
+    start: &impl Fn(bool) -> W,
+    path: &[W::Action],
     rule: &'static str,
     detail: String,
 ) -> Violation {
-    let mut world = World::new(config, base, true);
+    let mut world = start(true);
     // What the clients do at time 0, before the first action.
     let mut history: Vec<String> = (world.history().iter())
         .enumerate()
@@ -204,7 +266,7 @@ fn trace(
     for (step, &action) in path.iter().enumerate() {
         let before = world.history().len();
         world.apply(action);
-        for (k, line) in world.lines_since(before).iter().enumerate() {
+        for (k, line) in world.history().get(before..).unwrap_or_default().iter().enumerate() {
             let number = if k == 0 {
                 format!("{:>3}.", step + 1)
             } else {

@@ -116,7 +116,9 @@ impl Request {
             )
             | Request::Renew { token, .. }
             | Request::Delete { token, .. } => Some(token),
-            Request::Attempt(AttemptCall::Time | AttemptCall::Raise { .. })
+            Request::Attempt(
+                AttemptCall::Time | AttemptCall::Raise { .. } | AttemptCall::Script { .. },
+            )
             | Request::Docs { .. } => None,
         }
     }
@@ -884,6 +886,8 @@ impl<'c> World<'c> {
             Request::Attempt(AttemptCall::Raise { floor }) => {
                 self.server.raise(*floor, fence, now_ms)
             }
+            // Only the queued kinds send scripts by their words (the queue world's).
+            Request::Attempt(AttemptCall::Script { .. }) => Answer::Unknown,
         };
         let label = request.token().map(|t| self.label(t)).unwrap_or_default();
         let what = || {
@@ -899,6 +903,7 @@ impl<'c> World<'c> {
                     format!("MULTI acquire({label}, counter from {start_us}) EXEC")
                 }
                 Request::Attempt(AttemptCall::Raise { floor }) => format!("raise-fence({floor})"),
+                Request::Attempt(AttemptCall::Script { .. }) => "a script".to_owned(),
             };
             format!("{command}: {}", said(answer))
         };
@@ -1095,7 +1100,9 @@ impl<'c> World<'c> {
                         AttemptCall::Acquire { token } | AttemptCall::Transaction { token, .. } => {
                             self.name_token(c, token)
                         }
-                        AttemptCall::Time | AttemptCall::Raise { .. } => String::new(),
+                        AttemptCall::Time
+                        | AttemptCall::Raise { .. }
+                        | AttemptCall::Script { .. } => String::new(),
                     };
                     let what = match &call {
                         AttemptCall::Acquire { .. } => format!("sends acquire({label})"),
@@ -1104,6 +1111,7 @@ impl<'c> World<'c> {
                             format!("sends the acquire transaction({label})")
                         }
                         AttemptCall::Raise { floor } => format!("raises the counter to {floor}"),
+                        AttemptCall::Script { .. } => "sends a script".to_owned(),
                     };
                     let id = self.send(c, Request::Attempt(call), give_up, Waiter::Attempt);
                     self.note(|| format!("{} {what} (#{id})", name(c)));
@@ -1395,6 +1403,7 @@ impl<'c> World<'c> {
                     AttemptCall::Time => (1, 0),
                     AttemptCall::Transaction { start_us, .. } => (2, *start_us),
                     AttemptCall::Raise { floor } => (3, *floor),
+                    AttemptCall::Script { .. } => (4, 0),
                 };
                 (which, value).hash(&mut h);
             }
@@ -1459,11 +1468,6 @@ impl<'c> World<'c> {
     /// The readable history so far.
     pub fn history(&self) -> &[String] {
         self.log.as_deref().unwrap_or_default()
-    }
-
-    /// The lines of the history that the last action wrote, after `from` lines.
-    pub fn lines_since(&self, from: usize) -> &[String] {
-        self.history().get(from..).unwrap_or_default()
     }
 }
 

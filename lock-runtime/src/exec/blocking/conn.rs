@@ -350,8 +350,7 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
         ticket: &Ticket,
         limit: Duration,
     ) -> Result<(i64, i64, i64, i64), LockError> {
-        let (token, ttl) = (ticket.token.as_str(), settings.ttl);
-        let call = settings.fair_call(keys, "acquire", token, &ticket.ticket, ttl);
+        let call = settings.queue_call(keys, ticket);
         self.with(Some(limit), |c| call.invoke(c))
     }
 
