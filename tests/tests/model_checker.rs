@@ -525,3 +525,111 @@ mod model_search {
         assert_eq!(violation.rule, Property::Kept.name(), "{violation}");
     }
 }
+
+/// The queue's world: fair locks, readers and writers, permits and kinds mixed on one
+/// name, against fair-queue.lua itself (the searches and the defects they must find).
+mod model_search_queue {
+    use lockscript::__private::model::Grants;
+    use lockscript_test::model::Report;
+    use lockscript_test::model::queue::{Defect, QueueConfig, QueueProperty, explore_queue};
+
+    fn search(what: &str, config: &QueueConfig) -> Report {
+        let report = explore_queue(config);
+        println!("{what}: {report}");
+        report
+    }
+
+    /// Searches `config`, which must keep every promise.
+    fn clean(what: &str, config: &QueueConfig) {
+        let report = search(what, config);
+        assert!(report.violation.is_none(), "{report}");
+        assert!(report.states > 1_000, "the search went somewhere: {report}");
+    }
+
+    /// Searches `config` with `defect` planted in fair-queue.lua: the violation of
+    /// `property` must be found, with its history.
+    fn found(what: &str, config: &QueueConfig, defect: Defect, property: QueueProperty) {
+        let mut config = config.clone();
+        config.defect = Some(defect);
+        let report = search(what, &config);
+        let violation = report.violation.expect("the planted defect is found");
+        assert_eq!(violation.rule, property.name(), "{violation}");
+        assert!(!violation.history.is_empty(), "{violation}");
+    }
+
+    /// `grants`, every history of up to `depth` actions without a fault, then every one
+    /// of up to `faulty` actions with one fault (each of the world's, anywhere).
+    fn worlds(grants: &[Grants], depth: usize, faulty: usize) -> [QueueConfig; 2] {
+        let mut quiet = QueueConfig::of(grants);
+        quiet.faults = 0;
+        quiet.depth = depth;
+        let mut one_fault = QueueConfig::of(grants);
+        one_fault.depth = faulty;
+        [quiet, one_fault]
+    }
+
+    #[test]
+    fn three_fair_waiters_keep_every_promise_and_a_queue_served_from_its_end_is_found() {
+        let fair = [Grants::FairLock; 3];
+        let [quiet, faults] = worlds(&fair, 18, 7);
+        clean("three fair locks", &quiet);
+        clean("three fair locks, one fault", &faults);
+        let mut two = QueueConfig::of(&fair[..2]);
+        two.depth = 12;
+        clean("two fair locks, one fault", &two);
+        found(
+            "three fair locks, the queue served from its end",
+            &quiet,
+            Defect::ServeLast,
+            QueueProperty::FirstComeFirstServed,
+        );
+    }
+
+    #[test]
+    fn permits_keep_their_count_and_one_too_many_is_found() {
+        let [quiet, faults] = worlds(&[Grants::Permits(2); 3], 14, 7);
+        clean("three waiters for two permits", &quiet);
+        clean("three waiters for two permits, one fault", &faults);
+        found(
+            "permits, one too many",
+            &quiet,
+            Defect::PermitOver,
+            QueueProperty::Kinds,
+        );
+    }
+
+    #[test]
+    fn readers_and_a_writer_keep_every_promise_and_a_writer_beside_readers_is_found() {
+        let [quiet, faults] = worlds(&[Grants::Read, Grants::Write, Grants::Read], 14, 7);
+        clean("two readers and a writer", &quiet);
+        clean("two readers and a writer, one fault", &faults);
+        found(
+            "readers and a writer, the writer admitted beside readers",
+            &quiet,
+            Defect::WriterBesideReaders,
+            QueueProperty::Kinds,
+        );
+    }
+
+    #[test]
+    fn kinds_mixed_on_one_name_are_never_granted_together() {
+        let mixed = [Grants::FairLock, Grants::Read, Grants::Permits(2)];
+        let [quiet, faults] = worlds(&mixed, 16, 7);
+        clean("a lock, a reader and a permit on one name", &quiet);
+        clean(
+            "a lock, a reader and a permit on one name, one fault",
+            &faults,
+        );
+    }
+
+    #[test]
+    fn a_release_that_wakes_nobody_is_found_as_a_lost_wake_up() {
+        let [quiet, _] = worlds(&[Grants::FairLock; 2], 24, 0);
+        found(
+            "two fair locks, a release that wakes nobody",
+            &quiet,
+            Defect::NoHandoff,
+            QueueProperty::NoLostWakeUp,
+        );
+    }
+}

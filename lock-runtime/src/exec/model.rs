@@ -645,7 +645,9 @@ impl Reply<bool> {
 /// assert_eq!(lockscript::__private::model::confirmed(redis::Value::Int(1)), Some(true));
 /// ```
 pub fn confirmed(value: Value) -> Option<bool> {
-    redis::from_redis_value::<Confirmed>(value).ok().map(|c| c.0)
+    redis::from_redis_value::<Confirmed>(value)
+        .ok()
+        .map(|c| c.0)
 }
 
 /// What a `lock()` asks of the model next.

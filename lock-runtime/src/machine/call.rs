@@ -662,6 +662,17 @@ impl Settings {
     }
 }
 
+/// A command's words as they go to the server, for the model checker's server.
+#[cfg(feature = "model")]
+pub(crate) fn command_words(cmd: &redis::Cmd) -> Vec<Vec<u8>> {
+    cmd.args_iter()
+        .map(|arg| match arg {
+            redis::Arg::Simple(bytes) => bytes.to_vec(),
+            _ => b"0".to_vec(),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -768,15 +779,4 @@ mod tests {
                 .all(|a| a.as_ref().is_err_and(LockError::may_have_run))
         );
     }
-}
-
-/// A command's words as they go to the server, for the model checker's server.
-#[cfg(feature = "model")]
-pub(crate) fn command_words(cmd: &redis::Cmd) -> Vec<Vec<u8>> {
-    cmd.args_iter()
-        .map(|arg| match arg {
-            redis::Arg::Simple(bytes) => bytes.to_vec(),
-            _ => b"0".to_vec(),
-        })
-        .collect()
 }

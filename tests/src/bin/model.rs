@@ -11,6 +11,12 @@
 //!       [--acl-changes N] [--acl-to 0|1|2]
 //! ```
 //!
+//! `--queue KINDS`: the queue's world instead (fair locks, readers and writers,
+//! permits, mixed on one name), one client per kind in the comma-separated list: `fair`,
+//! `read`, `write`, `permits:N` (e.g. `--queue fair,fair,fair`), given first; after it
+//! `--depth`, `--horizon`, `--faults`, `--restarts`, `--restarts-keeping`, `--cancels`
+//! and `--lost-letters 0|1` apply to it.
+//!
 //! `--denied`: what the lock user's ACL refuses: nothing (0), `SET … IFEQ` and
 //! `DELIFEQ` (1), `PUBLISH` (2). `--clock-back`, `--clock-ahead`: the server's wall
 //! clock may step back or jump ahead that many ticks, once a history; `--wall-ahead`: a
@@ -19,8 +25,25 @@
 
 use std::process::ExitCode;
 
+use lockscript::__private::model::Grants;
+use lockscript_test::model::queue::{QueueConfig, explore_queue};
 use lockscript_test::model::server::Denied;
-use lockscript_test::model::{Config, explore};
+use lockscript_test::model::{Config, Report, explore};
+
+/// `--queue`'s list: one kind of grant per client.
+fn grants(list: &str) -> Option<Vec<Grants>> {
+    list.split(',')
+        .map(|kind| match kind.trim() {
+            "fair" => Some(Grants::FairLock),
+            "read" => Some(Grants::Read),
+            "write" => Some(Grants::Write),
+            other => {
+                let n = other.strip_prefix("permits:")?.parse().ok()?;
+                Some(Grants::Permits(n))
+            }
+        })
+        .collect()
+}
 
 /// `--denied`'s and `--acl-to`'s values.
 fn denied(value: u32) -> Denied {
@@ -33,8 +56,18 @@ fn denied(value: u32) -> Denied {
 
 fn main() -> ExitCode {
     let mut config = Config::default();
+    let mut queue: Option<QueueConfig> = None;
+    let mut lost_letters = true;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
+        if flag == "--queue" {
+            let Some(kinds) = args.next().as_deref().and_then(grants) else {
+                eprintln!("--queue takes kinds: fair, read, write, permits:N (comma-separated)");
+                return ExitCode::from(2);
+            };
+            queue = Some(QueueConfig::of(&kinds));
+            continue;
+        }
         let value = args.next().and_then(|v| v.parse::<u32>().ok());
         let Some(value) = value else {
             eprintln!(
@@ -42,11 +75,28 @@ fn main() -> ExitCode {
                  [--rounds N] [--restarts N] [--restarts-keeping N] [--cancels 0|1] \
                  [--extends 0|1] [--drops 0|1] [--faults N] [--native 0|1] [--downgrades N] \
                  [--denied 0|1|2] [--clock-back TICKS] [--clock-ahead TICKS] \
-                 [--wall-ahead TICKS] [--acl-changes N] [--acl-to 0|1|2]"
+                 [--wall-ahead TICKS] [--acl-changes N] [--acl-to 0|1|2] \
+                 [--queue KINDS [--lost-letters 0|1]]"
             );
             return ExitCode::from(2);
         };
         match flag.as_str() {
+            "--depth" | "--horizon" | "--faults" | "--restarts" | "--restarts-keeping"
+            | "--cancels"
+                if queue.is_some() =>
+            {
+                if let Some(q) = &mut queue {
+                    match flag.as_str() {
+                        "--depth" => q.depth = value as usize,
+                        "--horizon" => q.horizon = value,
+                        "--faults" => q.faults = value,
+                        "--restarts" => q.events.restarts = value,
+                        "--restarts-keeping" => q.events.restarts_keeping = value,
+                        _ => q.events.cancels = value != 0,
+                    }
+                }
+            }
+            "--lost-letters" => lost_letters = value != 0,
             "--depth" => config.depth = value as usize,
             "--horizon" => config.horizon = value,
             "--clients" => config.clients = value as usize,
@@ -72,8 +122,14 @@ fn main() -> ExitCode {
             }
         }
     }
-    println!("searching {config:?}");
-    let report = explore(&config);
+    let report: Report = if let Some(mut q) = queue {
+        q.events.lost_letters = lost_letters;
+        println!("searching {q:?}");
+        explore_queue(&q)
+    } else {
+        println!("searching {config:?}");
+        explore(&config)
+    };
     println!("{report}");
     if report.violation.is_some() {
         ExitCode::FAILURE

@@ -23,6 +23,7 @@ pub trait Searched: Sized {
     /// What tells this state apart from another.
     fn digest(&self) -> u64;
     /// A copy that goes on alone.
+    #[must_use]
     fn fork(&self) -> Self;
     /// The first rule this state breaks: its name and what breaks it.
     fn broken(&self) -> Option<(&'static str, String)>;
@@ -266,7 +267,13 @@ fn trace<W: Searched>(
     for (step, &action) in path.iter().enumerate() {
         let before = world.history().len();
         world.apply(action);
-        for (k, line) in world.history().get(before..).unwrap_or_default().iter().enumerate() {
+        for (k, line) in world
+            .history()
+            .get(before..)
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
             let number = if k == 0 {
                 format!("{:>3}.", step + 1)
             } else {

@@ -95,6 +95,7 @@
 pub mod explore;
 pub mod fingerprint;
 pub mod property;
+pub mod queue;
 pub mod server;
 pub mod store;
 pub mod world;

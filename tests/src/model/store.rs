@@ -97,6 +97,18 @@ pub struct Store {
     at_the_instant: bool,
     /// Every `PUBLISH` run so far: (channel, message).
     pub published: Vec<(Vec<u8>, Vec<u8>)>,
+    /// A defect planted in one of the scripts it runs (see [`Store::planted`]).
+    patch: Option<Patch>,
+}
+
+/// Edits to one shipped script, for the model checker's own tests: a defect put in the
+/// script the server runs under the shipped digest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Patch {
+    /// The script's file name (`fair-queue.lua`).
+    pub file: &'static str,
+    /// Each text replaced, and what replaces it.
+    pub edits: Vec<(&'static str, &'static str)>,
 }
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -220,6 +232,21 @@ impl Store {
         }
     }
 
+    /// This store, running `patch`'s script with its edits instead of as shipped.
+    ///
+    /// # Panics
+    ///
+    /// If an edit's text is not in the script (the defect would not be planted).
+    #[must_use]
+    pub fn planted(mut self, patch: Patch) -> Self {
+        let source = builtin(patch.file).source();
+        for (from, _) in &patch.edits {
+            assert!(source.contains(from), "{} has no {from:?}", patch.file);
+        }
+        self.patch = Some(patch);
+        self
+    }
+
     /// A client's request (`args[0]` its name) at `now_us`: a command, or `EVAL` /
     /// `EVALSHA` (a digest of one of lockscript's own scripts, as the executors send
     /// them; any other is `NOSCRIPT`, as on a server that never loaded it).
@@ -232,7 +259,14 @@ impl Store {
                     .get(1)
                     .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
                 match lockscript::scripts().find(|s| Some(s.sha1()) == sha.as_deref()) {
-                    Some(script) => Some(script.source().to_owned()),
+                    Some(script) => Some(match &self.patch {
+                        Some(patch) if script.path().ends_with(patch.file) => (patch.edits)
+                            .iter()
+                            .fold(script.source().to_owned(), |s, (from, to)| {
+                                s.replace(from, to)
+                            }),
+                        _ => script.source().to_owned(),
+                    }),
                     None => {
                         return Reply::Error(
                             "NOSCRIPT No matching script. Please use EVAL.".to_owned(),
@@ -669,7 +703,18 @@ impl Store {
                 })?,
             )?;
             globals.set("redis", redis)?;
-            match lua.load(body).set_name("@script").eval::<LuaValue>() {
+            // Each script compiled once per thread, as a server keeps it by its digest
+            // (compiling is most of a run's time).
+            let compiled = COMPILED.with(|cache| {
+                let mut cache = cache.borrow_mut();
+                if let Some(f) = cache.get(body) {
+                    return Ok(f.clone());
+                }
+                let f = lua.load(body).set_name("@script").into_function()?;
+                cache.insert(body.to_owned(), f.clone());
+                Ok::<_, mlua::Error>(f)
+            });
+            match compiled.and_then(|f| f.call::<LuaValue>(())) {
                 Ok(value) => Ok(from_lua(&value)),
                 Err(e) => Ok(Reply::Error(script_error(&e))),
             }
@@ -713,6 +758,9 @@ impl Store {
 thread_local! {
     /// One Lua state per thread, its globals set afresh for each script.
     static LUA: Lua = Lua::new();
+    /// The scripts run so far on this thread's Lua state, compiled, by their source.
+    static COMPILED: std::cell::RefCell<std::collections::HashMap<String, mlua::Function>> =
+        std::cell::RefCell::default();
 }
 
 /// An error `redis.call` raised: the script stops with it, as on the server.

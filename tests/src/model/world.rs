@@ -666,7 +666,7 @@ impl<'c> World<'c> {
                 };
                 slot.renewing = true;
                 let token = slot.holder.token().to_owned();
-                self.send_out(c, token, out, Waiter::Renewal(i), |id| {
+                self.send_out(c, token, &out, Waiter::Renewal(i), |id| {
                     format!("{}'s watchdog renews (#{id})", name(c))
                 });
             }
@@ -677,7 +677,7 @@ impl<'c> World<'c> {
                 let out = slot.holder.release(&client.handle, now);
                 slot.stage = Stage::Releasing;
                 let token = slot.holder.token().to_owned();
-                self.send_out(c, token, out, Waiter::Release(i), |id| {
+                self.send_out(c, token, &out, Waiter::Release(i), |id| {
                     format!("{} calls release() (#{id})", name(c))
                 });
             }
@@ -689,7 +689,7 @@ impl<'c> World<'c> {
                 let out = job.orphan.sending(&client.handle, now);
                 let token = job.orphan.token().to_owned();
                 let label = self.label(&token);
-                self.send_out(c, token, out, Waiter::Background(j), |id| {
+                self.send_out(c, token, &out, Waiter::Background(j), |id| {
                     format!(
                         "{}'s background release of {label} sends compare-del (#{id})",
                         name(c)
@@ -841,7 +841,7 @@ impl<'c> World<'c> {
         &mut self,
         c: u8,
         token: String,
-        out: Out,
+        out: &Out,
         waiter: Waiter,
         what: impl FnOnce(u32) -> String,
     ) -> u32 {
@@ -946,7 +946,7 @@ impl<'c> World<'c> {
         let c = usize::from(client);
         let token = request.token().unwrap_or_default().to_owned();
         let again = |world: &mut Self, out: Out, waiter: Waiter| {
-            world.send_out(client, token, out, waiter, |id| {
+            world.send_out(client, token, &out, waiter, |id| {
                 format!("{} sends it again as its script (#{id})", name(client))
             });
         };
@@ -1210,7 +1210,7 @@ impl<'c> World<'c> {
                 slot.extending = true;
                 let token = slot.holder.token().to_owned();
                 let ms = ttl.as_millis();
-                self.send_out(c, token, out, Waiter::Extend(i), |id| {
+                self.send_out(c, token, &out, Waiter::Extend(i), |id| {
                     format!("{} calls extend({ms} ms) (#{id})", name(c))
                 });
             }
