@@ -622,6 +622,18 @@ mod model_search_queue {
         );
     }
 
+    /// Waiters on two names share the handles' handoff channel: a letter for one name
+    /// never serves the other, and each name keeps its own queue's order.
+    #[test]
+    fn waiters_on_two_names_keep_each_names_promises() {
+        let [mut quiet, mut faults] =
+            worlds(&[Grants::FairLock, Grants::FairLock, Grants::Write], 16, 7);
+        quiet.names = vec![0, 1, 0];
+        faults.names = vec![0, 1, 0];
+        clean("two names: two fair locks and a writer", &quiet);
+        clean("two names: two fair locks and a writer, one fault", &faults);
+    }
+
     #[test]
     fn a_release_that_wakes_nobody_is_found_as_a_lost_wake_up() {
         let [quiet, _] = worlds(&[Grants::FairLock; 2], 24, 0);

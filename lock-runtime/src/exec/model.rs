@@ -1094,7 +1094,10 @@ impl Acquisition {
             (call, *give_up)
         });
         queued.hash(state);
-        (self.scripted, self.wakes).hash(state);
+        // Not when the nap ends: a backoff is jittered at random, and a world that
+        // reads it ([`wakes_by`](Self::wakes_by)) tells its states apart by it at the
+        // grain of its own clock.
+        self.scripted.hash(state);
     }
 
     /// A copy that goes on alone from here (the model's branches).

@@ -1,4 +1,4 @@
-//! The model checker (issue 42, first slice): the real lock machine driven through every
+//! The model checker (issue 42): the real lock machine driven through every
 //! order of events a small world allows, and the guide's promises checked in every state
 //! it reaches.
 //!
@@ -24,9 +24,9 @@
 //!   compare-del.lua). Its steps are checked against the scripts themselves: a property
 //!   test runs them beside the model's Redis ([`store`]: lockscript's own scripts in Lua
 //!   5.1 on a small Redis, itself checked against a real one by
-//!   `store_matches_redis.rs`), answer by answer. The store is the server the fair
-//!   queue, readers and permits will be modelled on (fair-queue.lua is too large to
-//!   write again by hand).
+//!   `store_matches_redis.rs`), answer by answer. The store is the server of the
+//!   queue's world ([`queue`]: fair locks, readers and writers, permits, kinds mixed on
+//!   one name), which runs fair-queue.lua itself (too large to write again by hand).
 //! - **The world's events** ([`world`]), each switchable in [`Events`] and each a fault
 //!   counted against a budget ([`Config::faults`]): an answer that misses its caller's
 //!   bound (a timeout, a reset, a lost reply), the request still able to run later; a
@@ -57,9 +57,10 @@
 //! wakes at any later tick, which is what a notification (soon) and its loss (the nap's
 //! end) both give. Not yet: clocks drifting, and steps within the drift margin (the
 //! margin is 1% of the lease and 2 ms, smaller than a tick: every instant the model
-//! visits is a tick's), handover between callers of one handle, the fair queue,
-//! read/write locks, semaphores, Redlock, and the executors' own timing (the chaos
-//! checker and the bounds tests keep that).
+//! visits is a tick's), handover between callers of one handle, Redlock, and the
+//! executors' own timing (the chaos checker and the bounds tests keep that). The queued
+//! kinds have a world of their own ([`queue`]), with its own properties (first come
+//! first served, no lost wake-up, kinds and counts).
 //!
 //! # Why a search of its own
 //!

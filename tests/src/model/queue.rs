@@ -48,12 +48,14 @@ use super::explore::Searched;
 use super::store::{Patch, Reply as Said, Store};
 use super::world::TICK;
 
-/// The name every client locks.
-const NAME: &str = "m";
-/// Its lock key, and the keys fair-queue.lua keeps beside it.
-const LOCK_KEY: &str = "lock:{m}";
-const HOLDERS_KEY: &str = "lock:{m}:holders";
-const QUEUE_KEY: &str = "lock:{m}:queue";
+/// The names the clients lock ([`QueueConfig::names`]).
+const NAMES: [&str; 2] = ["m", "n"];
+
+/// Name `n`'s lock key, or the key fair-queue.lua keeps beside it with `suffix`.
+fn key(n: u8, suffix: &str) -> Vec<u8> {
+    let name = NAMES[usize::from(n) % NAMES.len()];
+    format!("lock:{{{name}}}{suffix}").into_bytes()
+}
 /// The server's clock at the model's time 0, in microseconds (an ordinary wall clock).
 const EPOCH_US: u64 = 1_700_000_000_000_000;
 /// The server's wait before it drops a waiter's ticket (fair-queue.lua's `ARGV[7]`,
@@ -67,6 +69,9 @@ pub struct QueueEvents {
     /// An answer may miss its caller's bound: the caller gives up, the request may
     /// still run later.
     pub timeouts: bool,
+    /// A client's request may run ahead of one it sent earlier (two connections of one
+    /// handle: a pool, a reconnect); else each client's requests run in the order sent.
+    pub reorder: bool,
     /// A handoff letter may be lost (a dropped notification, a subscription cut).
     pub lost_letters: bool,
     /// A watchdog may let a due renewal wait while the clock moves.
@@ -84,6 +89,7 @@ impl Default for QueueEvents {
     fn default() -> Self {
         Self {
             timeouts: true,
+            reorder: true,
             lost_letters: true,
             pauses: true,
             cancels: true,
@@ -175,6 +181,9 @@ impl QueueProperty {
 pub struct QueueConfig {
     /// Each client's kind of grant, A first.
     pub grants: Vec<Grants>,
+    /// Each client's name, A first (0: `m`, 1: `n`; all `m` unless set): two names
+    /// share the handles' handoff channel, as one handle's waiters on two names do.
+    pub names: Vec<u8>,
     /// The lease, in ticks.
     pub ttl: u32,
     /// The bound on one call's answer, in ticks.
@@ -205,6 +214,7 @@ impl QueueConfig {
     pub fn of(grants: &[Grants]) -> Self {
         Self {
             grants: grants.to_vec(),
+            names: vec![0; grants.len()],
             ttl: 3,
             response_timeout: 1,
             wait_timeout: 10,
@@ -302,6 +312,8 @@ struct Job {
 
 struct Client {
     grants: Grants,
+    /// Which name it locks.
+    name: u8,
     handle: Handle,
     stage: Stage,
     asleep: bool,
@@ -354,11 +366,11 @@ pub struct QueueWorld<'c> {
     kept: u32,
     /// The tick of the last fault (the wake-up bounds hold from there on).
     last_fault: Option<u32>,
-    /// Since when the name has been free on the server while a waiter stands queued.
-    free_since: Option<u32>,
-    /// Fencing tokens of the grants learned so far: the highest of any kind, and of
-    /// the exclusive kinds.
-    highest: (u64, u64),
+    /// Since when each name has been free on the server while a waiter stands queued.
+    free_since: [Option<u32>; 2],
+    /// Fencing tokens of the grants learned so far, by name: the highest of any kind,
+    /// and of the exclusive kinds.
+    highest: [(u64, u64); 2],
     /// The first broken rule found.
     broken: Option<(&'static str, String)>,
     log: Option<Vec<String>>,
@@ -408,11 +420,12 @@ impl<'c> QueueWorld<'c> {
         if let Some(defect) = config.defect {
             store = store.planted(defect.patch());
         }
-        let clients = (config.grants.iter())
-            .map(|&grants| {
+        let clients = (config.grants.iter().enumerate())
+            .map(|(c, &grants)| {
+                let name = config.names.get(c).copied().unwrap_or(0) % 2;
                 let handle = Handle::of(
                     grants,
-                    NAME,
+                    NAMES[usize::from(name)],
                     ms(config.ttl),
                     ms(config.response_timeout),
                     ms(config.wait_timeout),
@@ -421,6 +434,7 @@ impl<'c> QueueWorld<'c> {
                 let acquisition = handle.wait(base).expect("an owner token");
                 Client {
                     grants,
+                    name,
                     handle,
                     stage: Stage::Waiting(Box::new(acquisition)),
                     asleep: false,
@@ -448,8 +462,8 @@ impl<'c> QueueWorld<'c> {
             restarts: 0,
             kept: 0,
             last_fault: None,
-            free_since: None,
-            highest: (0, 0),
+            free_since: [None; 2],
+            highest: [(0, 0); 2],
             broken: None,
             log: log.then(Vec::new),
             tokens: Vec::new(),
@@ -655,7 +669,8 @@ impl<'c> QueueWorld<'c> {
 
     /// Client `c` learned a grant of `grants` with `fence`: the fences rule.
     fn learned(&mut self, c: u8, grants: Grants, fence: u64) {
-        let (any, exclusive_before) = self.highest;
+        let n = usize::from(self.clients[usize::from(c)].name);
+        let (any, exclusive_before) = self.highest[n];
         let above = if exclusive(grants) {
             any
         } else {
@@ -670,9 +685,9 @@ impl<'c> QueueWorld<'c> {
                 ),
             ));
         }
-        self.highest.0 = any.max(fence);
+        self.highest[n].0 = any.max(fence);
         if exclusive(grants) {
-            self.highest.1 = exclusive_before.max(fence);
+            self.highest[n].1 = exclusive_before.max(fence);
         }
     }
 
@@ -680,19 +695,17 @@ impl<'c> QueueWorld<'c> {
         self.broken.is_none() && self.config.properties.contains(&property)
     }
 
-    /// The owner tokens holding the name on the server now.
-    fn holding(&mut self) -> Vec<String> {
+    /// The owner tokens holding name `n` on the server now.
+    fn holding(&mut self, n: u8) -> Vec<String> {
         let now_us = self.step_us;
         let mut tokens = Vec::new();
-        let get = self
-            .store
-            .command(&[b"GET".to_vec(), LOCK_KEY.into()], now_us);
+        let get = self.store.command(&[b"GET".to_vec(), key(n, "")], now_us);
         if let Said::Bulk(token) = get {
             tokens.push(String::from_utf8_lossy(&token).into_owned());
         }
         let range = [
             b"ZRANGE".to_vec(),
-            HOLDERS_KEY.into(),
+            key(n, ":holders"),
             b"0".to_vec(),
             b"-1".to_vec(),
         ];
@@ -706,11 +719,18 @@ impl<'c> QueueWorld<'c> {
         tokens
     }
 
-    /// Whether the server's queue holds a ticket for owner token `token`.
-    fn in_queue(&mut self, token: &str) -> bool {
+    /// The owner tokens holding either name.
+    fn holding_any(&mut self) -> Vec<String> {
+        let mut tokens = self.holding(0);
+        tokens.extend(self.holding(1));
+        tokens
+    }
+
+    /// Whether name `n`'s queue on the server holds a ticket for owner token `token`.
+    fn in_queue(&mut self, n: u8, token: &str) -> bool {
         let range = [
             b"ZRANGE".to_vec(),
-            QUEUE_KEY.into(),
+            key(n, ":queue"),
             b"0".to_vec(),
             b"-1".to_vec(),
         ];
@@ -721,9 +741,9 @@ impl<'c> QueueWorld<'c> {
         !token.is_empty() && tickets.iter().any(mine)
     }
 
-    /// Whether the server's queue has any waiter in it.
-    fn queued(&mut self) -> bool {
-        let card = [b"ZCARD".to_vec(), QUEUE_KEY.into()];
+    /// Whether name `n`'s queue on the server has any waiter in it.
+    fn queued(&mut self, n: u8) -> bool {
+        let card = [b"ZCARD".to_vec(), key(n, ":queue")];
         matches!(self.store.command(&card, self.step_us), Said::Int(n) if n > 0)
     }
 
@@ -734,7 +754,7 @@ impl<'c> QueueWorld<'c> {
         let tick_us = EPOCH_US + u64::from(self.time) * 100_000;
         self.step_us = tick_us.max(self.step_us + 1);
         self.steps += 1;
-        let before = self.holding();
+        let before = self.holding_any();
         let words = self.calls[at].words.clone();
         let said = self.store.request(&words, self.step_us);
         let client = self.calls[at].client;
@@ -748,8 +768,8 @@ impl<'c> QueueWorld<'c> {
         let step = self.steps;
         let c = &self.clients[usize::from(client)];
         if waiter == Waiter::Attempt && c.arrived.is_none() && c.waiting().is_some() {
-            let ticket = c.ticket.clone().unwrap_or_default();
-            if self.in_queue(&ticket) {
+            let (ticket, n) = (c.ticket.clone().unwrap_or_default(), c.name);
+            if self.in_queue(n, &ticket) {
                 self.clients[usize::from(client)].arrived = Some(step);
             }
         }
@@ -759,7 +779,7 @@ impl<'c> QueueWorld<'c> {
             self.note(|| line);
         }
         self.letters();
-        let after = self.holding();
+        let after = self.holding_any();
         let granted: Vec<String> = after.into_iter().filter(|t| !before.contains(t)).collect();
         self.granted(&granted);
     }
@@ -802,6 +822,7 @@ impl<'c> QueueWorld<'c> {
             };
             let before = self.clients.iter().enumerate().find(|(k, other)| {
                 *k != c
+                    && other.name == self.clients[c].name
                     && other.waiting().is_some()
                     && other.granted_at.is_none()
                     && other.arrived.is_some_and(|a| a < mine)
@@ -1017,19 +1038,21 @@ impl<'c> QueueWorld<'c> {
     fn look(&mut self) {
         let now = self.now();
         // Each lease looked at on its holder's clock.
-        let mut valid: Vec<(u8, Grants, u32)> = Vec::new();
+        let mut valid: Vec<(u8, Grants, (u8, u32))> = Vec::new();
         for (c, client) in self.clients.iter().enumerate() {
             if let Some(holder) = client.holder()
                 && let Belief::Held { valid_until } = holder.belief(now)
                 && now < valid_until
             {
-                valid.push((u8::try_from(c).unwrap_or(0), client.grants, client.epoch));
+                let on = (client.name, client.epoch);
+                valid.push((u8::try_from(c).unwrap_or(0), client.grants, on));
             }
         }
-        let epochs = valid.iter().map(|v| v.2);
-        let why = epochs.clone().find_map(|epoch| {
+        // By name, and by the server's epoch (a restart that forgot the data forgot
+        // the grants before it).
+        let why = valid.iter().map(|v| v.2).find_map(|on| {
             let one: Vec<(u8, Grants)> = (valid.iter())
-                .filter(|v| v.2 == epoch)
+                .filter(|v| v.2 == on)
                 .map(|v| (v.0, v.1))
                 .collect();
             kinds_broken(&one)
@@ -1065,22 +1088,31 @@ impl<'c> QueueWorld<'c> {
                 return;
             }
         }
-        let waiting = (self.clients.iter())
-            .any(|c| c.waiting().is_some() && c.arrived.is_some() && c.granted_at.is_none());
-        let free = waiting && self.holding().is_empty() && self.queued();
-        self.free_since = if free {
-            Some(self.free_since.unwrap_or(self.time))
-        } else {
-            None
-        };
-        if let Some(since) = self.free_since
-            && self.time >= since + bound
-            && quiet_since(since, self.last_fault)
-        {
+        for n in 0..2u8 {
+            let waiting = (self.clients.iter()).any(|c| {
+                c.name == n
+                    && c.waiting().is_some()
+                    && c.arrived.is_some()
+                    && c.granted_at.is_none()
+            });
+            let free = waiting && self.holding(n).is_empty() && self.queued(n);
+            let slot = &mut self.free_since[usize::from(n)];
+            *slot = if free {
+                Some(slot.unwrap_or(self.time))
+            } else {
+                None
+            };
+        }
+        let late = self.free_since.iter().enumerate().find_map(|(n, since)| {
+            since
+                .filter(|&since| self.time >= since + bound && quiet_since(since, self.last_fault))
+                .map(|since| (NAMES[n], since))
+        });
+        if let Some((name, since)) = late {
             self.broken = Some((
                 QueueProperty::NoLostWakeUp.name(),
                 format!(
-                    "the name has been free since tick {since} while a waiter stands queued (tick {})",
+                    "name {name} has been free since tick {since} while a waiter stands queued (tick {})",
                     self.time
                 ),
             ));
@@ -1127,7 +1159,9 @@ impl Searched for QueueWorld<'_> {
         for (at, call) in self.calls.iter().enumerate() {
             let overdue = call.give_up <= self.time;
             match call.flight {
-                Flight::Pending if self.first_pending(at) => {
+                Flight::Pending
+                    if self.first_pending(at) || (events.reorder && self.fault_left()) =>
+                {
                     actions.push(QueueAction::Run(call.id));
                 }
                 Flight::Answered(_) if !overdue => actions.push(QueueAction::Deliver(call.id)),
@@ -1186,7 +1220,17 @@ impl Searched for QueueWorld<'_> {
         let now = self.now();
         match action {
             QueueAction::Tick => self.tick(),
-            QueueAction::Run(id) => self.run(id),
+            QueueAction::Run(id) => {
+                // A request run ahead of one its client sent earlier: another connection.
+                let at = self.calls.iter().position(|c| c.id == id);
+                if at.is_some_and(|at| !self.first_pending(at)) {
+                    self.fault();
+                    self.note(|| {
+                        format!("#{id} overtakes a request sent earlier (another connection)")
+                    });
+                }
+                self.run(id);
+            }
             QueueAction::Deliver(id) => {
                 if let Some(at) = self.calls.iter().position(|c| c.id == id)
                     && let Flight::Answered(said) = self.calls[at].flight.clone()
@@ -1311,6 +1355,14 @@ impl Searched for QueueWorld<'_> {
                 Stage::Waiting(a) => {
                     0u8.hash(&mut h);
                     a.digest(&mut h);
+                    // When its nap ends, at the grain of the ticks (a backoff's jitter
+                    // is drawn at random): the tick, and whether exactly on it.
+                    let wakes = a.wakes_by().map(|w| {
+                        let us = w.saturating_duration_since(self.base).as_micros();
+                        let tick = TICK.as_micros();
+                        (us / tick, us % tick == 0)
+                    });
+                    wakes.hash(&mut h);
                 }
                 Stage::Holding { holder, releasing } => {
                     1u8.hash(&mut h);
@@ -1353,6 +1405,7 @@ impl Searched for QueueWorld<'_> {
         let clients = (self.clients.iter())
             .map(|c| Client {
                 grants: c.grants,
+                name: c.name,
                 handle: c.handle.fork(),
                 stage: match &c.stage {
                     Stage::Waiting(a) => Stage::Waiting(Box::new(a.fork())),
