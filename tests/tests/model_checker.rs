@@ -583,6 +583,12 @@ mod model_search_queue {
             Defect::ServeLast,
             QueueProperty::FirstComeFirstServed,
         );
+        found(
+            "three fair locks, the counter not raised by a grant",
+            &quiet,
+            Defect::FenceRepeats,
+            QueueProperty::Fences,
+        );
     }
 
     #[test]
@@ -620,6 +626,12 @@ mod model_search_queue {
             "a lock, a reader and a permit on one name, one fault",
             &faults,
         );
+        found(
+            "a lock, a reader and a permit, the holding kind not checked",
+            &quiet,
+            Defect::KindsMixed,
+            QueueProperty::Kinds,
+        );
     }
 
     /// Waiters on two names share the handles' handoff channel: a letter for one name
@@ -627,7 +639,7 @@ mod model_search_queue {
     #[test]
     fn waiters_on_two_names_keep_each_names_promises() {
         let [mut quiet, mut faults] =
-            worlds(&[Grants::FairLock, Grants::FairLock, Grants::Write], 16, 7);
+            worlds(&[Grants::FairLock, Grants::FairLock, Grants::Write], 14, 7);
         quiet.names = vec![0, 1, 0];
         faults.names = vec![0, 1, 0];
         clean("two names: two fair locks and a writer", &quiet);
@@ -641,6 +653,17 @@ mod model_search_queue {
             "two fair locks, a release that wakes nobody",
             &quiet,
             Defect::NoHandoff,
+            QueueProperty::NoLostWakeUp,
+        );
+        // Leases of 1 s, so that the claim a handoff gives (its lease here) outlasts the
+        // bound: with 300 ms leases the claim runs out first, and the waiter's next
+        // queue call is granted afresh within the bound.
+        let mut long = quiet.clone();
+        (long.ttl, long.wait_timeout, long.horizon, long.depth) = (10, 16, 16, 40);
+        found(
+            "two fair locks, 1 s leases, a handoff nobody is told of",
+            &long,
+            Defect::HandoffUnannounced,
             QueueProperty::NoLostWakeUp,
         );
     }

@@ -116,9 +116,9 @@ impl Grants {
     }
 }
 
-/// The handoff channel every model handle's tickets name: the model routes a handoff to
-/// its waiter by the owner token in it, as a handle's mailbox does.
-const HANDOFF: &str = "lock:model:handoff";
+/// The handoff channel every model handle's tickets name: the model delivers what is
+/// published there to the waiter whose owner token it names, as a handle's mailbox does.
+pub const HANDOFF: &str = "lock:model:handoff";
 
 impl Handle {
     /// A handle on `name` whose grants are `grants`: leases of `ttl` (renewed by the

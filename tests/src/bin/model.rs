@@ -14,8 +14,9 @@
 //! `--queue KINDS`: the queue's world instead (fair locks, readers and writers,
 //! permits, mixed on one name), one client per kind in the comma-separated list: `fair`,
 //! `read`, `write`, `permits:N` (e.g. `--queue fair,fair,fair`), given first; after it
-//! `--depth`, `--horizon`, `--faults`, `--restarts`, `--restarts-keeping`, `--cancels`
-//! and `--lost-letters 0|1` apply to it.
+//! `--depth`, `--horizon`, `--faults`, `--restarts`, `--restarts-keeping`, `--cancels`,
+//! `--lost-letters 0|1`, `--ttl TICKS` and `--defect K` (a defect put in fair-queue.lua,
+//! the K-th of `Defect::ALL`, for the checker's own tests) apply to it.
 //!
 //! `--denied`: what the lock user's ACL refuses: nothing (0), `SET … IFEQ` and
 //! `DELIFEQ` (1), `PUBLISH` (2). `--clock-back`, `--clock-ahead`: the server's wall
@@ -26,7 +27,7 @@
 use std::process::ExitCode;
 
 use lockscript::__private::model::Grants;
-use lockscript_test::model::queue::{QueueConfig, explore_queue};
+use lockscript_test::model::queue::{Defect, QueueConfig, explore_queue};
 use lockscript_test::model::server::Denied;
 use lockscript_test::model::{Config, Report, explore};
 
@@ -82,13 +83,15 @@ fn main() -> ExitCode {
         };
         match flag.as_str() {
             "--depth" | "--horizon" | "--faults" | "--restarts" | "--restarts-keeping"
-            | "--cancels"
+            | "--cancels" | "--ttl" | "--defect"
                 if queue.is_some() =>
             {
                 if let Some(q) = &mut queue {
                     match flag.as_str() {
                         "--depth" => q.depth = value as usize,
                         "--horizon" => q.horizon = value,
+                        "--ttl" => q.ttl = value,
+                        "--defect" => q.defect = Defect::ALL.get(value as usize).copied(),
                         "--faults" => q.faults = value,
                         "--restarts" => q.events.restarts = value,
                         "--restarts-keeping" => q.events.restarts_keeping = value,

@@ -39,8 +39,8 @@ use std::hash::{Hash, Hasher};
 use std::time::Instant;
 
 use lockscript::__private::model::{
-    Acquisition, Ask, Belief, Call as AttemptCall, Grants, Handle, Heard, Holder, Orphan, Out,
-    Reply, confirmed,
+    Acquisition, Ask, Belief, Call as AttemptCall, Grants, HANDOFF, Handle, Heard, Holder, Orphan,
+    Out, Reply, confirmed,
 };
 use redis::Value;
 
@@ -112,9 +112,27 @@ pub enum Defect {
     /// A release that passes the name to nobody, and a queue call that serves nobody: a
     /// queued waiter is never woken.
     NoHandoff,
+    /// A handoff nobody is told of: no letter, and the waiter's own queue call answered
+    /// as if it still waited.
+    HandoffUnannounced,
+    /// The fencing counter not raised by a grant: a token repeats.
+    FenceRepeats,
+    /// A reader's or permit's kind not checked against the kind holding the name.
+    KindsMixed,
 }
 
 impl Defect {
+    /// Every defect, in the order `./run model --defect K` numbers them.
+    pub const ALL: [Defect; 7] = [
+        Defect::ServeLast,
+        Defect::PermitOver,
+        Defect::WriterBesideReaders,
+        Defect::NoHandoff,
+        Defect::HandoffUnannounced,
+        Defect::FenceRepeats,
+        Defect::KindsMixed,
+    ];
+
     fn patch(self) -> Patch {
         let edits = match self {
             Defect::ServeLast => vec![(
@@ -132,6 +150,17 @@ impl Defect {
                 ("local _, served = serve()", "local served = false"),
                 ("local fence = serve()", "local fence = nil"),
             ],
+            Defect::HandoffUnannounced => vec![
+                (
+                    "redis.call('PUBLISH', w[5], ",
+                    "redis.call('PUBLISH', 'nowhere', ",
+                ),
+                ("return {2, fence, left, now}", "return {0, 0, left, now}"),
+            ],
+            Defect::FenceRepeats => {
+                vec![("return tonumber(counter) + 1", "return tonumber(counter)")]
+            }
+            Defect::KindsMixed => vec![("if holding and holding ~= kind then", "if false then")],
         };
         Patch {
             file: "fair-queue.lua",
@@ -786,7 +815,10 @@ impl<'c> QueueWorld<'c> {
 
     /// The handoff letters the step published, each into its waiter's mailbox.
     fn letters(&mut self) {
-        for (_, message) in std::mem::take(&mut self.store.published) {
+        for (channel, message) in std::mem::take(&mut self.store.published) {
+            if channel != HANDOFF.as_bytes() {
+                continue;
+            }
             let text = String::from_utf8_lossy(&message).into_owned();
             let Some(token) = text
                 .strip_prefix("grant ")
