@@ -116,6 +116,16 @@ impl Grants {
     }
 }
 
+/// The faces' defaults with a handle's lease, call bound and wait.
+fn timed(ttl: Duration, response_timeout: Duration, wait_timeout: Duration) -> Settings {
+    Settings {
+        ttl,
+        wait_timeout,
+        response_timeout,
+        ..Settings::default()
+    }
+}
+
 /// The handoff channel every model handle's tickets name: the model delivers what is
 /// published there to the waiter whose owner token it names, as a handle's mailbox does.
 pub const HANDOFF: &str = "lock:model:handoff";
@@ -140,12 +150,9 @@ impl Handle {
         wait_timeout: Duration,
     ) -> Result<Self, LockError> {
         let settings = Settings {
-            ttl,
-            wait_timeout,
-            response_timeout,
             native: false,
             fair: grants == Grants::FairLock,
-            ..Settings::default()
+            ..timed(ttl, response_timeout, wait_timeout)
         };
         Self::with(settings, name, grants.kind())
     }
@@ -178,12 +185,9 @@ impl Handle {
         native: bool,
     ) -> Result<Self, LockError> {
         let settings = Settings {
-            ttl,
-            wait_timeout,
-            response_timeout,
             fence_retention,
             native,
-            ..Settings::default()
+            ..timed(ttl, response_timeout, wait_timeout)
         };
         Self::with(settings, name, Kind::Lock)
     }
@@ -237,16 +241,7 @@ impl Handle {
     /// # fn f(h: lockscript::__private::model::Handle) { let _ = h.try_lock(std::time::Instant::now()); }
     /// ```
     pub fn try_lock(&self, now: Instant) -> Acquisition {
-        Acquisition {
-            machine: Acquire::once(self.keys.clone(), &self.settings, now),
-            settings: Arc::clone(&self.settings),
-            sent: None,
-            base: self.base,
-            attempt: None,
-            queued: None,
-            scripted: None,
-            wakes: None,
-        }
+        self.carry(Acquire::once(self.keys.clone(), &self.settings, now))
     }
 
     /// A `lock()` that begins at `now`.
@@ -263,16 +258,7 @@ impl Handle {
             false,
             now,
         );
-        Acquisition {
-            machine,
-            settings: Arc::clone(&self.settings),
-            sent: None,
-            base: self.base,
-            attempt: None,
-            queued: None,
-            scripted: None,
-            wakes: None,
-        }
+        self.carry(machine)
     }
 
     /// A `lock()` that begins at `now`, for any kind of grant: a plain lock by attempts
@@ -290,7 +276,12 @@ impl Handle {
         let (settings, watchdog) = (&self.settings, self.settings.watchdog);
         let channel = Some(HANDOFF.to_owned());
         let machine = Acquire::fair(self.keys.clone(), settings, watchdog, channel, now)?;
-        Ok(Acquisition {
+        Ok(self.carry(machine))
+    }
+
+    /// `machine` carried out on this handle, nothing sent yet.
+    fn carry(&self, machine: Acquire) -> Acquisition {
+        Acquisition {
             machine,
             settings: Arc::clone(&self.settings),
             sent: None,
@@ -299,7 +290,7 @@ impl Handle {
             queued: None,
             scripted: None,
             wakes: None,
-        })
+        }
     }
 
     /// The outcome of `question` ([`Out::question`]): whether the server's answer
