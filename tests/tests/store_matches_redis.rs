@@ -316,9 +316,12 @@ fn the_models_redis_runs_every_script_as_redis_does() {
     clock.freeze_at(START_US);
     let server = clock.apply(RedisServer::builder()).start();
     // Valkey 9.1 counts its time on its monotonic clock between readings of the wall
-    // clock, so libfaketime cannot stop it: the store is checked against Redis.
+    // clock, so libfaketime cannot stop it: the store is checked against Redis. Every
+    // reading must be the frozen instant: right after a wall clock reading Valkey's
+    // does match it, and a probe content with one match let Valkey through, to fail
+    // mid-test when its clock ran on (a CI run, 2026-11-28).
     let mut conn = server.connection();
-    let frozen = (0..50).any(|_| {
+    let frozen = (0..40).all(|_| {
         std::thread::sleep(std::time::Duration::from_millis(5));
         server_us(&mut conn).abs_diff(START_US) <= 2
     });
