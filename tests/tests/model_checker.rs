@@ -9,7 +9,8 @@ use lockscript_test::model::server::Denied;
 use lockscript_test::model::{Config, Events, Property, Report, Violation, explore};
 
 /// Every search in a module of its own, so that a run of the other tests skips them by one
-/// name (`--skip model_search::`: the server matrix, which they do not need).
+/// name (`--skip model_search`, this module and the queue's: the server matrix, which
+/// they do not need).
 mod model_search {
     use super::*;
 
