@@ -413,8 +413,11 @@ impl LockError {
     /// slots (nothing was sent).
     #[cfg(feature = "tokio")]
     pub(crate) fn is_cross_slot(&self) -> bool {
-        matches!(self, LockError::Redis(e)
-            if e.kind() == ErrorKind::Server(redis::ServerErrorKind::CrossSlot))
+        match self {
+            LockError::CrossSlot { .. } => true,
+            LockError::Redis(e) => e.kind() == ErrorKind::Server(redis::ServerErrorKind::CrossSlot),
+            _ => false,
+        }
     }
 
     /// The server refused to run the command for now, which proves it did not run: a

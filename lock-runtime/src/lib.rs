@@ -80,6 +80,8 @@ pub use faces::guarded::Guarded;
 pub use faces::handle::Handle;
 #[cfg(feature = "tokio")]
 pub use faces::locks::{LeaseGuard, LockGuard, Locks};
+#[cfg(feature = "tokio")]
+pub use faces::multi::MultiGuard;
 #[cfg(feature = "redlock")]
 pub use faces::redlock::{Redlock, RedlockGuard};
 #[cfg(feature = "tokio")]
@@ -94,6 +96,8 @@ pub use machine::limit::{
     DEFAULT_FENCE_RETENTION, DEFAULT_RESPONSE_TIMEOUT, FENCE_RETENTION_RANGE, MAX_HOLD,
     MAX_NAME_LEN, MAX_RETRY_DELAY, MAX_TTL, MAX_WAIT, MIN_TTL,
 };
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+pub use machine::multi::MAX_NAMES;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 pub use machine::native::NativeCommands;
 #[cfg(any(feature = "tokio", feature = "blocking"))]

@@ -34,6 +34,9 @@ pub struct Engine<B> {
     pub(crate) notifications: Option<Arc<Notifications>>,
     pub(crate) queue: Arc<LocalQueue>,
     pub(crate) watchdog: Arc<Watchdog<B>>,
+    /// The server refused a multi-lock's names of several slots in one call (a Redis
+    /// Cluster): this handle's multi-locks go one slot at a time.
+    pub(crate) split: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl<B: Clone> Clone for Engine<B> {
@@ -44,6 +47,7 @@ impl<B: Clone> Clone for Engine<B> {
             notifications: self.notifications.clone(),
             queue: Arc::clone(&self.queue),
             watchdog: Arc::clone(&self.watchdog),
+            split: Arc::clone(&self.split),
         }
     }
 }
@@ -56,6 +60,7 @@ impl<B: Backend> Engine<B> {
             settings: Arc::new(settings),
             notifications: None,
             queue: Arc::default(),
+            split: Arc::default(),
         }
     }
 

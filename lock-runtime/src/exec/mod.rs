@@ -20,6 +20,8 @@ pub(crate) mod guard;
 #[cfg(feature = "model")]
 pub mod model;
 #[cfg(feature = "tokio")]
+pub(crate) mod multi;
+#[cfg(feature = "tokio")]
 pub(crate) mod node;
 pub(crate) mod notify;
 pub(crate) mod owned;

@@ -458,6 +458,14 @@ where
         Ok(self.run(settings, call).await?.0)
     }
 
+    async fn run_script<R: FromRedisValue + Send + 'static>(
+        &self,
+        settings: &Settings,
+        call: Invocation<R>,
+    ) -> Result<R, LockError> {
+        self.run(settings, call).await
+    }
+
     async fn fair_acquire(
         &self,
         settings: &Settings,

@@ -10,6 +10,8 @@ pub(crate) mod guarded;
 pub(crate) mod handle;
 #[cfg(feature = "tokio")]
 pub(crate) mod locks;
+#[cfg(feature = "tokio")]
+pub(crate) mod multi;
 #[cfg(feature = "redlock")]
 pub(crate) mod redlock;
 #[cfg(feature = "tokio")]

@@ -14,6 +14,7 @@
 //! | readers and permits of a shared grant | [`readers`] |
 //! | a server's native renew and release commands: asking for them, falling back | [`native`] |
 //! | a plain lock's acquire as one `MULTI`/`EXEC`: its replies, the counter's restart | [`transact`] |
+//! | a multi-lock's names, their order and groups, its attempts and wait | [`multi`] |
 //! | owner tokens | [`token`] |
 //! | what is counted and timed (feature `metrics`) | [`metrics`] |
 
@@ -25,6 +26,7 @@ pub(crate) mod key;
 pub(crate) mod lease;
 pub(crate) mod limit;
 pub mod metrics;
+pub(crate) mod multi;
 pub(crate) mod mutants;
 pub(crate) mod native;
 pub(crate) mod readers;

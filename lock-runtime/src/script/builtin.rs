@@ -48,6 +48,32 @@ pub fn acquire(
     fence_ms: u64,
 ) -> (i64, i64);
 
+/// Takes several locks at once, all or none (a multi-lock's names on one server or in
+/// one Cluster slot): `keys` are three per name, `lock:{name}`, `lock:{name}:fence`,
+/// `lock:{name}:holders`, in the order every caller uses. Each lock gets `token` with a
+/// lease of `ttl_ms`; each counter lives `fence_ms` after the grant.
+///
+/// Returns `[1, fence_1, ..., fence_n]` when all were acquired, `[0, pttl, i]` when the
+/// `i`-th name (from 1) is held by another owner; an error reply starting with
+/// `WRONGKIND` while readers or permits hold one of the names.
+///
+/// ```no_run
+/// # fn main() -> Result<(), lockscript::LockError> {
+/// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+/// let mut conn = client.get_connection()?;
+/// let keys = [
+///     "lock:{a}", "lock:{a}:fence", "lock:{a}:holders",
+///     "lock:{b}", "lock:{b}:fence", "lock:{b}:holders",
+/// ];
+/// let reply = lockscript::builtin::acquire_many(&keys, "my-token", 30_000, 3_630_000)
+///     .invoke(&mut conn)?;
+/// if reply[0] == 1 { println!("fences {:?}", &reply[1..]) } else { println!("retry in {} ms", reply[1]) }
+/// # Ok(())
+/// # }
+/// ```
+#[lock_script("scripts/acquire-many.lua")]
+pub fn acquire_many(#[key] keys: &[&str], token: &str, ttl_ms: u64, fence_ms: u64) -> Vec<i64>;
+
 /// Deletes the lock only while it holds `token`, and publishes on
 /// `<lock key>:released`. Returns 1 when released, 0 otherwise.
 ///
