@@ -74,6 +74,8 @@ pub use machine::metrics;
 pub use script::builtin;
 
 pub use error::LockError;
+#[cfg(feature = "tokio")]
+pub use faces::election::{Election, Leadership, Observer};
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 pub use faces::guarded::Guarded;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
@@ -87,6 +89,8 @@ pub use faces::redlock::{Redlock, RedlockGuard};
 #[cfg(feature = "tokio")]
 pub use faces::rw::{Permit, ReadGuard, RwLocks, Semaphores, WriteGuard};
 pub use lockscript_macros::lock_script;
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+pub use machine::elect::{Leader, OBSERVE_POLL};
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 pub use machine::lease::Lease;
 #[cfg(feature = "redlock")]

@@ -105,6 +105,10 @@ impl Nodes {
 struct Channel {
     waiters: usize,
     wake: Arc<Notify>,
+    /// Counts the channel's messages (and the connection's drops, when messages may
+    /// have been missed), for observers that want every one, not one waiter's share
+    /// (an election's observers; see [`Subscription::messages`]).
+    seen: tokio::sync::watch::Sender<u64>,
     /// The server confirmed the subscription on the current connection: a release
     /// published from now on reaches these waiters.
     live: bool,
@@ -147,6 +151,7 @@ impl Shared {
             }
         } else if let Some(channel) = self.channels().get(channel) {
             channel.wake.notify_one();
+            channel.seen.send_modify(|n| *n = n.wrapping_add(1));
         }
     }
 
@@ -209,6 +214,7 @@ impl Shared {
             // A new connection asks again (the rights may be back).
             channel.refused = None;
             channel.wake.notify_waiters();
+            channel.seen.send_modify(|n| *n = n.wrapping_add(1));
         }
         self.live_changed.notify_waiters();
     }
@@ -325,6 +331,7 @@ impl Notifications {
                 .or_insert_with(|| Channel {
                     waiters: 0,
                     wake: Arc::new(Notify::new()),
+                    seen: tokio::sync::watch::Sender::new(0),
                     live: false,
                     idle_since: None,
                     pinned: false,
@@ -388,6 +395,16 @@ impl Subscription {
                 }
                 None => {}
             }
+        }
+    }
+
+    /// Every message on the channel from now on (and every drop of the connection, when
+    /// messages may have been missed) as a change of the receiver: for an observer that
+    /// must see each one, where [`released`](Self::released) wakes one waiter per message.
+    pub(crate) fn messages(&self) -> tokio::sync::watch::Receiver<u64> {
+        match self.shared.channels().get(&self.channel) {
+            Some(c) => c.seen.subscribe(),
+            None => tokio::sync::watch::Sender::new(0).subscribe(),
         }
     }
 

@@ -4,6 +4,8 @@
 
 #[cfg(feature = "blocking")]
 pub mod blocking;
+#[cfg(feature = "tokio")]
+pub(crate) mod election;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 pub(crate) mod guarded;
 #[cfg(any(feature = "tokio", feature = "blocking"))]

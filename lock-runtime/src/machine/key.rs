@@ -30,6 +30,16 @@ impl Keys {
         [self.lock.as_str(), ":alive"].concat()
     }
 
+    /// `lock:{name}:leader`: an election's leader record (proclaim.lua).
+    pub(crate) fn leader(&self) -> String {
+        [self.lock.as_str(), ":leader"].concat()
+    }
+
+    /// `lock:{name}:proclaimed`: the channel proclaim.lua tells observers on.
+    pub(crate) fn proclaimed(&self) -> String {
+        [self.lock.as_str(), ":proclaimed"].concat()
+    }
+
     /// `lock:{name}:holders`: readers or permit holders by the end of their lease
     /// (fair-queue.lua).
     pub(crate) fn holders(&self) -> String {

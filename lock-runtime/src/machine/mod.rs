@@ -14,12 +14,14 @@
 //! | readers and permits of a shared grant | [`readers`] |
 //! | a server's native renew and release commands: asking for them, falling back | [`native`] |
 //! | a plain lock's acquire as one `MULTI`/`EXEC`: its replies, the counter's restart | [`transact`] |
+//! | an election: the leader's record, what a read says, an observer's pace | [`elect`] |
 //! | a multi-lock's names, their order and groups, its attempts and wait | [`multi`] |
 //! | owner tokens | [`token`] |
 //! | what is counted and timed (feature `metrics`) | [`metrics`] |
 
 pub(crate) mod acquire;
 pub(crate) mod call;
+pub(crate) mod elect;
 pub(crate) mod fair;
 pub(crate) mod grant;
 pub(crate) mod key;

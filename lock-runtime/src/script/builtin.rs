@@ -74,6 +74,48 @@ pub fn acquire(
 #[lock_script("scripts/acquire-many.lua")]
 pub fn acquire_many(#[key] keys: &[&str], token: &str, ttl_ms: u64, fence_ms: u64) -> Vec<i64>;
 
+/// An election's leader says who it is: writes the record `lock:{name}:leader` (the
+/// owner `token`, the `term`, the `value`) only while `token` holds the lock, makes it
+/// live `record_ms`, and publishes the term on `lock:{name}:proclaimed`. Returns 1 when
+/// proclaimed, 0 when `token` does not hold the lock.
+///
+/// ```no_run
+/// # fn main() -> Result<(), lockscript::LockError> {
+/// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+/// let mut conn = client.get_connection()?;
+/// let done = lockscript::builtin::proclaim(
+///     "lock:{jobs}", "lock:{jobs}:leader", "my-token", 42, "10.0.0.7:8080", 3_630_000,
+/// ).invoke(&mut conn)?;
+/// # Ok(())
+/// # }
+/// ```
+#[lock_script("scripts/proclaim.lua")]
+pub fn proclaim(
+    #[key] lock: &str,
+    #[key] record: &str,
+    token: &str,
+    term: u64,
+    value: &str,
+    record_ms: u64,
+) -> i64;
+
+/// Who leads an election: `(0, -2, "", "")` nobody, `(1, pttl, "", "")` a leader that
+/// has not proclaimed yet, `(2, pttl, term, value)` the leader's term and value; `pttl`
+/// is what is left of its lease in milliseconds. Only reads.
+///
+/// ```no_run
+/// # fn main() -> Result<(), lockscript::LockError> {
+/// let client = redis::Client::open("redis://127.0.0.1:6390/")?;
+/// let mut conn = client.get_connection()?;
+/// let (status, _pttl, term, value) =
+///     lockscript::builtin::leader("lock:{jobs}", "lock:{jobs}:leader").invoke(&mut conn)?;
+/// if status == 2 { println!("{value} leads in term {term}") }
+/// # Ok(())
+/// # }
+/// ```
+#[lock_script("scripts/leader.lua")]
+pub fn leader(#[key] lock: &str, #[key] record: &str) -> (i64, i64, String, String);
+
 /// Deletes the lock only while it holds `token`, and publishes on
 /// `<lock key>:released`. Returns 1 when released, 0 otherwise.
 ///

@@ -1,0 +1,485 @@
+//! Leader election on the async face: [`Election`] (from [`Locks::election`]),
+//! [`Leadership`] and [`Observer`]. The rules are the lock's and
+//! [`crate::machine::elect`]'s; this is the surface.
+
+use std::fmt;
+
+use redis::aio::ConnectionManager;
+
+use crate::LockError;
+use crate::exec::backend::Backend;
+use crate::exec::notify::Subscription;
+use crate::faces::locks::{LockGuard, Locks};
+use crate::machine::elect::{Leader, Seen, poll};
+use crate::machine::key::{Keys, Kind};
+
+impl<C> Locks<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// The election of `name`: its leader is the holder of the lock `name` (with this
+    /// handle's ttl, watchdog, fairness and timeouts), and its term is that grant's
+    /// fencing token. A bad name is reported by the first call.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: lockscript::Locks) -> Result<(), lockscript::LockError> {
+    /// let election = locks.election("billing");
+    /// let leadership = election.campaign("10.0.0.7:8080").await?;
+    /// println!("leading in term {}", leadership.term());
+    /// leadership.resign().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn election(&self, name: &str) -> Election<C> {
+        Election {
+            locks: self.clone(),
+            name: name.to_owned(),
+        }
+    }
+}
+
+/// An election among the processes that campaign for `name`
+/// ([`Locks::election`]). Leading is holding the lock `name`: never two leaders at once
+/// within the lock's promises, and a leader paused past its lease has a lower term than
+/// the next one, which a fenced store refuses. Cheap to clone.
+///
+/// ```no_run
+/// # async fn demo(locks: lockscript::Locks) -> Result<(), lockscript::LockError> {
+/// let election = locks.election("billing");
+/// let mut observer = election.observe();
+/// while let Some(leader) = observer.next().await? {
+///     println!("{} leads in term {}", leader.value, leader.term);
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub struct Election<C = ConnectionManager>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    locks: Locks<C>,
+    name: String,
+}
+
+impl<C> Clone for Election<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn clone(&self) -> Self {
+        Self {
+            locks: self.locks.clone(),
+            name: self.name.clone(),
+        }
+    }
+}
+
+impl<C> fmt::Debug for Election<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Election")
+            .field("name", &self.name)
+            .field("locks", &self.locks)
+            .finish()
+    }
+}
+
+impl<C> Election<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// The election's name.
+    ///
+    /// ```no_run
+    /// # fn f(e: lockscript::Election) { println!("{}", e.name()); }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn keys(&self) -> Result<Keys, LockError> {
+        self.locks.engine.settings.keys_of(&self.name, Kind::Lock)
+    }
+
+    /// Waits to lead, however long it takes, then proclaims `value`: the leadership.
+    /// Each round waits as [`lock`](Locks::lock) does (release notifications, the
+    /// leader's lease, the backoff; first come first served on a handle with
+    /// `fair(true)`); a round that times out because another leads starts the next.
+    /// Any other error ends it (an unreachable server, a refused permission). Dropped
+    /// midway, it leaves nothing held.
+    ///
+    /// ```no_run
+    /// # async fn demo(e: lockscript::Election) -> Result<(), lockscript::LockError> {
+    /// let leadership = e.campaign("10.0.0.7:8080").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn campaign(&self, value: &str) -> Result<Leadership<C>, LockError> {
+        loop {
+            let guard = match self.locks.lock(&self.name).await {
+                Ok(guard) => guard,
+                Err(LockError::Timeout { .. }) => continue,
+                Err(e) => return Err(e),
+            };
+            if let Some(leadership) = self.install(guard, value).await? {
+                return Ok(leadership);
+            }
+        }
+    }
+
+    /// One attempt to lead: the leadership (with `value` proclaimed), or `None` while
+    /// another leads.
+    ///
+    /// ```no_run
+    /// # async fn demo(e: lockscript::Election) -> Result<(), lockscript::LockError> {
+    /// if let Some(leadership) = e.try_campaign("10.0.0.7:8080").await? {
+    ///     leadership.resign().await?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_campaign(&self, value: &str) -> Result<Option<Leadership<C>>, LockError> {
+        match self.locks.try_lock(&self.name).await? {
+            Some(guard) => self.install(guard, value).await,
+            None => Ok(None),
+        }
+    }
+
+    /// A fresh grant proclaims `value`; `None` if the lease was already lost.
+    async fn install(
+        &self,
+        guard: LockGuard<C>,
+        value: &str,
+    ) -> Result<Option<Leadership<C>>, LockError> {
+        let leadership = Leadership {
+            guard,
+            election: self.clone(),
+        };
+        match leadership.proclaim(value).await {
+            Ok(()) => Ok(Some(leadership)),
+            Err(LockError::NotHeld { .. }) => Ok(None),
+            Err(e) => {
+                // The grant is released (the guard's drop releases it in the background).
+                let _ = leadership.resign().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Who leads now: the leader's value and term, or `None` when nobody leads (or the
+    /// one who holds the lock has not proclaimed yet: one round trip after its grant).
+    /// Within one response timeout.
+    ///
+    /// ```no_run
+    /// # async fn demo(e: lockscript::Election) -> Result<(), lockscript::LockError> {
+    /// if let Some(leader) = e.leader().await? { println!("{} leads", leader.value) }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn leader(&self) -> Result<Option<Leader>, LockError> {
+        Ok(self.seen().await?.leader().cloned())
+    }
+
+    async fn seen(&self) -> Result<Seen, LockError> {
+        let engine = &self.locks.engine;
+        let call = engine.settings.leader_call(&self.keys()?);
+        Seen::read(engine.backend.run_script(&engine.settings, call).await?)
+    }
+
+    /// Every change of leader, as it happens: [`Observer::next`] gives the current leader
+    /// first, then each new one (or `None` when nobody leads).
+    ///
+    /// ```no_run
+    /// # async fn demo(e: lockscript::Election) -> Result<(), lockscript::LockError> {
+    /// let mut observer = e.observe();
+    /// let now = observer.next().await?;
+    /// let next = observer.next().await?; // waits for a change
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn observe(&self) -> Observer<C> {
+        Observer {
+            election: self.clone(),
+            last: Last::Nothing,
+            listening: None,
+        }
+    }
+
+    /// Campaigns, then runs `work` as the leader, cancelling it the moment the
+    /// leadership is known lost ([`LockError::Lost`]); resigns when `work` ends. `work`
+    /// gets the leadership's lease: its [`fencing_token`](crate::Lease::fencing_token) is
+    /// the term.
+    ///
+    /// ```no_run
+    /// # async fn demo(e: lockscript::Election) -> Result<(), lockscript::LockError> {
+    /// e.lead("10.0.0.7:8080", |lease| async move {
+    ///     println!("leading in term {}", lease.fencing_token());
+    /// })
+    /// .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn lead<T, F, Fut>(&self, value: &str, work: F) -> Result<T, LockError>
+    where
+        F: FnOnce(crate::Lease) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let leadership = self.campaign(value).await?;
+        let lease = leadership.guard.lease();
+        let outcome = tokio::select! {
+            biased;
+            () = leadership.lost() => None,
+            value = work(lease) => Some(value),
+        };
+        let Some(value) = outcome else {
+            return Err(LockError::Lost {
+                name: self.name.clone(),
+            });
+        };
+        crate::machine::lease::after_work(&self.name, leadership.resign().await, value)
+    }
+}
+
+/// The leadership of an election ([`Election::campaign`]): the lock's guard, with the
+/// term and the leader's record. It derefs to the [`Lease`](crate::Lease): `lost()`,
+/// `is_suspect()`, `valid_until()` say what they say for a lock. Dropped without
+/// [`resign`](Self::resign), the lock is released in the background.
+///
+/// ```no_run
+/// # async fn demo(e: lockscript::Election) -> Result<(), lockscript::LockError> {
+/// let leadership = e.campaign("10.0.0.7:8080").await?;
+/// tokio::select! {
+///     () = leadership.lost() => eprintln!("deposed: stop acting as leader now"),
+///     () = tokio::time::sleep(std::time::Duration::from_secs(5)) => leadership.resign().await?,
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub struct Leadership<C = ConnectionManager>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    guard: LockGuard<C>,
+    election: Election<C>,
+}
+
+impl<C> Leadership<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// The term: this leadership's fencing token, higher than every earlier leader's of
+    /// the election. Pass it with every write the leader makes, and have the store
+    /// refuse a term lower than one it has seen.
+    ///
+    /// ```no_run
+    /// # fn f(l: lockscript::Leadership) { println!("{}", l.term()); }
+    /// ```
+    pub fn term(&self) -> u64 {
+        self.guard.fencing_token()
+    }
+
+    /// Publishes `value` as the leader's (followers read it with
+    /// [`Election::leader`], observers are told); [`LockError::NotHeld`] if the
+    /// leadership was lost, and then nothing is written. Within one response timeout.
+    ///
+    /// ```no_run
+    /// # async fn demo(l: lockscript::Leadership) -> Result<(), lockscript::LockError> {
+    /// l.proclaim("10.0.0.8:8080").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn proclaim(&self, value: &str) -> Result<(), LockError> {
+        let grant = self.guard.grant();
+        let lease = grant.owned.lease();
+        if lease.is_lost() {
+            return Err(lease.not_held());
+        }
+        let engine = &self.election.locks.engine;
+        let call = (engine.settings).proclaim_call(&lease.keys, &lease.token, self.term(), value);
+        if engine.backend.run_script(&engine.settings, call).await? == 1 {
+            return Ok(());
+        }
+        let _ = lease.checked(false);
+        Err(lease.not_held())
+    }
+
+    /// Steps down at once: the lock is released (candidates and observers are told), and
+    /// the next candidate may lead. [`LockError::NotHeld`] if the leadership had been
+    /// lost already.
+    ///
+    /// ```no_run
+    /// # async fn demo(l: lockscript::Leadership) -> Result<(), lockscript::LockError> {
+    /// l.resign().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn resign(self) -> Result<(), LockError> {
+        self.guard.release().await
+    }
+
+    /// The lock's guard.
+    ///
+    /// ```no_run
+    /// # fn f(l: lockscript::Leadership) { println!("{}", l.guard().name()); }
+    /// ```
+    pub fn guard(&self) -> &LockGuard<C> {
+        &self.guard
+    }
+}
+
+impl<C> std::ops::Deref for Leadership<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    type Target = crate::Lease;
+
+    fn deref(&self) -> &crate::Lease {
+        &self.guard
+    }
+}
+
+impl<C> fmt::Debug for Leadership<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.guard.fmt(f)
+    }
+}
+
+/// Follows an election's leader ([`Election::observe`]).
+///
+/// ```no_run
+/// # async fn demo(e: lockscript::Election) -> Result<(), lockscript::LockError> {
+/// let mut observer = e.observe();
+/// loop {
+///     match observer.next().await? {
+///         Some(leader) => println!("{} leads in term {}", leader.value, leader.term),
+///         None => println!("nobody leads"),
+///     }
+/// }
+/// # }
+/// ```
+pub struct Observer<C = ConnectionManager>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    election: Election<C>,
+    /// What the last call returned.
+    last: Last,
+    /// The proclamation and release channels, with their message counters.
+    listening: Option<Listening>,
+}
+
+/// What an observer returned last.
+#[derive(Debug)]
+enum Last {
+    /// Nothing yet: the first call returns the current leader.
+    Nothing,
+    /// This leader, or nobody.
+    Seen(Option<Leader>),
+}
+
+struct Listening {
+    subscriptions: [Subscription; 2],
+    messages: [tokio::sync::watch::Receiver<u64>; 2],
+}
+
+impl<C> Observer<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// The current leader at the first call; after that, waits for the leader to
+    /// change and returns the new one (`None` when nobody leads any more). With release
+    /// notifications, a new leader's proclamation, a resignation and a leader's lease end
+    /// are seen within one round trip of the server's message or of the lease's end (see
+    /// the election guide for the measured figures); without them, within the handle's
+    /// largest backoff. A read that fails is returned as its error; call again to go on.
+    ///
+    /// ```no_run
+    /// # async fn demo(mut o: lockscript::Observer) -> Result<(), lockscript::LockError> {
+    /// let leader = o.next().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn next(&mut self) -> Result<Option<Leader>, LockError> {
+        let keys = self.election.keys()?;
+        let settings = std::sync::Arc::clone(&self.election.locks.engine.settings);
+        loop {
+            let live = self.listen(&keys).await;
+            // Messages from here on wake the wait below.
+            for rx in self
+                .listening
+                .iter_mut()
+                .flat_map(|l| l.messages.iter_mut())
+            {
+                rx.borrow_and_update();
+            }
+            let seen = self.election.seen().await?;
+            let now = seen.leader().cloned();
+            // A holder that has not proclaimed yet is news only as the end of the last
+            // leader (it proclaims within one round trip).
+            let news = match (&self.last, &seen) {
+                (Last::Nothing, Seen::Unproclaimed { .. }) => false,
+                (Last::Nothing, _) => true,
+                (Last::Seen(last), Seen::Unproclaimed { .. }) => last.is_some(),
+                (Last::Seen(last), _) => *last != now,
+            };
+            if news {
+                self.last = Last::Seen(now.clone());
+                return Ok(now);
+            }
+            let nap = seen.nap(poll(&settings, live));
+            match self.listening.as_mut() {
+                Some(listening) => {
+                    let [a, b] = &mut listening.messages;
+                    let _ = tokio::time::timeout(nap, async {
+                        tokio::select! {
+                            _ = a.changed() => {},
+                            _ = b.changed() => {},
+                        }
+                    })
+                    .await;
+                }
+                None => tokio::time::sleep(nap).await,
+            }
+        }
+    }
+
+    /// Subscribes to the election's channels once; whether they are live.
+    async fn listen(&mut self, keys: &Keys) -> bool {
+        if self.listening.is_none() {
+            let engine = &self.election.locks.engine;
+            let Some(n) = engine.notifications.as_ref() else {
+                return false;
+            };
+            let subs = (n.subscribe(&keys.proclaimed())).zip(n.subscribe(&keys.channel));
+            if let Some((proclaimed, released)) = subs {
+                let messages = [proclaimed.messages(), released.messages()];
+                self.listening = Some(Listening {
+                    subscriptions: [proclaimed, released],
+                    messages,
+                });
+            }
+        }
+        let Some(listening) = &self.listening else {
+            return false;
+        };
+        let within = crate::machine::limit::DEFAULT_RESPONSE_TIMEOUT;
+        let [a, b] = &listening.subscriptions;
+        a.live_within(within).await && b.live_within(within).await
+    }
+}
+
+impl<C> fmt::Debug for Observer<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Observer")
+            .field("election", &self.election.name)
+            .field("last", &self.last)
+            .finish_non_exhaustive()
+    }
+}
