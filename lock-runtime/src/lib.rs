@@ -75,7 +75,9 @@ pub use script::builtin;
 
 pub use error::LockError;
 #[cfg(feature = "tokio")]
-pub use faces::election::{Election, Leadership, Observer};
+pub use faces::election::{Election, ElectionOf, Leadership, LeadershipOf, Observer, ObserverOf};
+#[cfg(feature = "redlock")]
+pub use faces::election::{RedlockElection, RedlockLeadership, RedlockObserver};
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 pub use faces::guarded::Guarded;
 #[cfg(any(feature = "tokio", feature = "blocking"))]

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use lockscript::{Election, Leader, LockError, Locks, RetryPolicy};
+use lockscript::{Leader, LockError, Locks, RetryPolicy};
 use lockscript_test::cluster::RedisCluster;
 use lockscript_test::server::RedisServer;
 use redis::aio::ConnectionManager;
@@ -42,24 +42,23 @@ async fn patient(server: &RedisServer) -> Locks<ConnectionManager> {
         ))
 }
 
-/// An observer in a task of its own: each change it sees, with the instant it saw it.
-fn follow<C>(
-    election: &Election<C>,
-) -> tokio::sync::mpsc::UnboundedReceiver<(Option<Leader>, Instant)>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
-    let (to, from) = tokio::sync::mpsc::unbounded_channel();
-    let mut observer = election.observe();
-    tokio::spawn(async move {
-        loop {
-            let seen = observer.next().await.expect("observe");
-            if to.send((seen, Instant::now())).is_err() {
-                return;
+/// An observer of `$election` in a task of its own: a receiver of each change it sees,
+/// with the instant it saw it. (A macro: the elections of `Locks` and `Redlock` are two
+/// types.)
+macro_rules! follow {
+    ($election:expr) => {{
+        let (to, from) = tokio::sync::mpsc::unbounded_channel::<(Option<Leader>, Instant)>();
+        let mut observer = $election.observe();
+        tokio::spawn(async move {
+            loop {
+                let seen = observer.next().await.expect("observe");
+                if to.send((seen, Instant::now())).is_err() {
+                    return;
+                }
             }
-        }
-    });
-    from
+        });
+        from
+    }};
 }
 
 async fn seen(
@@ -79,7 +78,7 @@ async fn two_candidates_and_a_follower() {
         patient(&server).await,
     );
     let follower = three.election("jobs");
-    let mut changes = follow(&follower);
+    let mut changes = follow!(&follower);
     assert_eq!(seen(&mut changes).await.0, None, "nobody leads at first");
     assert_eq!(follower.leader().await.unwrap(), None);
 
@@ -141,7 +140,7 @@ async fn a_leader_gone_without_resigning_is_seen_gone_by_its_lease_end() {
         .ttl(Duration::from_millis(500))
         .watchdog(false);
     let follower = patient(&server).await.election("gone");
-    let mut changes = follow(&follower);
+    let mut changes = follow!(&follower);
     assert_eq!(seen(&mut changes).await.0, None);
     let leadership = leader_locks.election("gone").campaign("x").await.unwrap();
     assert!(seen(&mut changes).await.0.is_some());
@@ -236,7 +235,7 @@ async fn an_election_on_a_cluster() {
     let cluster = RedisCluster::start(3, 0);
     let a = Locks::connect_cluster(cluster.urls()).await.unwrap();
     let b = Locks::connect_cluster(cluster.urls()).await.unwrap();
-    let mut changes = follow(&b.election("cluster"));
+    let mut changes = follow!(&b.election("cluster"));
     assert_eq!(seen(&mut changes).await.0, None);
     let leadership = a.election("cluster").campaign("a").await.unwrap();
     let elected = Instant::now();
@@ -305,7 +304,7 @@ async fn a_leader_paused_past_its_lease_is_replaced_and_its_term_refused() {
         .ttl(Duration::from_secs(5))
         .wait_timeout(Duration::from_secs(20));
     let election = locks.election("paused");
-    let mut changes = follow(&election);
+    let mut changes = follow!(&election);
     let (first, _) = seen(&mut changes).await;
     assert_eq!(
         first.map(|l| l.term),
@@ -377,4 +376,55 @@ async fn paused_leader_process() {
         .invoke(&mut conn)
         .unwrap();
     println!("WRITTEN {written}");
+}
+
+#[tokio::test]
+async fn an_election_on_redlock_follows_a_majority() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let clients: Vec<redis::Client> = servers.iter().map(RedisServer::client).collect();
+    let a = lockscript::Redlock::connect(&clients).await.unwrap();
+    let b = lockscript::Redlock::connect(&clients).await.unwrap();
+    let mut changes = follow!(&b.election("quorum"));
+    assert_eq!(seen(&mut changes).await.0, None);
+    let leadership = a.election("quorum").campaign("a").await.unwrap();
+    let elected = Instant::now();
+    let (leader, at) = seen(&mut changes).await;
+    assert_eq!(leader.unwrap().term, leadership.term());
+    // No notifications on a quorum: observers read every largest backoff (250 ms).
+    let bound = lockscript::RetryPolicy::default().max_delay() + SEEN_WITHIN;
+    let late = at.saturating_duration_since(elected);
+    assert!(late <= bound, "seen {late:?} after, bound {bound:?}");
+    assert!(
+        b.election("quorum")
+            .try_campaign("b")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    leadership.proclaim("a2").await.unwrap();
+    assert_eq!(
+        b.election("quorum").leader().await.unwrap().unwrap().value,
+        "a2"
+    );
+
+    // A record a minority holds is not the leader's: the majority's is.
+    let mut minority = servers[0].connection();
+    let _: () = redis::cmd("HSET")
+        .arg("lock:{quorum}:leader")
+        .arg("value")
+        .arg("forged")
+        .query(&mut minority)
+        .unwrap();
+    assert_eq!(
+        b.election("quorum").leader().await.unwrap().unwrap().value,
+        "a2"
+    );
+
+    let first = leadership.term();
+    leadership.resign().await.unwrap();
+    let next = b.election("quorum").campaign("b").await.unwrap();
+    assert!(next.term() > first, "terms rise across a quorum");
+    let leader = b.election("quorum").leader().await.unwrap().unwrap();
+    assert_eq!((leader.value.as_str(), leader.term), ("b", next.term()));
+    next.resign().await.unwrap();
 }

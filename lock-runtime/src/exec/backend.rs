@@ -158,6 +158,23 @@ pub trait Backend: Clone + Send + Sync + 'static {
         }
     }
 
+    /// proclaim.lua for the leader `of` in `term`: whether it still held the lock and
+    /// wrote its record (on a Redlock quorum: on a majority of masters).
+    fn proclaim(
+        &self,
+        of: Owner<'_>,
+        term: u64,
+        value: &str,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    /// leader.lua: who leads the election of `keys` (on a Redlock quorum: what a
+    /// majority of masters agree on).
+    fn leader(
+        &self,
+        settings: &Settings,
+        keys: &Keys,
+    ) -> impl Future<Output = Result<crate::machine::elect::Seen, LockError>> + Send;
+
     /// Whether `token` holds the lock.
     fn holds(&self, of: Owner<'_>) -> impl Future<Output = Result<bool, LockError>> + Send;
 

@@ -20,6 +20,7 @@ use redis::FromRedisValue;
 use crate::exec::backend::{Answered, Backend};
 use crate::exec::queue::Offer;
 use crate::machine::call::{LeaseCall, LeaseCalls, Owner, RETRY_LATER, renewal};
+use crate::machine::elect::Seen;
 use crate::machine::fair::Ticket;
 use crate::machine::grant::{Abandoned, Outcome};
 use crate::machine::key::Keys;
@@ -464,6 +465,15 @@ where
         call: Invocation<R>,
     ) -> Result<R, LockError> {
         self.run(settings, call).await
+    }
+
+    async fn proclaim(&self, of: Owner<'_>, term: u64, value: &str) -> Result<bool, LockError> {
+        let call = of.settings.proclaim_call(of.keys, of.token, term, value);
+        Ok(self.run(of.settings, call).await? == 1)
+    }
+
+    async fn leader(&self, settings: &Settings, keys: &Keys) -> Result<Seen, LockError> {
+        Seen::read(self.run(settings, settings.leader_call(keys)).await?)
     }
 
     async fn fair_acquire(

@@ -281,6 +281,38 @@ where
         }
     }
 
+    async fn proclaim(&self, of: Owner<'_>, term: u64, value: &str) -> Result<bool, LockError> {
+        let round = (self.round(of.settings, |node| async move {
+            node.proclaim(of, term, value).await
+        }))
+        .await;
+        let (written, refused) = (round.count(|w| *w), round.count(|w| !*w));
+        if written >= self.quorum() {
+            Ok(true)
+        } else if refused > self.nodes.len() - self.quorum() {
+            // A majority no longer holds our token: the leadership is over.
+            Ok(false)
+        } else {
+            Err(too_few_answered(round.answered(), self.nodes.len()))
+        }
+    }
+
+    async fn leader(
+        &self,
+        settings: &Settings,
+        keys: &crate::machine::key::Keys,
+    ) -> Result<crate::machine::elect::Seen, LockError> {
+        let round = (self.round(
+            settings,
+            |node| async move { node.leader(settings, keys).await },
+        ))
+        .await;
+        if round.answered() < self.quorum() {
+            return Err(too_few_answered(round.answered(), self.nodes.len()));
+        }
+        Ok(crate::machine::elect::agreed(&round.replies, self.quorum()))
+    }
+
     async fn release(&self, of: Owner<'_>) -> Result<bool, LockError> {
         let round = self.release_round(of).await;
         let deleted = round.count(|d| d.0);

@@ -1,22 +1,43 @@
-//! Leader election on the async face: [`Election`] (from [`Locks::election`]),
-//! [`Leadership`] and [`Observer`]. The rules are the lock's and
-//! [`crate::machine::elect`]'s; this is the surface.
+//! Leader election on the async faces: [`Election`] (from [`Locks::election`](crate::Locks::election)) and
+//! [`RedlockElection`] (from [`Redlock::election`](crate::Redlock::election)), with their
+//! leaderships and observers, written once over the engine's backend. The rules are the
+//! lock's and [`crate::machine::elect`]'s; this is the surface.
 
 use std::fmt;
 
 use redis::aio::ConnectionManager;
 
 use crate::LockError;
-use crate::exec::backend::Backend;
+use crate::exec::engine::Engine;
+use crate::exec::node::Node;
 use crate::exec::notify::Subscription;
-use crate::faces::locks::{LockGuard, Locks};
+use crate::faces::handle::Handle;
+use crate::faces::locks::{Face, LeaseGuard};
 use crate::machine::elect::{Leader, Seen, poll};
 use crate::machine::key::{Keys, Kind};
 
-impl<C> Locks<C>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
+/// An election on one server or a Redis Cluster ([`Locks::election`](crate::Locks::election)).
+pub type Election<C = ConnectionManager> = ElectionOf<Node<C>>;
+
+/// The leadership of an [`Election`].
+pub type Leadership<C = ConnectionManager> = LeadershipOf<Node<C>>;
+
+/// Follows an [`Election`]'s leader.
+pub type Observer<C = ConnectionManager> = ObserverOf<Node<C>>;
+
+/// An election on a Redlock quorum ([`Redlock::election`](crate::Redlock::election)).
+#[cfg(feature = "redlock")]
+pub type RedlockElection<C = ConnectionManager> = ElectionOf<crate::exec::quorum::Quorum<C>>;
+
+/// The leadership of a [`RedlockElection`].
+#[cfg(feature = "redlock")]
+pub type RedlockLeadership<C = ConnectionManager> = LeadershipOf<crate::exec::quorum::Quorum<C>>;
+
+/// Follows a [`RedlockElection`]'s leader.
+#[cfg(feature = "redlock")]
+pub type RedlockObserver<C = ConnectionManager> = ObserverOf<crate::exec::quorum::Quorum<C>>;
+
+impl<B: Face> Handle<Engine<B>> {
     /// The election of `name`: its leader is the holder of the lock `name` (with this
     /// handle's ttl, watchdog, fairness and timeouts), and its term is that grant's
     /// fencing token. A bad name is reported by the first call.
@@ -30,16 +51,18 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub fn election(&self, name: &str) -> Election<C> {
-        Election {
+    pub fn election(&self, name: &str) -> ElectionOf<B> {
+        ElectionOf {
             locks: self.clone(),
             name: name.to_owned(),
         }
     }
 }
 
-/// An election among the processes that campaign for `name`
-/// ([`Locks::election`]). Leading is holding the lock `name`: never two leaders at once
+/// An election among the processes that campaign for `name` ([`Locks::election`](crate::Locks::election), or
+/// [`Redlock::election`](crate::Redlock::election) on a quorum, where the lock, the record
+/// and the reads are a majority's). Use it through its names [`Election`] and
+/// [`RedlockElection`]. Leading is holding the lock `name`: never two leaders at once
 /// within the lock's promises, and a leader paused past its lease has a lower term than
 /// the next one, which a fenced store refuses. Cheap to clone.
 ///
@@ -53,18 +76,12 @@ where
 /// # Ok(())
 /// # }
 /// ```
-pub struct Election<C = ConnectionManager>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
-    locks: Locks<C>,
+pub struct ElectionOf<B: Face> {
+    locks: Handle<Engine<B>>,
     name: String,
 }
 
-impl<C> Clone for Election<C>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
+impl<B: Face> Clone for ElectionOf<B> {
     fn clone(&self) -> Self {
         Self {
             locks: self.locks.clone(),
@@ -73,10 +90,7 @@ where
     }
 }
 
-impl<C> fmt::Debug for Election<C>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
+impl<B: Face> fmt::Debug for ElectionOf<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Election")
             .field("name", &self.name)
@@ -85,10 +99,7 @@ where
     }
 }
 
-impl<C> Election<C>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
+impl<B: Face> ElectionOf<B> {
     /// The election's name.
     ///
     /// ```no_run
@@ -103,7 +114,7 @@ where
     }
 
     /// Waits to lead, however long it takes, then proclaims `value`: the leadership.
-    /// Each round waits as [`lock`](Locks::lock) does (release notifications, the
+    /// Each round waits as [`lock`](crate::Locks::lock) does (release notifications, the
     /// leader's lease, the backoff; first come first served on a handle with
     /// `fair(true)`); a round that times out because another leads starts the next.
     /// Any other error ends it (an unreachable server, a refused permission). Dropped
@@ -115,10 +126,12 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn campaign(&self, value: &str) -> Result<Leadership<C>, LockError> {
+    pub async fn campaign(&self, value: &str) -> Result<LeadershipOf<B>, LockError> {
+        let engine = &self.locks.engine;
         loop {
-            let guard = match self.locks.lock(&self.name).await {
-                Ok(guard) => guard,
+            let grant = engine.grant(&self.name, Kind::Lock, engine.settings.watchdog);
+            let guard = match grant.await {
+                Ok(inner) => LeaseGuard { inner },
                 Err(LockError::Timeout { .. }) => continue,
                 Err(e) => return Err(e),
             };
@@ -139,9 +152,9 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn try_campaign(&self, value: &str) -> Result<Option<Leadership<C>>, LockError> {
-        match self.locks.try_lock(&self.name).await? {
-            Some(guard) => self.install(guard, value).await,
+    pub async fn try_campaign(&self, value: &str) -> Result<Option<LeadershipOf<B>>, LockError> {
+        match self.locks.engine.try_grant(&self.name, Kind::Lock).await? {
+            Some(inner) => self.install(LeaseGuard { inner }, value).await,
             None => Ok(None),
         }
     }
@@ -149,10 +162,10 @@ where
     /// A fresh grant proclaims `value`; `None` if the lease was already lost.
     async fn install(
         &self,
-        guard: LockGuard<C>,
+        guard: LeaseGuard<B>,
         value: &str,
-    ) -> Result<Option<Leadership<C>>, LockError> {
-        let leadership = Leadership {
+    ) -> Result<Option<LeadershipOf<B>>, LockError> {
+        let leadership = LeadershipOf {
             guard,
             election: self.clone(),
         };
@@ -183,11 +196,10 @@ where
 
     async fn seen(&self) -> Result<Seen, LockError> {
         let engine = &self.locks.engine;
-        let call = engine.settings.leader_call(&self.keys()?);
-        Seen::read(engine.backend.run_script(&engine.settings, call).await?)
+        engine.backend.leader(&engine.settings, &self.keys()?).await
     }
 
-    /// Every change of leader, as it happens: [`Observer::next`] gives the current leader
+    /// Every change of leader, as it happens: [`ObserverOf::next`] gives the current leader
     /// first, then each new one (or `None` when nobody leads).
     ///
     /// ```no_run
@@ -198,8 +210,8 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub fn observe(&self) -> Observer<C> {
-        Observer {
+    pub fn observe(&self) -> ObserverOf<B> {
+        ObserverOf {
             election: self.clone(),
             last: Last::Nothing,
             listening: None,
@@ -241,9 +253,10 @@ where
     }
 }
 
-/// The leadership of an election ([`Election::campaign`]): the lock's guard, with the
+/// The leadership of an election ([`ElectionOf::campaign`]): the lock's guard, with the
 /// term and the leader's record. It derefs to the [`Lease`](crate::Lease): `lost()`,
-/// `is_suspect()`, `valid_until()` say what they say for a lock. Dropped without
+/// `is_suspect()`, `valid_until()` say what they say for a lock. Use it through its names
+/// [`Leadership`] and [`RedlockLeadership`]. Dropped without
 /// [`resign`](Self::resign), the lock is released in the background.
 ///
 /// ```no_run
@@ -256,18 +269,12 @@ where
 /// # Ok(())
 /// # }
 /// ```
-pub struct Leadership<C = ConnectionManager>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
-    guard: LockGuard<C>,
-    election: Election<C>,
+pub struct LeadershipOf<B: Face> {
+    guard: LeaseGuard<B>,
+    election: ElectionOf<B>,
 }
 
-impl<C> Leadership<C>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
+impl<B: Face> LeadershipOf<B> {
     /// The term: this leadership's fencing token, higher than every earlier leader's of
     /// the election. Pass it with every write the leader makes, and have the store
     /// refuse a term lower than one it has seen.
@@ -280,7 +287,7 @@ where
     }
 
     /// Publishes `value` as the leader's (followers read it with
-    /// [`Election::leader`], observers are told); [`LockError::NotHeld`] if the
+    /// [`ElectionOf::leader`], observers are told); [`LockError::NotHeld`] if the
     /// leadership was lost, and then nothing is written. Within one response timeout.
     ///
     /// ```no_run
@@ -290,14 +297,13 @@ where
     /// # }
     /// ```
     pub async fn proclaim(&self, value: &str) -> Result<(), LockError> {
-        let grant = self.guard.grant();
-        let lease = grant.owned.lease();
+        let lease = self.guard.inner.owned.lease();
         if lease.is_lost() {
             return Err(lease.not_held());
         }
         let engine = &self.election.locks.engine;
-        let call = (engine.settings).proclaim_call(&lease.keys, &lease.token, self.term(), value);
-        if engine.backend.run_script(&engine.settings, call).await? == 1 {
+        let owner = lease.owner();
+        if engine.backend.proclaim(owner, self.term(), value).await? {
             return Ok(());
         }
         let _ = lease.checked(false);
@@ -323,15 +329,12 @@ where
     /// ```no_run
     /// # fn f(l: lockscript::Leadership) { println!("{}", l.guard().name()); }
     /// ```
-    pub fn guard(&self) -> &LockGuard<C> {
+    pub fn guard(&self) -> &LeaseGuard<B> {
         &self.guard
     }
 }
 
-impl<C> std::ops::Deref for Leadership<C>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
+impl<B: Face> std::ops::Deref for LeadershipOf<B> {
     type Target = crate::Lease;
 
     fn deref(&self) -> &crate::Lease {
@@ -339,16 +342,14 @@ where
     }
 }
 
-impl<C> fmt::Debug for Leadership<C>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
+impl<B: Face> fmt::Debug for LeadershipOf<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.guard.fmt(f)
     }
 }
 
-/// Follows an election's leader ([`Election::observe`]).
+/// Follows an election's leader ([`ElectionOf::observe`]). Use it through its names
+/// [`Observer`] and [`RedlockObserver`].
 ///
 /// ```no_run
 /// # async fn demo(e: lockscript::Election) -> Result<(), lockscript::LockError> {
@@ -361,11 +362,8 @@ where
 /// }
 /// # }
 /// ```
-pub struct Observer<C = ConnectionManager>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
-    election: Election<C>,
+pub struct ObserverOf<B: Face> {
+    election: ElectionOf<B>,
     /// What the last call returned.
     last: Last,
     /// The proclamation and release channels, with their message counters.
@@ -386,10 +384,7 @@ struct Listening {
     messages: [tokio::sync::watch::Receiver<u64>; 2],
 }
 
-impl<C> Observer<C>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
+impl<B: Face> ObserverOf<B> {
     /// The current leader at the first call; after that, waits for the leader to
     /// change and returns the new one (`None` when nobody leads any more). With release
     /// notifications, a new leader's proclamation, a resignation and a leader's lease end
@@ -472,10 +467,7 @@ where
     }
 }
 
-impl<C> fmt::Debug for Observer<C>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
+impl<B: Face> fmt::Debug for ObserverOf<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Observer")
             .field("election", &self.election.name)

@@ -50,7 +50,7 @@ pub struct Leader {
 
 /// What one read of the leader found.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Seen {
+pub enum Seen {
     /// Nobody holds the lock.
     Nobody,
     /// A leader holds it for `left` more (unknown: `None`) and has not proclaimed yet.
@@ -101,6 +101,36 @@ impl Seen {
             }
         }
     }
+}
+
+/// What a Redlock quorum's masters agree on, from each one's read (`None`: no answer):
+/// the leader a majority names (with the least lease any of them has left), nobody when a
+/// majority says so, and otherwise a leadership in the making or ending (not proclaimed,
+/// for how long unknown), which an observer reads again soon.
+pub(crate) fn agreed(reads: &[Option<Seen>], quorum: usize) -> Seen {
+    let nobody = reads
+        .iter()
+        .flatten()
+        .filter(|s| **s == Seen::Nobody)
+        .count();
+    if nobody >= quorum {
+        return Seen::Nobody;
+    }
+    for candidate in reads.iter().flatten().filter_map(Seen::leader) {
+        let naming: Vec<Option<Duration>> = (reads.iter().flatten())
+            .filter_map(|s| match s {
+                Seen::Leads { leader, left } if leader == candidate => Some(*left),
+                _ => None,
+            })
+            .collect();
+        if naming.len() >= quorum {
+            return Seen::Leads {
+                leader: candidate.clone(),
+                left: naming.into_iter().flatten().min(),
+            };
+        }
+    }
+    Seen::Unproclaimed { left: None }
 }
 
 fn bad_reply(what: &str) -> LockError {
@@ -175,6 +205,31 @@ mod tests {
         );
         assert!(Seen::read(reply(2, 900, "x", "v")).is_err());
         assert!(Seen::read(reply(3, 900, "", "")).is_err());
+    }
+
+    #[test]
+    fn a_quorum_agrees_on_a_majoritys_reading() {
+        let leads = |term, ms| Seen::Leads {
+            leader: Leader {
+                value: "v".into(),
+                term,
+            },
+            left: Some(Duration::from_millis(ms)),
+        };
+        let agreed2 = |reads: &[Option<Seen>]| agreed(reads, 2);
+        assert_eq!(
+            agreed2(&[Some(leads(5, 900)), Some(leads(5, 700)), None]),
+            leads(5, 700)
+        );
+        assert_eq!(
+            agreed2(&[Some(Seen::Nobody), None, Some(Seen::Nobody)]),
+            Seen::Nobody
+        );
+        // Two terms, one master each, and one says nobody: no majority.
+        assert_eq!(
+            agreed2(&[Some(leads(5, 900)), Some(leads(6, 900)), Some(Seen::Nobody)]),
+            Seen::Unproclaimed { left: None }
+        );
     }
 
     #[test]
