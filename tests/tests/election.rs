@@ -428,3 +428,65 @@ async fn an_election_on_redlock_follows_a_majority() {
     assert_eq!((leader.value.as_str(), leader.term), ("b", next.term()));
     next.resign().await.unwrap();
 }
+
+#[test]
+fn the_blocking_face_elects_proclaims_observes_and_resigns() {
+    use lockscript::blocking;
+    let server = RedisServer::start();
+    let connect = || {
+        blocking::Locks::connect(&server.client())
+            .unwrap()
+            .ttl(Duration::from_secs(60))
+            .wait_timeout(Duration::from_secs(20))
+            .retry(RetryPolicy::new(
+                Duration::from_secs(30),
+                Duration::from_secs(30),
+            ))
+    };
+    let (one, two, three) = (connect(), connect(), connect());
+    let (to, changes) = std::sync::mpsc::channel::<(Option<Leader>, Instant)>();
+    let mut observer = three.election("sync").observe();
+    std::thread::spawn(move || {
+        loop {
+            let seen = observer.next().expect("observe");
+            if to.send((seen, Instant::now())).is_err() {
+                return;
+            }
+        }
+    });
+    let seen = || {
+        changes
+            .recv_timeout(PATIENCE)
+            .expect("a change within PATIENCE")
+    };
+    assert_eq!(seen().0, None);
+
+    let first = one.election("sync").campaign("one").unwrap();
+    let elected = Instant::now();
+    let (leader, at) = seen();
+    assert_eq!(leader.unwrap().term, first.term());
+    assert!(at.saturating_duration_since(elected) <= SEEN_WITHIN);
+
+    let second = {
+        let election = two.election("sync");
+        std::thread::spawn(move || election.campaign("two"))
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!second.is_finished(), "one leader at a time");
+    assert!(two.election("sync").try_campaign("x").unwrap().is_none());
+    let first_term = first.term();
+    let resigned = Instant::now();
+    first.resign().unwrap();
+    let second = second.join().unwrap().unwrap();
+    assert!(
+        resigned.elapsed() < Duration::from_secs(2),
+        "woken by the release"
+    );
+    assert!(second.term() > first_term, "terms rise");
+    let leader = three.election("sync").leader().unwrap().unwrap();
+    assert_eq!((leader.value.as_str(), leader.term), ("two", second.term()));
+    second.resign().unwrap();
+    let term = one.election("sync").lead("scoped", |l| l.term()).unwrap();
+    assert!(term > leader.term);
+    assert_eq!(three.election("sync").leader().unwrap(), None);
+}

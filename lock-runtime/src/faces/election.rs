@@ -13,7 +13,7 @@ use crate::exec::node::Node;
 use crate::exec::notify::Subscription;
 use crate::faces::handle::Handle;
 use crate::faces::locks::{Face, LeaseGuard};
-use crate::machine::elect::{Leader, Seen, poll};
+use crate::machine::elect::{Follow, Leader, Seen, poll};
 use crate::machine::key::{Keys, Kind};
 
 /// An election on one server or a Redis Cluster ([`Locks::election`](crate::Locks::election)).
@@ -213,7 +213,7 @@ impl<B: Face> ElectionOf<B> {
     pub fn observe(&self) -> ObserverOf<B> {
         ObserverOf {
             election: self.clone(),
-            last: Last::Nothing,
+            follow: Follow::default(),
             listening: None,
         }
     }
@@ -365,18 +365,9 @@ impl<B: Face> fmt::Debug for LeadershipOf<B> {
 pub struct ObserverOf<B: Face> {
     election: ElectionOf<B>,
     /// What the last call returned.
-    last: Last,
+    follow: Follow,
     /// The proclamation and release channels, with their message counters.
     listening: Option<Listening>,
-}
-
-/// What an observer returned last.
-#[derive(Debug)]
-enum Last {
-    /// Nothing yet: the first call returns the current leader.
-    Nothing,
-    /// This leader, or nobody.
-    Seen(Option<Leader>),
 }
 
 struct Listening {
@@ -412,18 +403,8 @@ impl<B: Face> ObserverOf<B> {
                 rx.borrow_and_update();
             }
             let seen = self.election.seen().await?;
-            let now = seen.leader().cloned();
-            // A holder that has not proclaimed yet is news only as the end of the last
-            // leader (it proclaims within one round trip).
-            let news = match (&self.last, &seen) {
-                (Last::Nothing, Seen::Unproclaimed { .. }) => false,
-                (Last::Nothing, _) => true,
-                (Last::Seen(last), Seen::Unproclaimed { .. }) => last.is_some(),
-                (Last::Seen(last), _) => *last != now,
-            };
-            if news {
-                self.last = Last::Seen(now.clone());
-                return Ok(now);
+            if self.follow.saw(&seen) {
+                return Ok(self.follow.current());
             }
             let nap = seen.nap(poll(&settings, live));
             match self.listening.as_mut() {
@@ -471,7 +452,7 @@ impl<B: Face> fmt::Debug for ObserverOf<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Observer")
             .field("election", &self.election.name)
-            .field("last", &self.last)
+            .field("follow", &self.follow)
             .finish_non_exhaustive()
     }
 }

@@ -103,10 +103,46 @@ impl Seen {
     }
 }
 
+/// What an observer returned last, to tell whether a read is news to it: the first read
+/// always is; a holder that has not proclaimed yet (it will within one round trip) is
+/// news only as the end of the last leader.
+#[derive(Debug, Default)]
+pub(crate) struct Follow {
+    /// `None` before the first change returned.
+    last: Option<Change>,
+}
+
+/// A change an observer returned: this leader, or nobody.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Change(Option<Leader>);
+
+impl Follow {
+    /// Whether `seen` is a change to return; if so it becomes [`current`](Self::current).
+    pub(crate) fn saw(&mut self, seen: &Seen) -> bool {
+        let now = Change(seen.leader().cloned());
+        let news = match (&self.last, seen) {
+            (None, Seen::Unproclaimed { .. }) => false,
+            (None, _) => true,
+            (Some(Change(last)), Seen::Unproclaimed { .. }) => last.is_some(),
+            (Some(last), _) => *last != now,
+        };
+        if news {
+            self.last = Some(now);
+        }
+        news
+    }
+
+    /// The leader the last change named (`None`: nobody).
+    pub(crate) fn current(&self) -> Option<Leader> {
+        self.last.as_ref().and_then(|c| c.0.clone())
+    }
+}
+
 /// What a Redlock quorum's masters agree on, from each one's read (`None`: no answer):
 /// the leader a majority names (with the least lease any of them has left), nobody when a
 /// majority says so, and otherwise a leadership in the making or ending (not proclaimed,
 /// for how long unknown), which an observer reads again soon.
+#[cfg_attr(not(feature = "redlock"), allow(dead_code))]
 pub(crate) fn agreed(reads: &[Option<Seen>], quorum: usize) -> Seen {
     let nobody = reads
         .iter()
@@ -205,6 +241,31 @@ mod tests {
         );
         assert!(Seen::read(reply(2, 900, "x", "v")).is_err());
         assert!(Seen::read(reply(3, 900, "", "")).is_err());
+    }
+
+    #[test]
+    fn an_observer_is_told_each_change_once() {
+        let leads = |term| Seen::Leads {
+            leader: Leader {
+                value: "v".into(),
+                term,
+            },
+            left: None,
+        };
+        let coming = Seen::Unproclaimed { left: None };
+        let mut follow = Follow::default();
+        assert!(
+            !follow.saw(&coming),
+            "nothing yet: wait for the proclamation"
+        );
+        assert!(follow.saw(&leads(5)) && follow.current().unwrap().term == 5);
+        assert!(!follow.saw(&leads(5)));
+        assert!(follow.saw(&coming), "the last leader is gone");
+        assert_eq!(follow.current(), None);
+        assert!(!follow.saw(&Seen::Nobody) && !follow.saw(&coming));
+        assert!(follow.saw(&leads(6)));
+        let mut first = Follow::default();
+        assert!(first.saw(&Seen::Nobody) && first.current().is_none());
     }
 
     #[test]

@@ -428,9 +428,16 @@ impl<C: redis::ConnectionLike + Send + 'static> Conn<C> {
         settings: &Settings,
         call: &Invocation<Confirmed>,
     ) -> Result<bool, LockError> {
-        Ok(self
-            .with(Some(settings.response_timeout), |c| call.invoke(c))?
-            .0)
+        Ok(self.script(settings, call)?.0)
+    }
+
+    /// Runs a script call within the response timeout (an election's record and reads).
+    pub(crate) fn script<R: redis::FromRedisValue>(
+        &self,
+        settings: &Settings,
+        call: &Invocation<R>,
+    ) -> Result<R, LockError> {
+        self.with(Some(settings.response_timeout), |c| call.invoke(c))
     }
 
     /// Whether `token` holds the lock.

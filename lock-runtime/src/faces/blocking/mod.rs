@@ -25,10 +25,12 @@
 //! # }
 //! ```
 
+mod election;
 mod guard;
 mod locks;
 mod rw;
 
+pub use election::{Election, Leadership, Observer};
 pub use guard::LockGuard;
 pub use locks::Locks;
 pub use rw::{Permit, ReadGuard, RwLocks, Semaphores, WriteGuard};
