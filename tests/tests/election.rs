@@ -448,7 +448,7 @@ fn the_blocking_face_elects_proclaims_observes_and_resigns() {
     let mut observer = three.election("sync").observe();
     std::thread::spawn(move || {
         loop {
-            let seen = observer.next().expect("observe");
+            let seen = observer.change().expect("observe");
             if to.send((seen, Instant::now())).is_err() {
                 return;
             }
@@ -486,7 +486,10 @@ fn the_blocking_face_elects_proclaims_observes_and_resigns() {
     let leader = three.election("sync").leader().unwrap().unwrap();
     assert_eq!((leader.value.as_str(), leader.term), ("two", second.term()));
     second.resign().unwrap();
-    let term = one.election("sync").lead("scoped", |l| l.term()).unwrap();
+    let term = one
+        .election("sync")
+        .lead("scoped", lockscript::blocking::Leadership::term)
+        .unwrap();
     assert!(term > leader.term);
     assert_eq!(three.election("sync").leader().unwrap(), None);
 }

@@ -39,7 +39,7 @@ where
 /// ```no_run
 /// # fn demo(locks: lockscript::blocking::Locks) -> Result<(), lockscript::LockError> {
 /// let mut observer = locks.election("billing").observe();
-/// while let Some(leader) = observer.next()? {
+/// while let Some(leader) = observer.change()? {
 ///     println!("{} leads in term {}", leader.value, leader.term);
 /// }
 /// # Ok(())
@@ -164,7 +164,7 @@ where
     /// ```no_run
     /// # fn demo(e: lockscript::blocking::Election) -> Result<(), lockscript::LockError> {
     /// let mut observer = e.observe();
-    /// let now = observer.next()?;
+    /// let now = observer.change()?;
     /// # Ok(())
     /// # }
     /// ```
@@ -324,15 +324,16 @@ where
     C: redis::ConnectionLike + Send + 'static,
 {
     /// The current leader at the first call; after that, blocks until the leader changes
-    /// and returns the new one (see [`crate::ObserverOf::next`] for the bounds).
+    /// and returns the new one (see [`crate::ObserverOf::next`] for the bounds). The
+    /// observer is also an endless [`Iterator`] of these.
     ///
     /// ```no_run
     /// # fn demo(mut o: lockscript::blocking::Observer) -> Result<(), lockscript::LockError> {
-    /// let next = o.next()?;
+    /// let next = o.change()?;
     /// # Ok(())
     /// # }
     /// ```
-    pub fn next(&mut self) -> Result<Option<Leader>, LockError> {
+    pub fn change(&mut self) -> Result<Option<Leader>, LockError> {
         let keys = self.election.keys()?;
         let settings = std::sync::Arc::clone(&self.election.locks.engine.settings);
         loop {
@@ -387,6 +388,30 @@ where
         };
         let [a, b] = &listening.subscriptions;
         a.live_within_blocking(within) && b.live_within_blocking(within)
+    }
+}
+
+/// Every change of leader, as [`Observer::change`] returns them; it never ends.
+///
+/// ```no_run
+/// # fn demo(o: lockscript::blocking::Observer) {
+/// for change in o {
+///     match change {
+///         Ok(Some(leader)) => println!("{} leads", leader.value),
+///         Ok(None) => println!("nobody leads"),
+///         Err(e) => eprintln!("cannot read the leader: {e}"),
+///     }
+/// }
+/// # }
+/// ```
+impl<C> Iterator for Observer<C>
+where
+    C: redis::ConnectionLike + Send + 'static,
+{
+    type Item = Result<Option<Leader>, LockError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.change())
     }
 }
 
