@@ -450,3 +450,63 @@ async fn on_a_cluster_opposite_orders_finish_without_deadlock() {
     let names: [String; 3] = spread.try_into().expect("three masters");
     opposite_orders(a, b, names).await;
 }
+
+#[test]
+fn the_blocking_face_takes_all_or_nothing_waits_and_never_deadlocks() {
+    use lockscript::blocking;
+    let server = RedisServer::start();
+    let connect = || {
+        blocking::Locks::connect(&server.client())
+            .unwrap()
+            .ttl(Duration::from_secs(60))
+            .wait_timeout(Duration::from_secs(20))
+            .retry(RetryPolicy::new(
+                Duration::from_secs(30),
+                Duration::from_secs(30),
+            ))
+    };
+    let (one, two) = (connect(), connect());
+    let b = one.lock("b").unwrap();
+    assert!(two.try_lock_all(&["a", "b", "c"]).unwrap().is_none());
+    assert_eq!(held(&mut server.connection(), &["a", "c"]).len(), 0);
+    let waiter = {
+        let two = two.clone();
+        std::thread::spawn(move || two.lock_all(&["a", "b", "c"]))
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!waiter.is_finished());
+    let released = Instant::now();
+    b.release().unwrap();
+    let all = waiter.join().unwrap().unwrap();
+    assert!(
+        released.elapsed() < Duration::from_secs(2),
+        "woken by the release"
+    );
+    assert_eq!(all.names().len(), 3);
+    assert!(all.is_held().unwrap() && !all.is_lost());
+    all.release().unwrap();
+
+    let short = connect().wait_timeout(Duration::from_millis(300));
+    let b = one.lock("b").unwrap();
+    let start = Instant::now();
+    let err = short.lock_all(&["a", "b"]).unwrap_err();
+    assert!(matches!(err, LockError::Timeout { .. }), "{err:?}");
+    let bound = Duration::from_millis(300) + lockscript::DEFAULT_RESPONSE_TIMEOUT;
+    assert!(start.elapsed() <= bound + CALL_SLACK);
+    assert!(held(&mut server.connection(), &["a"]).is_empty());
+    b.release().unwrap();
+
+    // Opposite orders on two handles, 25 rounds each: both finish.
+    let rounds = |locks: blocking::Locks, order: [&'static str; 3]| {
+        std::thread::spawn(move || {
+            for _ in 0..25 {
+                locks.lock_all(&order).unwrap().release().unwrap();
+            }
+        })
+    };
+    let x = rounds(one, ["x", "y", "z"]);
+    let y = rounds(two, ["z", "y", "x"]);
+    x.join().unwrap();
+    y.join().unwrap();
+    assert!(held(&mut server.connection(), &["x", "y", "z"]).is_empty());
+}

@@ -6,6 +6,7 @@
 //! ([`block_within`]); release notifications come from [`BlockingNotifications`].
 
 mod conn;
+mod multi;
 mod worker;
 
 use std::sync::{Arc, OnceLock};
@@ -51,6 +52,9 @@ pub(crate) struct Shared<C> {
     /// The local queue: the handle's threads take turns at a lock, and a release hands it
     /// to the waiting head.
     pub(crate) queue: Arc<LocalQueue>,
+    /// The server refused a multi-lock's names of several slots in one call (a Redis
+    /// Cluster): this handle's multi-locks go one slot at a time.
+    pub(crate) split: std::sync::atomic::AtomicBool,
 }
 
 impl<C: redis::ConnectionLike + Send + 'static> Shared<C> {
@@ -62,6 +66,7 @@ impl<C: redis::ConnectionLike + Send + 'static> Shared<C> {
             conn: Arc::new(conn),
             worker: OnceLock::new(),
             queue: Arc::default(),
+            split: std::sync::atomic::AtomicBool::new(false),
         });
         let weak = Arc::downgrade(&shared);
         shared.conn.asked_by(Box::new(move |question, timeout| {

@@ -28,9 +28,11 @@
 mod election;
 mod guard;
 mod locks;
+mod multi;
 mod rw;
 
 pub use election::{Election, Leadership, Observer};
 pub use guard::LockGuard;
 pub use locks::Locks;
+pub use multi::MultiGuard;
 pub use rw::{Permit, ReadGuard, RwLocks, Semaphores, WriteGuard};
