@@ -125,6 +125,8 @@ pub use script::script::{Arity, Script};
 /// |---|---|
 /// | [`locks`](guide::locks) | taking, holding and releasing a lock; defaults, limits and keys; what a lock promises, with its bounds |
 /// | [`fair`](guide::fair) | fair locks, read/write locks and semaphores |
+/// | [`multi`](guide::multi) | multi-locks: several names at once, all or nothing, without deadlock |
+/// | [`elections`](guide::elections) | leader election: campaign, terms, proclaim, observe, resign |
 /// | [`fencing`](guide::fencing) | fencing that reaches the data: guarded scripts, one fence per lock in SQL |
 /// | [`cluster`](guide::cluster) | Redis Cluster, Redlock, and what each topology guarantees |
 /// | [`servers`](guide::servers) | the servers we test on, Redis Functions, the least ACL a lock user needs |
@@ -139,6 +141,10 @@ pub mod guide {
     pub mod locks {}
     #[doc = include_str!("../guide/fair.md")]
     pub mod fair {}
+    #[doc = include_str!("../guide/multi.md")]
+    pub mod multi {}
+    #[doc = include_str!("../guide/elections.md")]
+    pub mod elections {}
     #[doc = include_str!("../guide/fencing.md")]
     pub mod fencing {}
     #[doc = include_str!("../guide/cluster.md")]
