@@ -21,13 +21,15 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const ROUNDS: usize = 300;
 
+/// The `p` quantile (0..=1) of `d`, in milliseconds.
 fn ms(d: &[Duration], p: f64) -> f64 {
     let mut us: Vec<u64> = d
         .iter()
         .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
         .collect();
     us.sort_unstable();
-    percentile(&us, p).unwrap_or(0) as f64 / 1000.0
+    let micros = u32::try_from(percentile(&us, p).unwrap_or(0)).unwrap_or(u32::MAX);
+    f64::from(micros) / 1000.0
 }
 
 fn line(what: &str, d: &[Duration]) {

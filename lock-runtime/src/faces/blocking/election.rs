@@ -178,7 +178,7 @@ where
 
     /// Campaigns, runs `work` as the leader, then resigns; [`LockError::Lost`] when the
     /// leadership was lost by the time `work` returned (a blocking call cannot be
-    /// cancelled: `work` should check [`Leadership::is_lost`] between its steps).
+    /// cancelled: `work` should check [`is_lost`](crate::Lease::is_lost) between its steps).
     ///
     /// ```no_run
     /// # fn demo(e: lockscript::blocking::Election) -> Result<(), lockscript::LockError> {
