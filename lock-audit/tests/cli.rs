@@ -162,8 +162,14 @@ fn audit_json_describes_every_script() {
     assert_eq!(v["problems"], 0);
     let scripts = v["dirs"][0]["scripts"].as_array().unwrap();
     assert_eq!(scripts.len(), shipped());
-    let acquire = &scripts[0];
-    assert_eq!(acquire["name"], "acquire-with-retry");
+    let names: Vec<&str> = scripts.iter().filter_map(|s| s["name"].as_str()).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted, "scripts are listed by name");
+    let acquire = scripts
+        .iter()
+        .find(|s| s["name"] == "acquire-with-retry")
+        .unwrap();
     assert_eq!(acquire["keys"]["highest"], 3);
     assert_eq!(acquire["argv"]["highest"], 3);
     assert_eq!(acquire["read_only"], false);
@@ -198,7 +204,10 @@ fn audit_shows_what_each_script_replies() {
     let compare_del = scripts.iter().find(|s| s["name"] == "compare-del").unwrap();
     assert_eq!(compare_del["replies"]["shapes"], "i");
     assert_eq!(compare_del["replies"]["text"], "integer");
-    let acquire = &scripts[0];
+    let acquire = scripts
+        .iter()
+        .find(|s| s["name"] == "acquire-with-retry")
+        .unwrap();
     // Held by another owner, acquired, or the error of a failed step.
     let shapes = acquire["replies"]["shapes"].as_str().unwrap();
     assert!(shapes.starts_with("e[") && shapes.contains('i'), "{shapes}");

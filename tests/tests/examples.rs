@@ -81,31 +81,39 @@ fn jobs_does_every_job_exactly_once() {
 }
 
 #[test]
-fn leader_terms_never_overlap_and_rise() {
+fn leader_terms_never_overlap_and_rise_and_the_follower_sees_each() {
     let server = RedisServer::start();
     let stdout = run("leader", &server);
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 6, "{stdout}");
+    let candidates: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("candidate "))
+        .collect();
+    assert_eq!(candidates.len(), 6, "{stdout}");
     let mut terms = Vec::new();
     let mut leaders = Vec::new();
-    for pair in lines.chunks(2) {
-        // "candidate N leads (term T)" then that candidate's "steps down": a term ends
+    for pair in candidates.chunks(2) {
+        // "candidate N leads in term T" then that candidate's "resigns": a term ends
         // before the next begins.
         let leader = pair[0].split(' ').nth(1).expect("candidate id");
-        assert!(pair[0].contains(" leads (term "), "{stdout}");
-        assert!(
-            pair[1].starts_with(&format!("candidate {leader} steps down")),
-            "{stdout}"
-        );
+        assert!(pair[0].contains(" leads in term "), "{stdout}");
+        assert_eq!(pair[1], format!("candidate {leader} resigns"), "{stdout}");
         let term: u64 = pair[0]
             .rsplit("term ")
             .next()
-            .and_then(|t| t.trim_end_matches(')').parse().ok())
+            .and_then(|t| t.parse().ok())
             .expect("term");
         terms.push(term);
         leaders.push(leader.to_owned());
     }
     assert!(terms.windows(2).all(|w| w[0] < w[1]), "terms {terms:?}");
+    // The follower saw every leader, with its address and term.
+    for (leader, term) in leaders.iter().zip(&terms) {
+        let seen = format!("follower: 10.0.0.{leader}:8080 leads in term {term}");
+        assert!(
+            stdout.lines().any(|l| l == seen),
+            "{seen} missing:\n{stdout}"
+        );
+    }
     leaders.sort();
     leaders.dedup();
     assert_eq!(leaders.len(), 3, "every candidate led once: {stdout}");

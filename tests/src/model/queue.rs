@@ -437,6 +437,16 @@ fn lease_reply(said: &Said) -> Reply<bool> {
     }
 }
 
+/// The model's server as it starts, empty: running fair-queue.lua with `config`'s defect
+/// planted, if any (at the world's start and after a restart without data).
+fn fresh_store(config: &QueueConfig) -> Store {
+    let store = Store::default();
+    match config.defect {
+        Some(defect) => store.planted(defect.patch()),
+        None => store,
+    }
+}
+
 impl<'c> QueueWorld<'c> {
     /// The world at time 0: every client calling `lock()`, the server empty.
     ///
@@ -445,10 +455,7 @@ impl<'c> QueueWorld<'c> {
     /// If a client's settings are refused (the configuration is wrong).
     pub fn new(config: &'c QueueConfig, base: Instant, log: bool) -> Self {
         let ms = |ticks: u32| TICK * ticks;
-        let mut store = Store::default();
-        if let Some(defect) = config.defect {
-            store = store.planted(defect.patch());
-        }
+        let store = fresh_store(config);
         let clients = (config.grants.iter().enumerate())
             .map(|(c, &grants)| {
                 let name = config.names.get(c).copied().unwrap_or(0) % 2;
@@ -732,20 +739,33 @@ impl<'c> QueueWorld<'c> {
         if let Said::Bulk(token) = get {
             tokens.push(String::from_utf8_lossy(&token).into_owned());
         }
+        let holders = self.members(n, ":holders");
+        tokens.extend(
+            holders
+                .iter()
+                .map(|m| String::from_utf8_lossy(m).into_owned()),
+        );
+        tokens
+    }
+
+    /// The members of name `n`'s sorted set `suffix` (`:holders`, `:queue`) on the
+    /// server now, in order.
+    fn members(&mut self, n: u8, suffix: &str) -> Vec<Vec<u8>> {
         let range = [
             b"ZRANGE".to_vec(),
-            key(n, ":holders"),
+            key(n, suffix),
             b"0".to_vec(),
             b"-1".to_vec(),
         ];
-        if let Said::Array(members) = self.store.command(&range, now_us) {
-            for member in members {
-                if let Said::Bulk(token) = member {
-                    tokens.push(String::from_utf8_lossy(&token).into_owned());
-                }
-            }
+        match self.store.command(&range, self.step_us) {
+            Said::Array(members) => (members.into_iter())
+                .filter_map(|m| match m {
+                    Said::Bulk(bytes) => Some(bytes),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
         }
-        tokens
     }
 
     /// The owner tokens holding either name.
@@ -757,17 +777,8 @@ impl<'c> QueueWorld<'c> {
 
     /// Whether name `n`'s queue on the server holds a ticket for owner token `token`.
     fn in_queue(&mut self, n: u8, token: &str) -> bool {
-        let range = [
-            b"ZRANGE".to_vec(),
-            key(n, ":queue"),
-            b"0".to_vec(),
-            b"-1".to_vec(),
-        ];
-        let Said::Array(tickets) = self.store.command(&range, self.step_us) else {
-            return false;
-        };
-        let mine = |t: &Said| matches!(t, Said::Bulk(b) if b.starts_with(token.as_bytes()));
-        !token.is_empty() && tickets.iter().any(mine)
+        let tickets = self.members(n, ":queue");
+        !token.is_empty() && tickets.iter().any(|t| t.starts_with(token.as_bytes()))
     }
 
     /// Whether name `n`'s queue on the server has any waiter in it.
@@ -1047,8 +1058,7 @@ impl<'c> QueueWorld<'c> {
             self.kept += 1;
         } else {
             self.restarts += 1;
-            let patch = self.config.defect.map(Defect::patch);
-            self.store = patch.map_or_else(Store::default, |p| Store::default().planted(p));
+            self.store = fresh_store(self.config);
             // The queue is gone: places count again from the next queue call.
             for client in &mut self.clients {
                 client.arrived = None;

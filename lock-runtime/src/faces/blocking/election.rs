@@ -4,10 +4,11 @@
 
 use std::fmt;
 
+use super::guard::LockGuard;
+use super::locks::Locks;
 use crate::LockError;
 use crate::exec::block::block_within;
 use crate::exec::notify::Subscription;
-use crate::faces::blocking::{LockGuard, Locks};
 use crate::machine::elect::{Follow, Leader, Seen, poll};
 use crate::machine::key::{Keys, Kind};
 

@@ -5,8 +5,9 @@ use std::fmt;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use super::guard::LockGuard;
+use super::locks::Locks;
 use crate::LockError;
-use crate::faces::blocking::{LockGuard, Locks};
 use crate::machine::multi::MultiAcquire;
 
 impl<C> Locks<C>
