@@ -505,6 +505,64 @@ impl Drop for Subscription {
     }
 }
 
+/// Every message of a few channels, for an observer that must see each one (an
+/// election's): their subscriptions, kept for as long as it watches, and each channel's
+/// message counter.
+pub(crate) struct Watch {
+    subscriptions: Vec<Subscription>,
+    messages: Vec<tokio::sync::watch::Receiver<u64>>,
+}
+
+impl Watch {
+    /// Watches the channels of `subscriptions`.
+    pub(crate) fn of(subscriptions: Vec<Subscription>) -> Self {
+        let messages = subscriptions.iter().map(Subscription::messages).collect();
+        Self {
+            subscriptions,
+            messages,
+        }
+    }
+
+    /// From now on, a message on any of the channels is news to [`changed`](Self::changed).
+    pub(crate) fn mark(&mut self) {
+        for rx in &mut self.messages {
+            rx.borrow_and_update();
+        }
+    }
+
+    /// Resolves at the first message since the last [`mark`](Self::mark) (or a dropped
+    /// connection, which may have lost one).
+    pub(crate) async fn changed(&mut self) {
+        if self.messages.is_empty() {
+            return std::future::pending().await;
+        }
+        let each = self.messages.iter_mut().map(|rx| Box::pin(rx.changed()));
+        let _ = futures_util::future::select_all(each).await;
+    }
+
+    /// Waits at most `within` for every subscription to be confirmed; whether all are.
+    pub(crate) async fn live_within(&self, within: Duration) -> bool {
+        for sub in &self.subscriptions {
+            if !sub.live_within(within).await {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// [`live_within`](Self::live_within) for a thread outside the runtime.
+    #[cfg(feature = "blocking")]
+    pub(crate) fn live_within_blocking(&self, within: Duration) -> bool {
+        (self.subscriptions.iter()).all(|sub| sub.live_within_blocking(within))
+    }
+
+    /// [`changed`](Self::changed) for a thread outside the runtime, for at most `nap`.
+    #[cfg(feature = "blocking")]
+    pub(crate) fn changed_within_blocking(&mut self, nap: Duration) {
+        let _ = block_within(self.changed(), nap);
+    }
+}
+
 /// Keeps a pub/sub connection to one of `nodes` and its subscriptions in step with
 /// the channels waiters want, forever (until the handle is dropped).
 async fn run(mut nodes: Nodes, shared: Arc<Shared>) {

@@ -10,10 +10,10 @@ use redis::aio::ConnectionManager;
 use crate::LockError;
 use crate::exec::engine::Engine;
 use crate::exec::node::Node;
-use crate::exec::notify::Subscription;
+use crate::exec::notify::Watch;
 use crate::faces::handle::Handle;
 use crate::faces::locks::{Face, LeaseGuard};
-use crate::machine::elect::{Follow, Leader, Seen, poll};
+use crate::machine::elect::{self, Follow, Leader, Seen, poll};
 use crate::machine::key::{Keys, Kind};
 
 /// An election on one server or a Redis Cluster ([`Locks::election`](crate::Locks::election)).
@@ -298,16 +298,13 @@ impl<B: Face> LeadershipOf<B> {
     /// ```
     pub async fn proclaim(&self, value: &str) -> Result<(), LockError> {
         let lease = self.guard.inner.owned.lease();
-        if lease.is_lost() {
-            return Err(lease.not_held());
-        }
+        elect::may_proclaim(lease)?;
         let engine = &self.election.locks.engine;
-        let owner = lease.owner();
-        if engine.backend.proclaim(owner, self.term(), value).await? {
-            return Ok(());
-        }
-        let _ = lease.checked(false);
-        Err(lease.not_held())
+        let written = engine
+            .backend
+            .proclaim(lease.owner(), self.term(), value)
+            .await?;
+        elect::proclaimed(lease, written)
     }
 
     /// Steps down at once: the lock is released (candidates and observers are told), and
@@ -366,13 +363,8 @@ pub struct ObserverOf<B: Face> {
     election: ElectionOf<B>,
     /// What the last call returned.
     follow: Follow,
-    /// The proclamation and release channels, with their message counters.
-    listening: Option<Listening>,
-}
-
-struct Listening {
-    subscriptions: [Subscription; 2],
-    messages: [tokio::sync::watch::Receiver<u64>; 2],
+    /// The proclamation and release channels, watched.
+    listening: Option<Watch>,
 }
 
 impl<B: Face> ObserverOf<B> {
@@ -395,35 +387,25 @@ impl<B: Face> ObserverOf<B> {
         loop {
             let live = self.listen(&keys).await;
             // Messages from here on wake the wait below.
-            for rx in self
-                .listening
-                .iter_mut()
-                .flat_map(|l| l.messages.iter_mut())
-            {
-                rx.borrow_and_update();
+            if let Some(watch) = &mut self.listening {
+                watch.mark();
             }
             let seen = self.election.seen().await?;
             if self.follow.saw(&seen) {
                 return Ok(self.follow.current());
             }
             let nap = seen.nap(poll(&settings, live));
-            match self.listening.as_mut() {
-                Some(listening) => {
-                    let [a, b] = &mut listening.messages;
-                    let _ = tokio::time::timeout(nap, async {
-                        tokio::select! {
-                            _ = a.changed() => {},
-                            _ = b.changed() => {},
-                        }
-                    })
-                    .await;
+            match &mut self.listening {
+                Some(watch) => {
+                    let _ = tokio::time::timeout(nap, watch.changed()).await;
                 }
                 None => tokio::time::sleep(nap).await,
             }
         }
     }
 
-    /// Subscribes to the election's channels once; whether they are live.
+    /// Watches the election's channels (proclamations, releases) from the first call;
+    /// whether they are live.
     async fn listen(&mut self, keys: &Keys) -> bool {
         if self.listening.is_none() {
             let engine = &self.election.locks.engine;
@@ -431,20 +413,14 @@ impl<B: Face> ObserverOf<B> {
                 return false;
             };
             let subs = (n.subscribe(&keys.proclaimed())).zip(n.subscribe(&keys.channel));
-            if let Some((proclaimed, released)) = subs {
-                let messages = [proclaimed.messages(), released.messages()];
-                self.listening = Some(Listening {
-                    subscriptions: [proclaimed, released],
-                    messages,
-                });
-            }
+            self.listening =
+                subs.map(|(proclaimed, released)| Watch::of(vec![proclaimed, released]));
         }
-        let Some(listening) = &self.listening else {
-            return false;
-        };
         let within = crate::machine::limit::DEFAULT_RESPONSE_TIMEOUT;
-        let [a, b] = &listening.subscriptions;
-        a.live_within(within).await && b.live_within(within).await
+        match &self.listening {
+            Some(watch) => watch.live_within(within).await,
+            None => false,
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use redis::aio::ConnectionManager;
 
 use crate::LockError;
 use crate::faces::locks::{LockGuard, Locks};
+use crate::machine::multi::Held;
 
 impl<C> Locks<C>
 where
@@ -110,7 +111,12 @@ where
     /// # fn f(both: lockscript::MultiGuard) { println!("{:?}", both.names()); }
     /// ```
     pub fn names(&self) -> Vec<&str> {
-        self.guards.iter().map(|g| g.name()).collect()
+        self.held().names()
+    }
+
+    /// The names' leases, as one.
+    fn held(&self) -> Held<'_, impl Iterator<Item = &crate::Lease> + Clone> {
+        Held(self.guards.iter().map(|g| &***g))
     }
 
     /// The fencing token of `name`, strictly larger than every earlier grant's of that
@@ -120,10 +126,7 @@ where
     /// # fn f(both: lockscript::MultiGuard) { println!("{:?}", both.fencing_token("a")); }
     /// ```
     pub fn fencing_token(&self, name: &str) -> Option<u64> {
-        self.guards
-            .iter()
-            .find(|g| g.name() == name)
-            .map(|g| g.fencing_token())
+        self.held().fencing_token(name)
     }
 
     /// Each name's lease, as a single lock's ([`LockGuard`]), in order.
@@ -153,7 +156,7 @@ where
     /// # fn f(both: lockscript::MultiGuard) { assert!(!both.is_lost()); }
     /// ```
     pub fn is_lost(&self) -> bool {
-        self.guards.iter().any(|g| g.is_lost())
+        self.held().is_lost()
     }
 
     /// Whether any name's lease is suspect: a renewal is overdue (see
@@ -163,7 +166,7 @@ where
     /// # fn f(both: lockscript::MultiGuard) { if both.is_suspect() { eprintln!("pause writes") } }
     /// ```
     pub fn is_suspect(&self) -> bool {
-        self.guards.iter().any(|g| g.is_suspect())
+        self.held().is_suspect()
     }
 
     /// The end of the earliest name's validity on this process's clock.
@@ -172,7 +175,7 @@ where
     /// # fn f(both: lockscript::MultiGuard) { println!("{:?}", both.valid_until()); }
     /// ```
     pub fn valid_until(&self) -> Instant {
-        (self.guards.iter().map(|g| g.valid_until()).min()).unwrap_or_else(Instant::now)
+        self.held().valid_until()
     }
 
     /// How long the earliest name's validity has left.

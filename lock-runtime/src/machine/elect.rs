@@ -103,6 +103,29 @@ impl Seen {
     }
 }
 
+/// Whether the leader of `lease` may proclaim: not once its lease is known lost.
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+pub(crate) fn may_proclaim(lease: &crate::machine::lease::LeaseState) -> Result<(), LockError> {
+    if lease.is_lost() {
+        return Err(lease.not_held());
+    }
+    Ok(())
+}
+
+/// What a proclamation's answer means for the leader of `lease`: written, or the lock
+/// is no longer its own (the loss is signalled).
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+pub(crate) fn proclaimed(
+    lease: &crate::machine::lease::LeaseState,
+    written: bool,
+) -> Result<(), LockError> {
+    if written {
+        return Ok(());
+    }
+    let _ = lease.checked(false);
+    Err(lease.not_held())
+}
+
 /// What an observer returned last, to tell whether a read is news to it: the first read
 /// always is; a holder that has not proclaimed yet (it will within one round trip) is
 /// news only as the end of the last leader.

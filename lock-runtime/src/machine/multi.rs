@@ -102,6 +102,41 @@ impl Names {
     }
 }
 
+/// The leases of a multi-lock's names, as one: its loss is any name's, its validity the
+/// earliest name's. Both faces' `MultiGuard`s answer through it.
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+pub(crate) struct Held<'a, I: Iterator<Item = &'a crate::Lease> + Clone>(pub(crate) I);
+
+#[cfg(any(feature = "tokio", feature = "blocking"))]
+impl<'a, I: Iterator<Item = &'a crate::Lease> + Clone> Held<'a, I> {
+    /// The names, in the order they were taken.
+    pub(crate) fn names(&self) -> Vec<&'a str> {
+        self.0.clone().map(crate::Lease::name).collect()
+    }
+
+    /// The fencing token of `name`, if it is one of them.
+    pub(crate) fn fencing_token(&self, name: &str) -> Option<u64> {
+        (self.0.clone())
+            .find(|l| l.name() == name)
+            .map(crate::Lease::fencing_token)
+    }
+
+    /// Whether any name's lease is known lost.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.0.clone().any(crate::Lease::is_lost)
+    }
+
+    /// Whether any name's lease is suspect.
+    pub(crate) fn is_suspect(&self) -> bool {
+        self.0.clone().any(crate::Lease::is_suspect)
+    }
+
+    /// The earliest validity end (now, for no lease at all).
+    pub(crate) fn valid_until(&self) -> Instant {
+        (self.0.clone().map(crate::Lease::valid_until).min()).unwrap_or_else(Instant::now)
+    }
+}
+
 /// What a group's attempt answered (acquire-many.lua's reply).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Answer {

@@ -7,9 +7,8 @@ use std::fmt;
 use super::guard::LockGuard;
 use super::locks::Locks;
 use crate::LockError;
-use crate::exec::block::block_within;
-use crate::exec::notify::Subscription;
-use crate::machine::elect::{Follow, Leader, Seen, poll};
+use crate::exec::notify::Watch;
+use crate::machine::elect::{self, Follow, Leader, Seen, poll};
 use crate::machine::key::{Keys, Kind};
 
 impl<C> Locks<C>
@@ -246,16 +245,11 @@ where
     /// ```
     pub fn proclaim(&self, value: &str) -> Result<(), LockError> {
         let lease = self.guard.owned.lease();
-        if lease.is_lost() {
-            return Err(lease.not_held());
-        }
+        elect::may_proclaim(lease)?;
         let engine = &self.election.locks.engine;
         let call = (engine.settings).proclaim_call(&lease.keys, &lease.token, self.term(), value);
-        if engine.shared.conn.script(&engine.settings, &call)? == 1 {
-            return Ok(());
-        }
-        let _ = lease.checked(false);
-        Err(lease.not_held())
+        let written = engine.shared.conn.script(&engine.settings, &call)? == 1;
+        elect::proclaimed(lease, written)
     }
 
     /// Steps down at once (see [`crate::LeadershipOf::resign`]).
@@ -311,13 +305,8 @@ where
 pub struct Observer<C = redis::Connection> {
     election: Election<C>,
     follow: Follow,
-    listening: Option<Listening>,
-}
-
-/// The election's two channels (proclamations, releases) and their message counters.
-struct Listening {
-    subscriptions: [Subscription; 2],
-    messages: [tokio::sync::watch::Receiver<u64>; 2],
+    /// The proclamation and release channels, watched.
+    listening: Option<Watch>,
 }
 
 impl<C> Observer<C>
@@ -339,35 +328,23 @@ where
         let settings = std::sync::Arc::clone(&self.election.locks.engine.settings);
         loop {
             let live = self.listen(&keys);
-            for rx in self
-                .listening
-                .iter_mut()
-                .flat_map(|l| l.messages.iter_mut())
-            {
-                rx.borrow_and_update();
+            if let Some(watch) = &mut self.listening {
+                watch.mark();
             }
             let seen = self.election.seen()?;
             if self.follow.saw(&seen) {
                 return Ok(self.follow.current());
             }
             let nap = seen.nap(poll(&settings, live));
-            match self.listening.as_mut() {
-                Some(listening) => {
-                    let [a, b] = &mut listening.messages;
-                    let either = async {
-                        tokio::select! {
-                            _ = a.changed() => {},
-                            _ = b.changed() => {},
-                        }
-                    };
-                    let _ = block_within(either, nap);
-                }
+            match &mut self.listening {
+                Some(watch) => watch.changed_within_blocking(nap),
                 None => std::thread::sleep(nap),
             }
         }
     }
 
-    /// Subscribes to the election's channels once; whether they are live.
+    /// Watches the election's channels (proclamations, releases) from the first call;
+    /// whether they are live.
     fn listen(&mut self, keys: &Keys) -> bool {
         let within = crate::machine::limit::DEFAULT_RESPONSE_TIMEOUT;
         if self.listening.is_none() {
@@ -376,19 +353,12 @@ where
             };
             let (proclaimed, _) = n.subscribe(&keys.proclaimed(), within);
             let (released, _) = n.subscribe(&keys.channel, within);
-            if let Some((proclaimed, released)) = proclaimed.zip(released) {
-                let messages = [proclaimed.messages(), released.messages()];
-                self.listening = Some(Listening {
-                    subscriptions: [proclaimed, released],
-                    messages,
-                });
-            }
+            self.listening = (proclaimed.zip(released))
+                .map(|(proclaimed, released)| Watch::of(vec![proclaimed, released]));
         }
-        let Some(listening) = &self.listening else {
-            return false;
-        };
-        let [a, b] = &listening.subscriptions;
-        a.live_within_blocking(within) && b.live_within_blocking(within)
+        self.listening
+            .as_ref()
+            .is_some_and(|watch| watch.live_within_blocking(within))
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use super::guard::LockGuard;
 use super::locks::Locks;
 use crate::LockError;
+use crate::machine::multi::Held;
 use crate::machine::multi::MultiAcquire;
 
 impl<C> Locks<C>
@@ -105,7 +106,12 @@ where
     /// # fn f(both: lockscript::blocking::MultiGuard) { println!("{:?}", both.names()); }
     /// ```
     pub fn names(&self) -> Vec<&str> {
-        self.guards.iter().map(|g| g.name()).collect()
+        self.held().names()
+    }
+
+    /// The names' leases, as one.
+    fn held(&self) -> Held<'_, impl Iterator<Item = &crate::Lease> + Clone> {
+        Held(self.guards.iter().map(|g| &**g))
     }
 
     /// The fencing token of `name`; `None` if `name` is not one of them.
@@ -114,10 +120,7 @@ where
     /// # fn f(both: lockscript::blocking::MultiGuard) { println!("{:?}", both.fencing_token("a")); }
     /// ```
     pub fn fencing_token(&self, name: &str) -> Option<u64> {
-        self.guards
-            .iter()
-            .find(|g| g.name() == name)
-            .map(|g| g.fencing_token())
+        self.held().fencing_token(name)
     }
 
     /// Each name's guard, in order.
@@ -135,7 +138,7 @@ where
     /// # fn f(both: lockscript::blocking::MultiGuard) { assert!(!both.is_lost()); }
     /// ```
     pub fn is_lost(&self) -> bool {
-        self.guards.iter().any(|g| g.is_lost())
+        self.held().is_lost()
     }
 
     /// Blocks until any name's lease is known lost or `timeout` passes; whether it was.
@@ -167,7 +170,7 @@ where
     /// # fn f(both: lockscript::blocking::MultiGuard) { if both.is_suspect() { eprintln!("pause") } }
     /// ```
     pub fn is_suspect(&self) -> bool {
-        self.guards.iter().any(|g| g.is_suspect())
+        self.held().is_suspect()
     }
 
     /// The end of the earliest name's validity.
@@ -176,7 +179,7 @@ where
     /// # fn f(both: lockscript::blocking::MultiGuard) { println!("{:?}", both.valid_until()); }
     /// ```
     pub fn valid_until(&self) -> Instant {
-        (self.guards.iter().map(|g| g.valid_until()).min()).unwrap_or_else(Instant::now)
+        self.held().valid_until()
     }
 
     /// How long the earliest name's validity has left.
