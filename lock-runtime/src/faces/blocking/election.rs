@@ -298,7 +298,7 @@ where
 ///
 /// ```no_run
 /// # fn demo(mut o: lockscript::blocking::Observer) -> Result<(), lockscript::LockError> {
-/// let leader = o.next()?;
+/// let leader = o.change()?;
 /// # Ok(())
 /// # }
 /// ```
