@@ -37,7 +37,8 @@ pub const LOCK_USER_RULES: &[&str] = &[
     "+pexpire",
     "+publish",
     "+time",
-    // What fair-queue.lua calls too (fair mode, read/write locks, semaphores).
+    // What fair-queue.lua calls too (fair mode, read/write locks, semaphores), and
+    // leader.lua (elections: HMGET).
     "+zadd",
     "+zrem",
     "+zrange",
@@ -46,6 +47,7 @@ pub const LOCK_USER_RULES: &[&str] = &[
     "+zcard",
     "+hset",
     "+hget",
+    "+hmget",
     "+hdel",
 ];
 

@@ -510,3 +510,39 @@ fn the_blocking_face_takes_all_or_nothing_waits_and_never_deadlocks() {
     y.join().unwrap();
     assert!(held(&mut server.connection(), &["x", "y", "z"]).is_empty());
 }
+
+#[tokio::test]
+async fn on_a_cluster_a_slot_lost_while_later_ones_are_waited_for_is_taken_again() {
+    let cluster = RedisCluster::start(3, 0);
+    let spread: Vec<String> = cluster
+        .one_lock_name_per_master("l")
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    // Short leases the watchdog does not renew: the first slots' run out while the call
+    // waits for the last.
+    let locks = Locks::connect_cluster(cluster.urls())
+        .await
+        .unwrap()
+        .ttl(Duration::from_millis(300))
+        .watchdog(false)
+        .wait_timeout(Duration::from_secs(10));
+    let probe = locks.lock_all(&spread).await.unwrap();
+    let order: Vec<String> = probe.names().into_iter().map(str::to_owned).collect();
+    probe.release().await.unwrap();
+    let other = Locks::connect_cluster(cluster.urls()).await.unwrap();
+    let last = other.lock(&order[2]).await.unwrap();
+    let releaser = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        last.release().await.unwrap();
+    });
+    let all = within("the multi-lock", locks.lock_all(&spread))
+        .await
+        .unwrap();
+    // Returned with every name still held: none lost on the way.
+    assert!(!all.is_lost(), "{all:?}");
+    assert!(all.remaining() > Duration::ZERO);
+    assert!(all.is_held().await.unwrap());
+    releaser.await.unwrap();
+    let _ = all.release().await;
+}

@@ -33,6 +33,10 @@ impl<B: Backend> Engine<B> {
         let mut held: Vec<Guard<B>> = Vec::with_capacity(machine.keys().len());
         let mut listening: Option<(String, Subscription)> = None;
         loop {
+            if machine.holds_groups() && held.iter().any(|g| g.owned.lease().is_lost()) {
+                release_all(std::mem::take(&mut held)).await;
+                machine.lost_held();
+            }
             match machine.next(Instant::now()) {
                 Next::Attempt { group, limit } => {
                     let sent = Instant::now();
@@ -78,9 +82,7 @@ impl<B: Backend> Engine<B> {
                 }
                 Next::Done(Ok(true)) => return Ok(Some(held)),
                 Next::Done(done) => {
-                    // Each release is bounded by the response timeout; they go together.
-                    let releases = held.into_iter().map(Guard::release);
-                    let _ = futures_util::future::join_all(releases).await;
+                    release_all(held).await;
                     return done.map(|_| None);
                 }
             }
@@ -100,4 +102,10 @@ impl<B: Backend> Engine<B> {
         }
         listening.as_ref().map(|(_, sub)| sub)
     }
+}
+
+/// Releases every guard together (each release is bounded by the response timeout),
+/// whatever each answers: what a multi-lock took before it failed.
+async fn release_all<B: Backend>(held: Vec<Guard<B>>) {
+    let _ = futures_util::future::join_all(held.into_iter().map(Guard::release)).await;
 }

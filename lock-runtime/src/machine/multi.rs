@@ -483,6 +483,26 @@ impl MultiAcquire {
         }
     }
 
+    /// Whether groups granted earlier in this call are held (as guards) by the executor.
+    pub(crate) fn holds_groups(&self) -> bool {
+        self.at > 0
+    }
+
+    /// A group granted earlier in this call is no longer held (its lease was lost while
+    /// later groups were waited for: renewals held up, the server forgot it): the executor
+    /// releases every group it holds, and the call starts over from the first group within
+    /// its wait (a try ends with nothing held). Never `Done(Ok(true))` with a lost name.
+    pub(crate) fn lost_held(&mut self) {
+        tracing::debug!("a multi-lock's name was lost while later ones were taken: again");
+        self.at = 0;
+        self.blocker = None;
+        self.sent = None;
+        match &mut self.wait {
+            None => self.finished = Some(Ok(false)),
+            Some(wait) => self.step = Some(wait.attempt()),
+        }
+    }
+
     /// A subscription went live (or not), or a sleep ended: the next attempt.
     pub(crate) fn resumed(&mut self) {
         if let Some(wait) = &mut self.wait {
@@ -624,6 +644,40 @@ mod tests {
         let mut wait = MultiAcquire::new(&settings(), &["a", "b"], true, true, false, now).unwrap();
         let replies = vec![Ok(vec![0, 10, 2]), Ok(vec![0, 10, 1]), Ok(vec![1, 3, 4])];
         assert!(matches!(run(&mut wait, replies), Next::Done(Ok(true))));
+    }
+
+    #[test]
+    fn a_group_lost_midway_starts_the_call_over_and_a_try_ends_with_nothing() {
+        let s = settings();
+        let now = Instant::now();
+        let split = |m: &mut MultiAcquire| {
+            m.split = true;
+            m.groups = m.names.groups(true);
+        };
+        let mut wait = MultiAcquire::new(&s, &["a", "b"], true, false, false, now).unwrap();
+        split(&mut wait);
+        let Next::Attempt { group, .. } = wait.next(now) else {
+            panic!("an attempt first")
+        };
+        let _call = wait.sending(&s, &group, now).unwrap();
+        assert_eq!(wait.attempted(Ok(vec![1, 7]), now).granted.len(), 1);
+        assert!(wait.holds_groups());
+        wait.lost_held();
+        assert!(!wait.holds_groups());
+        let Next::Attempt { group: again, .. } = wait.next(now) else {
+            panic!("the first group again")
+        };
+        assert_eq!(again, group);
+
+        let mut try_ = MultiAcquire::new(&s, &["a", "b"], false, false, false, now).unwrap();
+        split(&mut try_);
+        let Next::Attempt { group, .. } = try_.next(now) else {
+            panic!("an attempt first")
+        };
+        let _call = try_.sending(&s, &group, now).unwrap();
+        let _ = try_.attempted(Ok(vec![1, 7]), now);
+        try_.lost_held();
+        assert!(matches!(try_.next(now), Next::Done(Ok(false))));
     }
 
     #[test]

@@ -15,18 +15,26 @@ use crate::machine::settings::Settings;
 impl<C: redis::ConnectionLike + Send + 'static> Shared<C> {
     /// Carries a multi-lock's `machine` out: each granted group is handed to `keep` at
     /// once (it becomes guards, so the handle's thread renews it while later groups are
-    /// waited for). Whether every group was granted (`false`: a try found a name held);
-    /// the caller releases what it kept unless this is `Ok(true)`.
+    /// waited for); `lost` says whether any kept guard's lease is lost, and then
+    /// `release` releases them all and the call starts over. Whether every group was
+    /// granted (`false`: a try found a name held); the caller releases what it kept
+    /// unless this is `Ok(true)`.
     pub(crate) fn run_all(
         self: &Arc<Self>,
         settings_arc: &Arc<Settings>,
         notifications: Option<&BlockingNotifications>,
         mut machine: MultiAcquire,
         mut keep: impl FnMut(Granted),
+        lost: impl Fn() -> bool,
+        release: impl Fn(),
     ) -> Result<bool, LockError> {
         let settings = &**settings_arc;
         let mut listening: Option<(String, Subscription)> = None;
         loop {
+            if machine.holds_groups() && lost() {
+                release();
+                machine.lost_held();
+            }
             match machine.next(Instant::now()) {
                 Next::Attempt { group, limit } => {
                     let call = machine.sending(settings, &group, Instant::now())?;

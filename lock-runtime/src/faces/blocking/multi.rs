@@ -62,15 +62,23 @@ where
         let now = Instant::now();
         let machine =
             MultiAcquire::new(settings, names, wait, notifications.is_some(), split, now)?;
-        let mut guards = Vec::with_capacity(names.len());
-        let keep = |granted| guards.push(LockGuard::of(shared, granted, settings));
-        let done = shared.run_all(settings, notifications, machine, keep);
+        // The guards taken so far: kept as each group is granted, released together when
+        // one of them is lost midway or the call fails.
+        let guards = std::cell::RefCell::new(Vec::with_capacity(names.len()));
+        let keep = |granted| (guards.borrow_mut()).push(LockGuard::of(shared, granted, settings));
+        let lost = || guards.borrow().iter().any(|g: &LockGuard<C>| g.is_lost());
+        let release = || {
+            for guard in guards.take() {
+                let _ = guard.release();
+            }
+        };
+        let done = shared.run_all(settings, notifications, machine, keep, lost, release);
         match done {
-            Ok(true) => Ok(Some(MultiGuard { guards })),
+            Ok(true) => Ok(Some(MultiGuard {
+                guards: guards.into_inner(),
+            })),
             done => {
-                for guard in guards {
-                    let _ = guard.release();
-                }
+                release();
                 done.map(|_| None)
             }
         }
