@@ -388,7 +388,10 @@ fn time_of(e: &Event) -> u64 {
 /// The latest instant an event names (to plant events after all of a history).
 fn history_times(e: &Event) -> Option<u64> {
     match e {
-        Event::Grant { t, .. } | Event::Check { t, .. } | Event::Lost { t, .. } => Some(*t),
+        Event::Grant { t, .. }
+        | Event::Check { t, .. }
+        | Event::Lost { t, .. }
+        | Event::Observed { t, .. } => Some(*t),
         Event::Write { t_done, .. } => Some(*t_done),
         Event::Release { t_end, .. } | Event::Call { t_end, .. } | Event::Fault { t_end, .. } => {
             Some(*t_end)
@@ -462,13 +465,50 @@ fn faults_of<'a>(events: &'a [Event], kind: &str) -> Vec<&'a Event> {
         .collect()
 }
 
-/// How a lock a single holder owns was granted (not a reader's, a permit's, a queued
-/// grant's).
+/// How a lock a single holder owns was granted (a lock, a name of a multi-lock, a
+/// leadership; not a reader's, a permit's, a queued grant's).
 fn unshared(how: &str) -> bool {
+    single(how) || matches!(how, "multi" | "try_multi" | "leader")
+}
+
+/// How a single lock was granted (not a multi-lock's name, nor a leadership).
+fn single(how: &str) -> bool {
     matches!(
         how,
         "lock" | "try_lock" | "with_lock" | "handover" | "blocking" | "pool" | "long"
     )
+}
+
+/// A grant `a` granted as `a_how` says and a later grant `b` of the same lock, granted
+/// as `b_how` says, by another worker, that reached its holder within its lease (so the
+/// checker counts it as a holder).
+fn later_grant(
+    events: &[Event],
+    a_how: impl Fn(&str) -> bool,
+    b_how: impl Fn(&str) -> bool,
+) -> Option<(&Event, &Event)> {
+    let grants = || events.iter().filter(|e| matches!(e, Event::Grant { .. }));
+    grants().find_map(|a| {
+        let Event::Grant {
+            lock,
+            worker,
+            t,
+            how,
+            ..
+        } = a
+        else {
+            return None;
+        };
+        if !a_how(how) {
+            return None;
+        }
+        grants()
+            .find(|b| {
+                matches!(b, Event::Grant { lock: l, worker: w, t: tb, how: h, valid_until, .. }
+                    if l == lock && w != worker && tb > t && valid_until > tb && b_how(h))
+            })
+            .map(|b| (a, b))
+    })
 }
 
 /// A grant `a` (granted `a_how` if given) before `fault` began and a grant `b` of the
@@ -585,6 +625,94 @@ fn the_pooled_actor_runs_under_its_own_fault_and_its_overlaps_are_reported() {
         t: time_of(b) + 1_000_000,
     });
     assert_eq!(added(&clean, &check(&planted)), ["exclusion"]);
+}
+
+/// The multi-lock and election actors are checked like every other: a multi-lock's names
+/// and a leadership are each a grant of a lock, so an overlap planted between a
+/// multi-lock's name and a single lock of that name (either first), or between two
+/// leaderships, is an exclusion violation, and a leadership whose term does not rise is a
+/// fence violation; an observer told of a lower term after a higher one is reported too.
+#[test]
+fn multi_lock_and_election_overlaps_and_terms_that_do_not_rise_are_each_reported() {
+    let (recorded, out) = under_new_faults();
+    let clean = check(recorded);
+    for (figure, least) in [
+        ("grants by multi", 20),
+        ("grants by leader", 20),
+        ("observed terms checked", 20),
+    ] {
+        assert!(
+            clean.figures.get(figure).is_some_and(|&n| n >= least),
+            "{figure}: at least {least}: {out}"
+        );
+    }
+    let multi = |how: &str| how == "multi" || how == "try_multi";
+    let leader = |how: &str| how == "leader";
+    // A holder that found its lease valid 1 ms after a later grant of its lock.
+    let overlap = |(a, b): (&Event, &Event)| {
+        let mut planted = recorded.clone();
+        planted.push(Event::Check {
+            worker: worker_of(a),
+            grant: grant_of(a),
+            lost: false,
+            t: time_of(b) + 1_000_000,
+        });
+        added(&clean, &check(&planted))
+    };
+    let pairs = [
+        (
+            "a multi-lock, then a single lock",
+            later_grant(recorded, multi, single),
+        ),
+        (
+            "a single lock, then a multi-lock",
+            later_grant(recorded, single, multi),
+        ),
+        ("two leaderships", later_grant(recorded, leader, leader)),
+    ];
+    for (what, pair) in pairs {
+        let pair = pair.unwrap_or_else(|| panic!("{what} of one name in the recording"));
+        assert_eq!(overlap(pair), ["exclusion"], "{what}");
+    }
+
+    // A leadership granted after the recording's end whose term is one a leader had.
+    let end = recorded.iter().filter_map(history_times).max().unwrap_or(0);
+    let Some(Event::Grant { fence: term, .. }) = recorded
+        .iter()
+        .find(|e| matches!(e, Event::Grant { how, .. } if how == "leader"))
+    else {
+        panic!("a leadership")
+    };
+    let mut planted = recorded.clone();
+    planted.push(Event::Grant {
+        worker: 99,
+        grant: 1,
+        lock: "leader".into(),
+        fence: *term,
+        how: "leader".into(),
+        t_sent: end + 1_000_000,
+        t: end + 2_000_000,
+        valid_until: end + 300_000_000,
+    });
+    assert_eq!(added(&clean, &check(&planted)), ["fences"]);
+
+    // An observer told of term 1 after all it was told.
+    let Some(Event::Observed { worker, lock, .. }) = recorded
+        .iter()
+        .find(|e| matches!(e, Event::Observed { term: Some(_), .. }))
+    else {
+        panic!("an observed leader")
+    };
+    let mut planted = recorded.clone();
+    planted.push(Event::Observed {
+        worker: *worker,
+        lock: lock.clone(),
+        term: Some(1),
+        value: "planted".into(),
+        t_start: end + 1_000_000,
+        t: end + 2_000_000,
+    });
+    assert_eq!(added(&clean, &check(&planted)), ["observed terms"]);
 }
 
 /// What the guide promises beyond overlaps, each planted in the recorded run and

@@ -30,6 +30,21 @@
 //! 9. **Healthy primaries keep their leases** (on a cluster): a lease is lost only if
 //!    its key's primary was faulted (any fault on the master serving its slot, from a
 //!    second before the lease's request to the loss), or its holder was frozen.
+//! 10. **Observed terms never go down.** The leaders an election's observer is told of,
+//!     one after another, have terms that never go down, except across a fault that may
+//!     have set a fencing counter back.
+//! 11. **Grants reach their holders within their lease.** A multi-lock's names and a
+//!     leadership, which the call hands over only after more round trips than the grant
+//!     (the later slots' names, the proclamation), reach the holder before their validity
+//!     end plus the loss slack, unless it was frozen meanwhile: a name lost while the call
+//!     waited for the others was never held together with them, and a candidate whose
+//!     lease ended before its campaign returned never led.
+//!
+//! A multi-lock's grant is recorded as one grant per name (`multi`, `try_multi`) with that
+//! name's fencing token, and an election's leadership as a grant of its lock (`leader`)
+//! whose fence is the term: rules 1 to 3 and 6 hold them as they hold single locks, so a
+//! multi-lock holder shares none of its names with any other holder, leaders never
+//! overlap, and terms rise.
 //!
 //! **Server clocks.** The nemesis moves the lock servers' wall clocks (recorded as
 //! [`Event::ClockJump`]), and each promise is held to its own clock assumption:
@@ -80,7 +95,8 @@ pub struct Bounds {
 #[derive(Clone, Debug)]
 pub struct Violation {
     /// Which promise: `exclusion`, `timely loss`, `fences`, `call duration`, `store
-    /// order`, or one the run adds (`worker`, `left behind`).
+    /// order`, `observed terms`, `late grant` (and the others each rule names), or one the
+    /// run adds (`run`).
     pub kind: &'static str,
     /// What happened, in words.
     pub what: String,
@@ -165,7 +181,12 @@ fn times(e: &Event) -> Vec<u64> {
         | Event::Suspect { t, .. }
         | Event::Renewal { t, .. }
         | Event::ClockJump { t, .. } => vec![*t],
-        Event::Grant { t, t_sent, .. } => vec![*t_sent, *t],
+        Event::Grant { t, t_sent, .. }
+        | Event::Observed {
+            t, t_start: t_sent, ..
+        } => {
+            vec![*t_sent, *t]
+        }
         Event::Write { t_sent, t_done, .. } => vec![*t_sent, *t_done],
         Event::Release { t_start, t_end, .. }
         | Event::Call { t_start, t_end, .. }
@@ -464,6 +485,8 @@ pub fn check(events: &[Event], bounds: &Bounds) -> Report {
     check_store(events, &mut report);
     check_suspect(events, &grants, &by_id, &faults, bounds, &mut report);
     check_healthy_primaries(events, &grants, &by_id, &faults, &mut report);
+    check_observed(events, &faults, &mut report);
+    check_handed_over_in_time(events, &faults, bounds, &mut report);
     report.count("violations", report.violations.len() as u64);
     report
 }
@@ -1051,7 +1074,9 @@ fn check_calls(events: &[Event], faults: &Faults<'_>, bounds: &Bounds, report: &
         report.count(&format!("calls {kind} {outcome}"), 1);
         let bound = match kind.as_str() {
             "lock" => bounds.wait_timeout + bounds.call,
-            "try_lock" | "extend" | "release" => bounds.call,
+            // One more response timeout to release the slots it took before it failed.
+            "lock_all" => bounds.wait_timeout + bounds.call * 2,
+            "try_lock" | "extend" | "release" | "proclaim" => bounds.call,
             _ => continue,
         };
         let took = t_end.saturating_sub(*t_start);
@@ -1262,6 +1287,120 @@ fn check_healthy_primaries(
     }
 }
 
+/// 10: each observer's terms, in the order it was told of them, never go down; unless a
+/// fault that may have set a fencing counter back (a restart that lost it, a failover)
+/// overlaps the two reads, from the call that told the higher term to the one that told
+/// the lower, where the drops are counted.
+fn check_observed(events: &[Event], faults: &Faults<'_>, report: &mut Report) {
+    // Each observer's terms: (told at, the call's start, the term, the event).
+    let mut told: HashMap<(u32, &str), Vec<Told<'_>>> = HashMap::new();
+    for e in events {
+        if let Event::Observed {
+            worker,
+            lock,
+            term,
+            t_start,
+            t,
+            ..
+        } = e
+        {
+            report.count("leaders observed", 1);
+            if let Some(term) = term {
+                let each = told.entry((*worker, lock.as_str())).or_default();
+                each.push((*t, *t_start, *term, e));
+            }
+        }
+    }
+    for ((worker, lock), mut seen) in told {
+        seen.sort_by_key(|s| s.0);
+        // The last term told (the sequence starts again after a drop), with the start of
+        // the call that told it.
+        let mut last: Option<(u64, u64, &Event)> = None;
+        for (t, t_start, term, e) in seen {
+            if let Some((before, from, shown)) = last {
+                report.count("observed terms checked", 1);
+                if term < before {
+                    if faults.forgot_fences_in(from, t).is_empty() {
+                        report.violate(
+                            "observed terms",
+                            format!(
+                                "worker {worker}'s observer of `{lock}` was told of term {term} \
+                                 after term {before}"
+                            ),
+                            vec![shown.clone(), e.clone()],
+                        );
+                    } else {
+                        report.count("observed terms down after a forgetting fault", 1);
+                    }
+                }
+            }
+            last = Some((term, t_start, e));
+        }
+    }
+}
+
+/// 11: every name of a multi-lock, and every leadership, reached its holder by its
+/// validity end (the lease as the call handed it over, renewals included) plus the loss
+/// slack, unless the holder's worker was frozen between the request and the call's
+/// return.
+fn check_handed_over_in_time(
+    events: &[Event],
+    faults: &Faults<'_>,
+    bounds: &Bounds,
+    report: &mut Report,
+) {
+    for e in events {
+        let Event::Grant {
+            worker,
+            lock,
+            fence,
+            how,
+            t_sent,
+            t,
+            valid_until,
+            ..
+        } = e
+        else {
+            continue;
+        };
+        let why = match how.as_str() {
+            "multi" | "try_multi" => {
+                format!("worker {worker}'s multi-lock returned `{lock}` (fence {fence})")
+            }
+            "leader" => format!(
+                "worker {worker}'s campaign returned the leadership of `{lock}` (term {fence})"
+            ),
+            _ => continue,
+        };
+        report.count("grants checked as handed over in time", 1);
+        if *t <= valid_until + ns(bounds.slack) {
+            continue;
+        }
+        if faults.frozen_within(*worker, *t_sent, *t) > 0 {
+            report.count("grants handed over past their lease after a freeze", 1);
+            continue;
+        }
+        let after = if how == "leader" {
+            "it had lost the lease before it led"
+        } else {
+            "that name was lost while the call waited for the others, so the names were never \
+             all held at once"
+        };
+        report.violate(
+            "late grant",
+            format!(
+                "{why} {:.3} ms past its validity end: {after}",
+                ms(t - valid_until)
+            ),
+            vec![e.clone()],
+        );
+    }
+}
+
+/// A leader an observer was told of: when, the start of the call that told it, its term,
+/// and the event.
+type Told<'a> = (u64, u64, u64, &'a Event);
+
 /// The prefix of the lock names the chaos workers lock in fair mode.
 pub const FAIR_PREFIX: &str = "fair";
 
@@ -1410,6 +1549,122 @@ mod tests {
             *h = how.to_owned();
         }
         g
+    }
+
+    #[test]
+    fn a_multi_lock_name_and_a_leadership_share_with_nobody() {
+        for (first, then) in [
+            ("multi", "lock"),
+            ("try_lock", "try_multi"),
+            ("multi", "multi"),
+            ("leader", "leader"),
+        ] {
+            let events = vec![
+                grant_as(1, 1, 1, 100 * MS, first),
+                grant_as(2, 1, 2, 150 * MS, then),
+                check_at(1, 1, 200 * MS),
+            ];
+            let report = check(&events, &bounds());
+            assert_eq!(kinds(&report), ["exclusion"], "{first}, then {then}");
+        }
+        // A term that does not rise.
+        let events = vec![
+            grant_as(1, 1, 5, 100 * MS, "leader"),
+            grant_as(2, 1, 5, 200 * MS, "leader"),
+        ];
+        assert_eq!(kinds(&check(&events, &bounds())), ["fences"]);
+    }
+
+    #[test]
+    fn a_multi_lock_name_or_a_leadership_handed_over_past_its_lease_is_a_violation() {
+        let mut late = grant_as(1, 1, 5, 900 * MS, "multi");
+        if let Event::Grant {
+            t_sent,
+            valid_until,
+            ..
+        } = &mut late
+        {
+            *t_sent = 100 * MS;
+            *valid_until = 400 * MS;
+        }
+        let events = vec![late.clone(), grant_as(1, 2, 6, 900 * MS, "multi")];
+        let report = check(&events, &bounds());
+        assert_eq!(kinds(&report), ["late grant"]);
+        assert!(
+            report.violations[0].to_string().contains("500.000 ms past"),
+            "{report:?}"
+        );
+        let mut leader = late.clone();
+        if let Event::Grant { how, .. } = &mut leader {
+            *how = "leader".into();
+        }
+        let report = check(&[leader], &bounds());
+        assert_eq!(kinds(&report), ["late grant"]);
+        assert!(
+            report.violations[0].to_string().contains("before it led"),
+            "{report:?}"
+        );
+        // Within the loss slack of its end: the scheduling of the holder's record.
+        let mut in_slack = late.clone();
+        if let Event::Grant { t, .. } = &mut in_slack {
+            *t = 450 * MS;
+        }
+        assert!(check(&[in_slack], &bounds()).violations.is_empty());
+        let frozen = vec![late, worker_fault("freeze_worker", 300 * MS, 500 * MS)];
+        let report = check(&frozen, &bounds());
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+    }
+
+    fn observed(worker: u32, term: Option<u64>, t: u64) -> Event {
+        Event::Observed {
+            worker,
+            lock: "leader".into(),
+            term,
+            value: String::new(),
+            t_start: t - 10 * MS,
+            t,
+        }
+    }
+
+    #[test]
+    fn an_observer_told_a_lower_term_is_a_violation_unless_a_counter_was_forgotten() {
+        let rising = vec![
+            observed(1, Some(5), 100 * MS),
+            observed(1, None, 200 * MS),
+            observed(1, Some(7), 300 * MS),
+            // Another observer's terms are its own.
+            observed(2, Some(6), 350 * MS),
+        ];
+        let report = check(&rising, &bounds());
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.figures["observed terms checked"], 1);
+        let mut down = rising.clone();
+        down.push(observed(1, Some(6), 400 * MS));
+        let report = check(&down, &bounds());
+        assert_eq!(kinds(&report), ["observed terms"]);
+        assert!(
+            report.violations[0]
+                .to_string()
+                .contains("term 6 after term 7"),
+            "{report:?}"
+        );
+        // A failover between the two reads may roll the counter back.
+        down.push(Event::Fault {
+            kind: "failover".into(),
+            target: "server".into(),
+            t_start: 320 * MS,
+            t_end: 330 * MS,
+            forgets_locks: true,
+            forgets_fences: true,
+            mode: String::new(),
+            slots: Vec::new(),
+        });
+        let report = check(&down, &bounds());
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(
+            report.figures["observed terms down after a forgetting fault"],
+            1
+        );
     }
 
     #[test]

@@ -219,6 +219,18 @@ pub enum Event {
         valid_until: u64,
         due: u64,
     },
+    /// An observer of the election `lock` (`Observer::next`, called at `t_start`) was told
+    /// at `t` that the leader changed: to the one that proclaimed `value` in `term`, or
+    /// (`None`) to nobody. The read that told it ran in between.
+    Observed {
+        worker: u32,
+        lock: String,
+        term: Option<u64>,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        value: String,
+        t_start: u64,
+        t: u64,
+    },
     /// The fencing tokens the store accepted for `lock`, in the order it accepted them.
     StoreLog { lock: String, fences: Vec<u64> },
     /// The nemesis moved `target`'s wall clock at `t` by `step_ms` (positive: forward), to
@@ -249,7 +261,8 @@ impl Event {
             | Event::Releasing { worker, .. }
             | Event::Call { worker, .. }
             | Event::Suspect { worker, .. }
-            | Event::Renewal { worker, .. } => Some(*worker),
+            | Event::Renewal { worker, .. }
+            | Event::Observed { worker, .. } => Some(*worker),
             Event::Fault { .. }
             | Event::StoreLog { .. }
             | Event::ClockJump { .. }

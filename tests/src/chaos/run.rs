@@ -313,8 +313,13 @@ fn left_behind(servers: &Servers, within: Duration) -> Vec<String> {
                 .arg("lock:*")
                 .query(&mut conn)
                 .unwrap_or_default();
-            // Each with its time to live, in milliseconds (-1: none), to say why.
-            for key in keys.into_iter().filter(|k| !k.ends_with(":fence")) {
+            // Each with its time to live, in milliseconds (-1: none), to say why. A fencing
+            // counter and an election's leader record outlive their lock on purpose (the
+            // counter goes on rising; the record is read only as the lock holder's).
+            let locks = keys
+                .into_iter()
+                .filter(|k| !k.ends_with(":fence") && !k.ends_with(":leader"));
+            for key in locks {
                 let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut conn).unwrap_or(-3);
                 left.push(format!("{key} (pttl {pttl})"));
             }

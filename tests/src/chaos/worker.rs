@@ -10,7 +10,9 @@
 //! have names of their own: a fair lock (`fair*`), read/write locks (`rw*`, some writes
 //! downgraded) and a semaphore (`sem*`). A long-lease actor (`long*`, 2 s leases) has its
 //! renewals and suspicions recorded, and (but on the cluster) a pooled actor runs three
-//! tasks on a handle over a pool of connections ([`RoundRobin`]).
+//! tasks on a handle over a pool of connections ([`RoundRobin`]). Except on Redlock, a
+//! multi-lock actor ([`multi`]) takes two or three of the single locks' names at once, and
+//! two candidates campaign in an election while an observer follows it ([`election`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,6 +29,9 @@ use serde::{Deserialize, Serialize};
 
 use super::history::{Event, Recorder};
 use super::pool::RoundRobin;
+
+mod election;
+mod multi;
 
 /// Writes `value` under fencing token `token`, and logs the accepted token.
 #[lock_script("chaos/fenced-append.lua")]
@@ -154,6 +159,14 @@ impl Ctx {
         let _ = self.ready.clone().wait_for(|ready| *ready).await;
     }
 
+    /// Resolves once the worker is told to stop (for the calls that may wait longer
+    /// than a run's end: a campaign, an observer's wait for the next leader).
+    async fn stopped(&self) {
+        while !self.stop.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// [`ready`](Self::ready), for the blocking actor's threads.
     fn ready_blocking(&self) {
         while !*self.ready.borrow() {
@@ -248,12 +261,24 @@ impl Ctx {
     /// Records how a `lock()` call on `lock` that began at `started` ended; the guard if
     /// it got one.
     fn locked<G>(&self, lock: &str, started: Instant, result: Result<G, LockError>) -> Option<G> {
+        self.waited("lock", lock, started, result)
+    }
+
+    /// [`locked`](Self::locked), for a call of `kind` that waits as `lock()` does
+    /// (`lock_all`, whose `lock` is its names joined by `+`).
+    fn waited<G>(
+        &self,
+        kind: &str,
+        lock: &str,
+        started: Instant,
+        result: Result<G, LockError>,
+    ) -> Option<G> {
         let (outcome, detail) = match &result {
             Ok(_) => ("ok", String::new()),
             Err(e @ LockError::Timeout { .. }) => ("timeout", e.to_string()),
             Err(e) => ("error", e.to_string()),
         };
-        self.call("lock", lock, started, outcome, detail);
+        self.call(kind, lock, started, outcome, detail);
         result.ok()
     }
 
@@ -1282,6 +1307,8 @@ async fn start_actors(
             };
             let mut tasks = spawn_actors(&ctx, || make(ttl)).await;
             tasks.extend(queued_actors(&ctx, || make(ttl)).await);
+            tasks.extend(multi::actors(&ctx, || make(ttl)).await);
+            tasks.extend(election::actors(&ctx, || make(ttl)).await);
             let long = make(LONG_TTL).await;
             tasks.push(tokio::spawn(long_actor(Arc::clone(&ctx), long, long_seed)));
             let pool_client =
@@ -1311,6 +1338,8 @@ async fn start_actors(
             };
             let mut tasks = spawn_actors(&ctx, || make(ttl)).await;
             tasks.extend(queued_actors(&ctx, || make(ttl)).await);
+            tasks.extend(multi::actors(&ctx, || make(ttl)).await);
+            tasks.extend(election::actors(&ctx, || make(ttl)).await);
             let long = make(LONG_TTL).await;
             tasks.push(tokio::spawn(long_actor(Arc::clone(&ctx), long, long_seed)));
             tasks
