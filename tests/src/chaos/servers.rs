@@ -31,14 +31,11 @@ pub use crate::acl::CHANNELS;
 /// What the chaos workers do beyond the guide's lock user
 /// ([`LOCK_USER_RULES`](crate::acl::LOCK_USER_RULES)): the guarded writes' keys and
 /// `RPUSH` (`tests/chaos/append.lua`), Functions delivery (odd workers), the native
-/// commands' question, on a cluster the slot map, and the election's reads of its
-/// leader (`leader.lua` calls `HMGET`, which the guide's lock user lacks: without it
-/// every `leader()` and `Observer::next()` is refused). Given at start (`--user`), so a
+/// commands' question, and on a cluster the slot map. Given at start (`--user`), so a
 /// restart keeps them.
 const BEYOND_LOCKS: &[&str] = &[
     "~data:*",
     "+rpush",
-    "+hmget",
     "+fcall",
     "+fcall_ro",
     "+function|load",
