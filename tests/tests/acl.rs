@@ -169,6 +169,27 @@ async fn the_documented_rules_are_enough_for_fair_locks_read_write_locks_and_sem
         .unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_rules_are_enough_for_multi_locks_and_elections() {
+    let server = RedisServer::start();
+    let client = create_user(&server, "locker", &lock_user_rules());
+    let locks = connect_as(&client).await;
+    let all = locks.lock_all(&["a", "b", "c"]).await.unwrap();
+    assert!(locks.try_lock_all(&["c", "d"]).await.unwrap().is_none());
+    all.release().await.unwrap();
+
+    let election = locks.election("leader");
+    let mut observer = election.observe();
+    assert_eq!(observer.next().await.unwrap(), None);
+    let leadership = election.campaign("me").await.unwrap();
+    let seen = observer.next().await.unwrap().unwrap();
+    assert_eq!((seen.value.as_str(), seen.term), ("me", leadership.term()));
+    leadership.proclaim("me again").await.unwrap();
+    assert_eq!(election.leader().await.unwrap().unwrap().value, "me again");
+    leadership.resign().await.unwrap();
+    assert_eq!(election.leader().await.unwrap(), None);
+}
+
 #[tokio::test]
 async fn a_missing_permission_is_an_error_that_names_it() {
     let server = RedisServer::start();
