@@ -74,6 +74,8 @@ pub use machine::metrics;
 pub use script::builtin;
 
 pub use error::LockError;
+#[cfg(feature = "cluster")]
+pub use exec::cluster::ClusterConnection;
 #[cfg(feature = "tokio")]
 pub use faces::election::{Election, ElectionOf, Leadership, LeadershipOf, Observer, ObserverOf};
 #[cfg(feature = "redlock")]

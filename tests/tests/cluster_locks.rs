@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use lockscript::ClusterConnection;
 use lockscript::{LockError, Locks, RetryPolicy};
 use lockscript_test::cluster::RedisCluster;
 use lockscript_test::command_calls;
-use redis::cluster_async::ClusterConnection;
 
 /// A liveness bound for waits and failovers that must end; never a speed assertion.
 const PATIENCE: Duration = Duration::from_secs(30);

@@ -4,13 +4,16 @@
 //! a cluster whose primaries agree and on one where a primary lacks `DELIFEQ` (renamed
 //! away, as an operator or an older node would leave it). And the question costs no
 //! lease: a primary frozen while it is asked (the handle's first question, or one asked
-//! again after the frozen primary's own calls failed) costs only the leases it holds.
+//! again after the frozen primary's own calls failed) costs only the leases it holds;
+//! so does a primary cut off at its address (connections accepted and never answered,
+//! or refused), while calls to the others go on.
 
 use std::time::{Duration, Instant};
 
 use lockscript::NativeCommands;
 use lockscript_test::cluster::RedisCluster;
 use lockscript_test::command_calls;
+use lockscript_test::proxy::Proxy;
 use lockscript_test::server::RedisServer;
 
 /// What this server build offers, asked of a plain server of the same binary the
@@ -525,4 +528,166 @@ fn a_primary_killed_and_restarted_empty_costs_no_lease_elsewhere() {
                 .expect("a release on a healthy primary");
         }
     });
+}
+
+// A primary cut off. A node that accepts connections and never answers (a restart or a
+// partition behind a proxy, a load balancer or a dead host's address) or refuses them.
+// redis-rs's cluster connection, meeting it, reads the slots again and makes its
+// connections holding every call to every node, for the connection timeout, again
+// and again: every lease on every primary was lost (measured with it in this very test:
+// `Silent`, 6 of 6 leases on the healthy primaries suspect and lost, calls on them
+// failing with no reply; `Refusing` passed with it too).
+
+/// How long the primary stays cut off: more than three leases of [`RESTART_TTL`].
+const CUT_OFF: Duration = Duration::from_secs(2);
+
+/// How a primary is cut off.
+#[derive(Clone, Copy, Debug)]
+enum Cut {
+    /// Its connections reset, new ones accepted and held: nothing answers.
+    Silent,
+    /// Its connections reset, new ones closed at once (redis-rs's connection came
+    /// through this one too: the refusal is quick).
+    Refusing,
+}
+
+/// What calls and leases on the healthy primaries went through while another was cut
+/// off.
+#[derive(Debug, Default)]
+struct Through {
+    /// Leases on the healthy primaries watched through the cut.
+    leases: usize,
+    suspect: Vec<String>,
+    lost: Vec<String>,
+    /// `try_lock` + release rounds on the healthy primaries during the cut.
+    calls: usize,
+    failed: Vec<String>,
+    slowest: Duration,
+}
+
+/// Three primaries behind proxies; primary 3 is cut off at its proxy for [`CUT_OFF`]
+/// while leases are held on all three and calls go on to the other two.
+fn cut_off(cut: Cut) -> Through {
+    let cluster = partial_cluster();
+    let proxies: Vec<Proxy> = (0..3)
+        .map(|i| Proxy::start(cluster.node(i).port()))
+        .collect();
+    for (i, proxy) in proxies.iter().enumerate() {
+        cluster.announce_port(i, proxy.port());
+    }
+    let urls: Vec<String> = proxies.iter().map(Proxy::url).collect();
+    let cut_node = cluster.masters()[2];
+    let names = names_on_every_master(&cluster);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let locks = lockscript::Locks::connect_cluster(urls)
+            .await
+            .expect("connect_cluster")
+            .ttl(RESTART_TTL);
+        let mut held = Vec::new();
+        for (name, master) in names.clone() {
+            let guard = locks.try_lock(&name).await.expect("try_lock");
+            held.push((name, master, guard.expect("free")));
+        }
+        let (healthy, on_cut): (Vec<_>, Vec<_>) =
+            held.into_iter().partition(|(_, m, _)| *m != cut_node);
+        let watched: Vec<_> = (healthy.iter())
+            .map(|(name, _, guard)| {
+                let (lease, name) = (guard.lease(), name.clone());
+                tokio::spawn(async move {
+                    let suspect = tokio::time::timeout(CUT_OFF, lease.suspect()).await;
+                    suspect.is_ok().then_some(name)
+                })
+            })
+            .collect();
+        let probes: Vec<String> = (cluster.one_lock_name_per_master("probe").into_iter())
+            .filter(|(_, m)| *m != cut_node)
+            .map(|(name, _)| name)
+            .collect();
+        match cut {
+            Cut::Silent => {
+                proxies[cut_node].reset();
+                proxies[cut_node].set_blackhole(true);
+            }
+            Cut::Refusing => proxies[cut_node].set_refusing(true),
+        }
+        let start = Instant::now();
+        let mut through = Through {
+            leases: healthy.len(),
+            ..Through::default()
+        };
+        while start.elapsed() < CUT_OFF {
+            for probe in &probes {
+                let call = Instant::now();
+                let taken = locks.try_lock(probe).await;
+                let released = match taken {
+                    Ok(Some(guard)) => guard.release().await.map(|_| ()),
+                    Ok(None) => Ok(()),
+                    Err(e) => Err(e),
+                };
+                through.slowest = through.slowest.max(call.elapsed());
+                through.calls += 1;
+                if let Err(e) = released {
+                    through.failed.push(format!("{probe}: {e}"));
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for watcher in watched {
+            through.suspect.extend(watcher.await.expect("a watcher"));
+        }
+        for (name, master, guard) in healthy {
+            if guard.lease().is_lost() || !key_lives(&cluster, &name, master) {
+                through.lost.push(name.clone());
+            }
+            if guard.release().await.is_err() && !through.lost.contains(&name) {
+                through.lost.push(name);
+            }
+        }
+        proxies[cut_node].set_blackhole(false);
+        proxies[cut_node].set_refusing(false);
+        drop(on_cut);
+        through
+    })
+}
+
+fn assert_through(cut: Cut) {
+    let through = cut_off(cut);
+    eprintln!("{cut:?}: {through:?}");
+    assert!(through.leases >= 6, "{cut:?}: {} leases", through.leases);
+    assert!(
+        through.suspect.is_empty() && through.lost.is_empty(),
+        "{cut:?}: of {} leases on the healthy primaries while another was cut off for \
+         {CUT_OFF:?}, suspect {:?}, lost {:?}",
+        through.leases,
+        through.suspect,
+        through.lost
+    );
+    assert!(
+        through.calls >= 10 && through.failed.is_empty(),
+        "{cut:?}: calls on the healthy primaries failed: {:?} (of {})",
+        through.failed,
+        through.calls
+    );
+    // Each call on a healthy primary waits for nothing on the cut one, which would hold
+    // it for the connection timeout (1 s) or the response timeout (500 ms).
+    assert!(
+        through.slowest < RESPONSE / 2,
+        "{cut:?}: a call on a healthy primary took {:?}",
+        through.slowest
+    );
+}
+
+#[test]
+fn a_primary_that_accepts_connections_and_never_answers_costs_no_lease_elsewhere() {
+    assert_through(Cut::Silent);
+}
+
+#[test]
+fn a_primary_that_refuses_connections_costs_no_lease_elsewhere() {
+    assert_through(Cut::Refusing);
 }

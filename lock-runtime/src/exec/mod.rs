@@ -13,6 +13,8 @@ pub(crate) mod backend;
 pub(crate) mod block;
 #[cfg(feature = "blocking")]
 pub(crate) mod blocking;
+#[cfg(feature = "cluster")]
+pub(crate) mod cluster;
 #[cfg(feature = "tokio")]
 pub(crate) mod engine;
 #[cfg(feature = "tokio")]

@@ -48,7 +48,9 @@ pub struct Node<C> {
 impl<C: 'static> Node<C> {
     pub(crate) fn new(conn: C) -> Self {
         #[cfg(feature = "cluster")]
-        if (&conn as &dyn std::any::Any).is::<redis::cluster_async::ClusterConnection>() {
+        if (&conn as &dyn std::any::Any).is::<redis::cluster_async::ClusterConnection>()
+            || (&conn as &dyn std::any::Any).is::<crate::ClusterConnection>()
+        {
             return Self {
                 conn,
                 offered: Arc::new(Offered::cluster()),
@@ -339,6 +341,13 @@ where
 /// The server's answer to [`NativeCommands::ask`], read as what it offers; a Redis
 /// Cluster's, from every primary at once (see [`NativeCommands::read_every`]).
 async fn ask<C: redis::aio::ConnectionLike + 'static>(conn: &mut C) -> NativeCommands {
+    #[cfg(feature = "cluster")]
+    if let Some(cluster) =
+        (conn as &mut dyn std::any::Any).downcast_mut::<crate::ClusterConnection>()
+    {
+        let answers = cluster.every_primary(&NativeCommands::ask()).await;
+        return NativeCommands::read_every(&answers);
+    }
     #[cfg(feature = "cluster")]
     if let Some(cluster) =
         (conn as &mut dyn std::any::Any).downcast_mut::<redis::cluster_async::ClusterConnection>()

@@ -128,18 +128,24 @@ pub(crate) async fn warn_if_evicting<C: redis::aio::ConnectionLike>(conn: &mut C
 }
 
 #[cfg(feature = "cluster")]
-impl Locks<redis::cluster_async::ClusterConnection> {
-    /// Opens an async Redis Cluster connection to the cluster of `nodes` (it routes each
-    /// lock to the master that owns the lock's slot, follows `MOVED`, and recovers after
-    /// a failover), and enables release notifications over a pub/sub connection to one
-    /// of `nodes`.
+impl Locks<crate::ClusterConnection> {
+    /// Opens a Redis Cluster connection to the cluster of `nodes` (a
+    /// [`ClusterConnection`](crate::ClusterConnection): each lock goes to the primary
+    /// that owns the lock's slot, `MOVED` is followed, the slots are read again after a
+    /// failover), and enables release notifications over a pub/sub connection to one of
+    /// `nodes`.
     ///
-    /// The cluster connection is made with redis-rs's retries off: it would re-send a
-    /// script after an I/O error, when the script may already have run (a re-sent
-    /// acquire or handover would answer as if someone else held the lock). The lock
-    /// retries only what provably did not run (`MOVED`, `TRYAGAIN`, `CLUSTERDOWN`...)
-    /// within the response timeout, and `lock()` and the watchdog retry within their own
-    /// bounds. Credentials and TLS go in the URLs (`rediss://user:password@host:port`).
+    /// **A primary's trouble costs only its own leases**: while one primary restarts,
+    /// drops its connections or stops answering, calls and renewals on the others go on
+    /// (the slots are read again in the background). redis-rs's cluster connection
+    /// holds every call while it refreshes its slots, which costs every lease on every
+    /// primary when the troubled one accepts connections but does not answer; see the
+    /// cluster guide.
+    ///
+    /// Nothing that may have run is sent again: the lock retries only what provably did
+    /// not run (`MOVED`, `TRYAGAIN`, `CLUSTERDOWN`...) within the response timeout, and
+    /// `lock()` and the watchdog retry within their own bounds. Credentials and TLS go
+    /// in the URLs (`rediss://user:password@host:port`).
     ///
     /// Any node works for notifications, replicas too: on Redis Cluster (7.0 and later)
     /// `PUBLISH` reaches every node. The first node tried is picked at random (so many
@@ -148,7 +154,8 @@ impl Locks<redis::cluster_async::ClusterConnection> {
     /// policy.
     ///
     /// [`LockError::InvalidSettings`] if `nodes` is empty; [`LockError::Redis`] if a
-    /// node address does not parse or the cluster cannot be reached.
+    /// node address does not parse; [`LockError::Connect`] if no node answered with the
+    /// cluster's slots within 5 s.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), lockscript::LockError> {
@@ -173,26 +180,8 @@ impl Locks<redis::cluster_async::ClusterConnection> {
             .cloned()
             .map(redis::Client::open)
             .collect::<Result<Vec<_>, _>>()?;
-        let client = redis::cluster::ClusterClient::builder(nodes)
-            .retries(0)
-            .connection_timeout(Duration::from_secs(1))
-            .build()?;
-        let mut conn = bounded(Duration::from_secs(5), async {
-            Ok(client.get_async_connection().await?)
-        })
-        .await
-        .map_err(|e| match e {
-            LockError::Redis(source) => LockError::Connect {
-                database: 0,
-                address: subscribers
-                    .iter()
-                    .map(|c| c.get_connection_info().addr().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                source,
-            },
-            other => other,
-        })?;
+        let infos = subscribers.iter().map(|c| c.get_connection_info().clone());
+        let mut conn = crate::ClusterConnection::connect(infos).await?;
         check_lua(&mut conn).await?;
         let mut locks = Self::new(conn);
         let notifications = crate::exec::notify::Notifications::any_of(subscribers);

@@ -16,6 +16,7 @@
 //! | a plain lock's acquire as one `MULTI`/`EXEC`: its replies, the counter's restart | [`transact`] |
 //! | an election: the leader's record, what a read says, an observer's pace | [`elect`] |
 //! | a multi-lock's names, their order and groups, its attempts and wait | [`multi`] |
+//! | a Redis Cluster's routing: the slot of a key, a command, a pipeline; which primary serves it; redirections | [`slots`] |
 //! | owner tokens | [`token`] |
 //! | what is counted and timed (feature `metrics`) | [`metrics`] |
 
@@ -36,6 +37,8 @@ pub(crate) mod reply;
 pub(crate) mod retry;
 pub(crate) mod schedule;
 pub(crate) mod settings;
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+pub(crate) mod slots;
 pub(crate) mod token;
 #[cfg_attr(not(any(feature = "tokio", feature = "blocking")), allow(dead_code))]
 pub(crate) mod transact;

@@ -35,7 +35,7 @@ pub const MAX_NAMES: usize = 1_000;
 
 /// The Redis Cluster slot of lock `name`: its keys' hash tag is `{name}`.
 pub(crate) fn slot(name: &str) -> u16 {
-    crc16::State::<crc16::XMODEM>::calculate(name.as_bytes()) % 16_384
+    crate::machine::slots::of_tag(name.as_bytes())
 }
 
 /// A multi-lock's names, checked, in the order every caller takes them: by Cluster
