@@ -625,7 +625,7 @@ fn cut_off(cut: Cut) -> Through {
                 let call = Instant::now();
                 let taken = locks.try_lock(probe).await;
                 let released = match taken {
-                    Ok(Some(guard)) => guard.release().await.map(|_| ()),
+                    Ok(Some(guard)) => guard.release().await,
                     Ok(None) => Ok(()),
                     Err(e) => Err(e),
                 };

@@ -187,15 +187,15 @@ impl ClusterConnection {
     /// again and the error says to retry.
     fn primary(&self, slot: Option<u16>) -> Result<String, RedisError> {
         let topology = locked(&self.inner.topology);
-        let found = match slot {
-            Some(slot) => topology.primary(slot).map(str::to_owned),
-            None => {
-                let primaries = topology.primaries();
-                let pick = self.inner.ids.fetch_add(1, Ordering::Relaxed);
-                usize::try_from(pick)
-                    .ok()
-                    .and_then(|i| primaries.get(i % primaries.len().max(1)).cloned())
-            }
+        let found = if let Some(slot) = slot {
+            topology.primary(slot).map(str::to_owned)
+        } else {
+            // A keyless command: the primaries in turn.
+            let primaries = topology.primaries();
+            let pick = self.inner.ids.fetch_add(1, Ordering::Relaxed);
+            usize::try_from(pick)
+                .ok()
+                .and_then(|i| primaries.get(i % primaries.len().max(1)).cloned())
         };
         drop(topology);
         found.ok_or_else(|| {
