@@ -629,3 +629,45 @@ async fn contention_resumes_after_a_master_failover() {
         println!("  SCRIPT LOAD calls on the new master: {loads}");
     }
 }
+
+/// A primary frozen (SIGSTOP) until the cluster replaces it sends neither `MOVED` nor an
+/// error, and its connection stays open: the handle learns of the promoted replica by
+/// reading the slots again when its calls go unanswered, and a `lock()` waiting through
+/// the failover is granted by the new primary within [`REGRANT_AFTER_SETTLE`] of the
+/// cluster settling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_primary_replaced_by_the_cluster_is_left_for_its_replica() {
+    let cluster = RedisCluster::start(3, 1);
+    let (name, victim) = cluster.one_lock_name_per_master("frozen")[0].clone();
+    let heir = replica_of(&cluster, victim);
+    let locks = connect(&cluster).await.wait_timeout(FAILOVER_WAIT);
+    // The handle's connection to the victim is made and in use.
+    let first = locks.lock(&name).await.expect("a lock before the freeze");
+    first.release().await.expect("its release");
+    cluster.node(victim).signal("STOP");
+    let waiter = tokio::spawn({
+        let (locks, name) = (locks.clone(), name.clone());
+        async move {
+            let granted = locks.lock(&name).await;
+            (granted.map(|g| g.fencing_token()), Instant::now())
+        }
+    });
+    tokio::task::block_in_place(|| cluster.wait_until_ok(PATIENCE));
+    let settled = Instant::now();
+    assert_eq!(
+        cluster.master_for_key(&lock_key(&name)),
+        heir,
+        "the replica took over"
+    );
+    let (granted, at) = within("the waiting lock()", waiter)
+        .await
+        .expect("the waiter");
+    cluster.node(victim).signal("CONT");
+    let granted = granted.expect("granted by the promoted replica");
+    let after = at.saturating_duration_since(settled);
+    eprintln!("granted {after:?} after the cluster settled (fence {granted})");
+    assert!(
+        after <= REGRANT_AFTER_SETTLE,
+        "granted {after:?} after the cluster settled (bound {REGRANT_AFTER_SETTLE:?})"
+    );
+}

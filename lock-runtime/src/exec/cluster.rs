@@ -222,7 +222,9 @@ impl ClusterConnection {
                     return Err(e);
                 }
             };
+            let waiting = Unanswered(Some(Arc::clone(&self.inner)));
             let reply = send(conn, asking).await;
+            waiting.answered();
             match redirect_of(&reply) {
                 Some(Redirect::Moved { slot, to: there }) => {
                     locked(&self.inner.topology).moved(slot, &there);
@@ -246,6 +248,26 @@ impl ClusterConnection {
         // Still redirected: the last answer stands (it proves the command did not run).
         let (_, conn) = self.inner.node(&to).await?;
         send(conn, asking).await
+    }
+}
+
+/// A command on its way: dropped before its reply came (the caller's response timeout
+/// passed), the slots are read again, so that a primary that stopped answering, and was
+/// replaced since, is not asked forever (it sends no `MOVED`, and no error either when
+/// its host is gone without a word).
+struct Unanswered(Option<Arc<Inner>>);
+
+impl Unanswered {
+    fn answered(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0.take() {
+            inner.refresh_soon();
+        }
     }
 }
 
