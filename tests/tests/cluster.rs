@@ -64,11 +64,64 @@ async fn scripts_route_by_first_key_and_fall_back_on_the_owning_node() {
     assert_eq!(script_calls(&cluster, other), (0, 0, 1));
 }
 
+/// lockscript's own cluster connection, to the same cluster.
+async fn ours(cluster: &RedisCluster) -> lockscript::ClusterConnection {
+    lockscript::ClusterConnection::connect(cluster.urls())
+        .await
+        .expect("a lockscript cluster connection")
+}
+
+/// The same through lockscript's cluster connection: the fallback's `SCRIPT LOAD` goes
+/// in one pipeline with the `EVALSHA`, to the key's primary only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockscripts_cluster_connection_routes_scripts_by_first_key() {
+    let cluster = RedisCluster::start(3, 0);
+    let ((a, master_a), (b, master_b)) = keys_on_two_masters(&cluster);
+    cluster.flush_scripts_and_reset_stats();
+    let mut conn = ours(&cluster).await;
+    assert_eq!(bump(&a, 1).invoke_async(&mut conn).await.unwrap(), 1);
+    assert_eq!(bump(&a, 1).invoke_async(&mut conn).await.unwrap(), 2);
+    assert_eq!(bump(&b, 5).invoke_async(&mut conn).await.unwrap(), 5);
+    assert_eq!(script_calls(&cluster, master_a), (3, 0, 1));
+    assert_eq!(script_calls(&cluster, master_b), (2, 0, 1));
+    let other = (0..3).find(|i| *i != master_a && *i != master_b).unwrap();
+    assert_eq!(script_calls(&cluster, other), (0, 0, 0));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_scripts_loads_on_every_primary() {
     let cluster = RedisCluster::start(3, 0);
+    let conn = cluster.async_connection().await;
+    loads_scripts_and_functions_on_every_primary(&cluster, conn).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_scripts_loads_on_every_primary_through_lockscripts_cluster_connection() {
+    let cluster = RedisCluster::start(3, 0);
+    let conn = ours(&cluster).await;
+    loads_scripts_and_functions_on_every_primary(&cluster, conn).await;
+}
+
+/// `load_scripts_async` and `load_functions_async` on `conn` leave the scripts and the
+/// library on every primary.
+async fn loads_scripts_and_functions_on_every_primary<C: redis::aio::ConnectionLike>(
+    cluster: &RedisCluster,
+    mut conn: C,
+) {
     cluster.flush_scripts_and_reset_stats();
-    let mut conn = cluster.async_connection().await;
+    let library = lockscript::load_functions_async(&mut conn).await.unwrap();
+    for master in cluster.masters() {
+        let listed: redis::Value = redis::cmd("FUNCTION")
+            .arg("LIST")
+            .arg("LIBRARYNAME")
+            .arg(library)
+            .query(&mut cluster.node(master).connection())
+            .unwrap();
+        assert!(
+            format!("{listed:?}").contains(library),
+            "node {master} has no {library}: {listed:?}"
+        );
+    }
     let loaded = lockscript::load_scripts_async(&mut conn).await.unwrap();
     assert_eq!(loaded, lockscript::scripts().len());
     for master in cluster.masters() {
@@ -91,7 +144,14 @@ async fn load_scripts_loads_on_every_primary() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_in_different_slots_get_an_error_that_names_hash_tags() {
     let cluster = RedisCluster::start(3, 0);
-    let mut conn = cluster.async_connection().await;
+    cross_slot_keys_are_refused(cluster.async_connection().await).await;
+    cross_slot_keys_are_refused(ours(&cluster).await).await;
+}
+
+async fn cross_slot_keys_are_refused<C>(mut conn: C)
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
     let err = lockscript::builtin::acquire(
         "lock:{a}",
         "lock:{b}:fence",

@@ -25,7 +25,7 @@ use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{Cmd, ConnectionAddr, ConnectionInfo, Pipeline, RedisError, RedisFuture, Value};
 
 use crate::LockError;
-use crate::machine::slots::{self, Redirect, Topology};
+use crate::machine::slots::{self, Redirect, Spread, Topology};
 
 /// How long making a connection to one node may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -43,7 +43,9 @@ const REDIRECTS: usize = 3;
 ///
 /// [`Locks::connect_cluster`](crate::Locks::connect_cluster) makes one; make your own to
 /// run your scripts (or any keyed command) on the same terms. A command with no key goes
-/// to any primary; a pipeline's keyed commands must share one slot.
+/// to any primary, but for loading or flushing scripts and function libraries (to every
+/// primary, each of which must accept it) and `INFO` (every primary's, by address); a
+/// pipeline's keyed commands must share one slot.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), lockscript::LockError> {
@@ -499,6 +501,22 @@ fn pipeline_redirect(
 impl ConnectionLike for ClusterConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         async move {
+            match slots::spread_of(cmd) {
+                Spread::One => {}
+                Spread::EveryAnswers => return self.every_primary(cmd).await,
+                Spread::EveryAccepts => {
+                    let Value::Map(answers) = self.every_primary(cmd).await? else {
+                        return Ok(Value::Nil);
+                    };
+                    let mut answers = answers.into_iter().map(|(_, answer)| answer);
+                    let first = answers.next().unwrap_or(Value::Nil);
+                    // A refusal anywhere is the answer: not every primary took it.
+                    let refused = std::iter::once(first.clone())
+                        .chain(answers)
+                        .find(|a| matches!(a, Value::ServerError(_)));
+                    return Ok(refused.unwrap_or(first));
+                }
+            }
             let slot = slots::of_cmd(cmd);
             let owned = cmd.clone();
             let send = |mut conn: MultiplexedConnection, asking: bool| {

@@ -87,6 +87,38 @@ pub(crate) fn of_cmd(cmd: &Cmd) -> Option<u16> {
     }
 }
 
+/// Where a command that names no key goes on a Cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Spread {
+    /// To one primary (or, with a key, to its slot's).
+    One,
+    /// To every primary, each of which must accept it: loading a script or a library,
+    /// flushing them. One answer (the first primary's), or the first error.
+    EveryAccepts,
+    /// To every primary, the answers as a map of address to answer (`INFO`, read as
+    /// the oldest server's by the script layer).
+    EveryAnswers,
+}
+
+/// Where `cmd` goes: the commands that concern every primary's scripts, functions or
+/// version go to all of them (as redis-rs's cluster connection sends them), the rest to
+/// one.
+pub(crate) fn spread_of(cmd: &Cmd) -> Spread {
+    let mut args = cmd.args_iter().map(|arg| match arg {
+        Arg::Simple(bytes) => bytes.to_ascii_uppercase(),
+        _ => Vec::new(),
+    });
+    let (Some(name), sub) = (args.next(), args.next()) else {
+        return Spread::One;
+    };
+    match (name.as_slice(), sub.as_deref()) {
+        (b"SCRIPT", Some(b"LOAD" | b"FLUSH"))
+        | (b"FUNCTION", Some(b"LOAD" | b"FLUSH" | b"DELETE" | b"RESTORE")) => Spread::EveryAccepts,
+        (b"INFO", _) => Spread::EveryAnswers,
+        _ => Spread::One,
+    }
+}
+
 /// The one slot every keyed command of `pipe` lives in (`None` when none names a key);
 /// [`cross_slot`] when two name different slots.
 pub(crate) fn of_pipeline(pipe: &Pipeline) -> Result<Option<u16>, RedisError> {
@@ -307,6 +339,30 @@ mod tests {
         }
         assert_eq!(of_cmd(redis::cmd("wait").arg(1).arg(100)), None);
         assert_eq!(of_cmd(redis::cmd("PUBLISH").arg("ch").arg("m")), None);
+    }
+
+    #[test]
+    fn what_concerns_every_primary_goes_to_every_primary() {
+        let load = redis::cmd("script").arg("load").arg("return 1").clone();
+        assert_eq!(spread_of(&load), Spread::EveryAccepts);
+        let library = redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg("#!lua name=x")
+            .clone();
+        assert_eq!(spread_of(&library), Spread::EveryAccepts);
+        assert_eq!(
+            spread_of(redis::cmd("INFO").arg("server")),
+            Spread::EveryAnswers
+        );
+        assert_eq!(spread_of(&redis::cmd("INFO")), Spread::EveryAnswers);
+        for one in [
+            redis::cmd("SCRIPT").arg("EXISTS").arg("abc").clone(),
+            redis::cmd("EVALSHA").arg("abc").arg(1).arg("k").clone(),
+            redis::cmd("TIME"),
+            redis::cmd("COMMAND").arg("DOCS").arg("SET").clone(),
+        ] {
+            assert_eq!(spread_of(&one), Spread::One, "{one:?}");
+        }
     }
 
     #[test]
