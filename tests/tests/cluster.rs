@@ -137,7 +137,7 @@ async fn loads_scripts_and_functions_on_every_primary<C: redis::aio::ConnectionL
     // Preloaded: the first call anywhere needs no EVAL.
     let ((a, master_a), _) = keys_on_two_masters(cluster);
     assert_eq!(bump(&a, 1).invoke_async(&mut conn).await.unwrap(), 1);
-    let (evalsha, eval, _) = script_calls(&cluster, master_a);
+    let (evalsha, eval, _) = script_calls(cluster, master_a);
     assert_eq!((evalsha, eval), (1, 0));
 }
 
