@@ -1381,6 +1381,39 @@ async fn start_actors(
     (tasks, threads)
 }
 
+/// The runtime's threads, by their thread ids (for their scheduler statistics).
+static RUNTIME_THREADS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Notes the calling thread as one of the runtime's.
+fn runtime_thread_started() {
+    if let Ok(me) = std::fs::read_link("/proc/thread-self")
+        && let Some(tid) = me.file_name()
+    {
+        RUNTIME_THREADS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(tid.to_string_lossy().into_owned());
+    }
+}
+
+/// How long each runtime thread has run and waited for a CPU while runnable, so far
+/// (`/proc/self/task/<tid>/schedstat`: nanoseconds on the CPU, then waiting on a run
+/// queue).
+fn runtime_schedstat() -> Vec<(u64, u64)> {
+    let threads = RUNTIME_THREADS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    threads
+        .iter()
+        .filter_map(|tid| {
+            let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+            let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
+            Some((fields.next()??, fields.next()??))
+        })
+        .collect()
+}
+
 /// How often the pulse looks at the clock.
 const PULSE: Duration = Duration::from_millis(10);
 
@@ -1400,10 +1433,22 @@ fn pulse(ctx: Arc<Ctx>, pulsing: Arc<AtomicBool>) -> std::thread::JoinHandle<()>
     let (on_runtime, running) = (Arc::clone(&ctx), Arc::clone(&pulsing));
     tokio::spawn(async move {
         let mut last = Instant::now();
+        let mut sched = runtime_schedstat();
         while running.load(Ordering::Relaxed) {
             tokio::time::sleep(PULSE).await;
             let now = Instant::now();
+            let then = std::mem::replace(&mut sched, runtime_schedstat());
             if now - last > STALLED {
+                let stall = now - last;
+                // How long the runtime's threads ran, and waited for a CPU while they
+                // could have run, during the stall: the least wait of them is time the
+                // whole runtime was kept off the CPU by the machine.
+                let (mut ran, mut least_wait) = (Duration::ZERO, Duration::MAX);
+                for ((ran_then, waited_then), (ran_now, waited_now)) in then.iter().zip(&sched) {
+                    ran += Duration::from_nanos(ran_now.saturating_sub(*ran_then));
+                    let waited = Duration::from_nanos(waited_now.saturating_sub(*waited_then));
+                    least_wait = least_wait.min(waited);
+                }
                 // Give the thread's own record of the same moment time to land.
                 tokio::time::sleep(PULSE * 3).await;
                 let shared = seen
@@ -1411,11 +1456,32 @@ fn pulse(ctx: Arc<Ctx>, pulsing: Arc<AtomicBool>) -> std::thread::JoinHandle<()>
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .iter()
                     .any(|&(from, to)| from <= last + PULSE && now <= to + PULSE);
-                if !shared {
+                if !shared && least_wait != Duration::MAX && least_wait + STALLED >= stall {
+                    // Every runtime thread waited for a CPU nearly all along: the machine
+                    // kept the runtime off it, as a stall the thread shares would say.
+                    on_runtime.record(&Event::Fault {
+                        kind: "worker_stall".into(),
+                        target: format!("worker:{}", on_runtime.cfg.worker),
+                        t_start: on_runtime.rec.ns(last),
+                        t_end: on_runtime.rec.ns(now),
+                        forgets_locks: false,
+                        forgets_fences: false,
+                        mode: "runtime kept off the CPU".into(),
+                        slots: Vec::new(),
+                    });
+                } else if !shared {
                     eprintln!(
-                        "pulse: the runtime stalled {:.1} ms from {} while the process ran",
-                        (now - last).as_secs_f64() * 1e3,
-                        on_runtime.rec.ns(last)
+                        "pulse: the runtime stalled {:.1} ms from {} while the process ran \
+                         (its threads ran {:.1} ms in all and each waited for a CPU at least \
+                         {:.1} ms)",
+                        stall.as_secs_f64() * 1e3,
+                        on_runtime.rec.ns(last),
+                        ran.as_secs_f64() * 1e3,
+                        if least_wait == Duration::MAX {
+                            0.0
+                        } else {
+                            least_wait.as_secs_f64() * 1e3
+                        },
                     );
                 }
             }
@@ -1460,6 +1526,7 @@ pub fn run(cfg: WorkerConfig) {
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .on_thread_start(runtime_thread_started)
         .enable_all()
         .build()
         .expect("a tokio runtime");
