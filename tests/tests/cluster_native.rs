@@ -220,6 +220,15 @@ impl Healthy {
     }
 }
 
+/// A runtime of two threads, as the tests' own.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
 /// Three lock names on each primary, with the primary (node index) owning each.
 fn names_on_every_master(cluster: &RedisCluster) -> Vec<(String, usize)> {
     ["a", "b", "c"]
@@ -257,11 +266,7 @@ fn stall_async(meets: Meets) -> Healthy {
     let cluster = partial_cluster();
     let stalled = cluster.masters()[2];
     let names = names_on_every_master(&cluster);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let runtime = runtime();
     runtime.block_on(async {
         let locks = lockscript::Locks::connect_cluster(cluster.urls())
             .await
@@ -454,11 +459,7 @@ fn a_primary_killed_and_restarted_empty_costs_no_lease_elsewhere() {
     let probe = (cluster.one_lock_name_per_master("probe").into_iter())
         .find(|(_, m)| *m == killed)
         .expect("a lock name on the killed primary");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let runtime = runtime();
     let locks = runtime.block_on(async {
         lockscript::Locks::connect_cluster(cluster.urls())
             .await
@@ -578,11 +579,7 @@ fn cut_off(cut: Cut) -> Through {
     let urls: Vec<String> = proxies.iter().map(Proxy::url).collect();
     let cut_node = cluster.masters()[2];
     let names = names_on_every_master(&cluster);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let runtime = runtime();
     runtime.block_on(async {
         let locks = lockscript::Locks::connect_cluster(urls)
             .await

@@ -1414,6 +1414,21 @@ fn runtime_schedstat() -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// Records this worker kept off the CPU from `from` to `to` (a `worker_stall`, which
+/// the checker counts as frozen time); `mode` says how it was seen.
+fn record_stall(ctx: &Ctx, from: Instant, to: Instant, mode: &str) {
+    ctx.record(&Event::Fault {
+        kind: "worker_stall".into(),
+        target: format!("worker:{}", ctx.cfg.worker),
+        t_start: ctx.rec.ns(from),
+        t_end: ctx.rec.ns(to),
+        forgets_locks: false,
+        forgets_fences: false,
+        mode: mode.to_owned(),
+        slots: Vec::new(),
+    });
+}
+
 /// How often the pulse looks at the clock.
 const PULSE: Duration = Duration::from_millis(10);
 
@@ -1459,16 +1474,7 @@ fn pulse(ctx: Arc<Ctx>, pulsing: Arc<AtomicBool>) -> std::thread::JoinHandle<()>
                 if !shared && least_wait != Duration::MAX && least_wait + STALLED >= stall {
                     // Every runtime thread waited for a CPU nearly all along: the machine
                     // kept the runtime off it, as a stall the thread shares would say.
-                    on_runtime.record(&Event::Fault {
-                        kind: "worker_stall".into(),
-                        target: format!("worker:{}", on_runtime.cfg.worker),
-                        t_start: on_runtime.rec.ns(last),
-                        t_end: on_runtime.rec.ns(now),
-                        forgets_locks: false,
-                        forgets_fences: false,
-                        mode: "runtime kept off the CPU".into(),
-                        slots: Vec::new(),
-                    });
+                    record_stall(&on_runtime, last, now, "runtime kept off the CPU");
                 } else if !shared {
                     eprintln!(
                         "pulse: the runtime stalled {:.1} ms from {} while the process ran \
@@ -1498,16 +1504,7 @@ fn pulse(ctx: Arc<Ctx>, pulsing: Arc<AtomicBool>) -> std::thread::JoinHandle<()>
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .push((last, now));
-                ctx.record(&Event::Fault {
-                    kind: "worker_stall".into(),
-                    target: format!("worker:{}", ctx.cfg.worker),
-                    t_start: ctx.rec.ns(last),
-                    t_end: ctx.rec.ns(now),
-                    forgets_locks: false,
-                    forgets_fences: false,
-                    mode: String::new(),
-                    slots: Vec::new(),
-                });
+                record_stall(&ctx, last, now, "");
             }
             last = now;
         }
