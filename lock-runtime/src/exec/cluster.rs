@@ -224,7 +224,7 @@ impl ClusterConnection {
                     return Err(e);
                 }
             };
-            let waiting = Unanswered(Some(Arc::clone(&self.inner)));
+            let waiting = Unanswered::new(&self.inner);
             let reply = send(conn, asking).await;
             waiting.answered();
             match redirect_of(&reply) {
@@ -257,9 +257,18 @@ impl ClusterConnection {
 /// passed), the slots are read again, so that a primary that stopped answering, and was
 /// replaced since, is not asked forever (it sends no `MOVED`, and no error either when
 /// its host is gone without a word).
-struct Unanswered(Option<Arc<Inner>>);
+/// A call dropped sooner than [`UNANSWERED_AFTER`] (cancelled by its caller, rather than
+/// left without a reply) says nothing of its primary.
+struct Unanswered(Option<(Arc<Inner>, Instant)>);
+
+/// How long a call must have waited for its reply before its drop reads the slots again.
+const UNANSWERED_AFTER: Duration = Duration::from_millis(10);
 
 impl Unanswered {
+    fn new(inner: &Arc<Inner>) -> Self {
+        Self(Some((Arc::clone(inner), Instant::now())))
+    }
+
     fn answered(mut self) {
         self.0 = None;
     }
@@ -267,7 +276,9 @@ impl Unanswered {
 
 impl Drop for Unanswered {
     fn drop(&mut self) {
-        if let Some(inner) = self.0.take() {
+        if let Some((inner, sent)) = self.0.take()
+            && sent.elapsed() >= UNANSWERED_AFTER
+        {
             inner.refresh_soon();
         }
     }
