@@ -85,7 +85,7 @@ pub use faces::guarded::Guarded;
 #[cfg(any(feature = "tokio", feature = "blocking"))]
 pub use faces::handle::Handle;
 #[cfg(feature = "tokio")]
-pub use faces::locks::{LeaseGuard, LockGuard, Locks};
+pub use faces::locks::{Face, LeaseGuard, LockGuard, Locks};
 #[cfg(feature = "tokio")]
 pub use faces::multi::MultiGuard;
 #[cfg(feature = "redlock")]

@@ -325,6 +325,27 @@ pub struct LeaseGuard<B: Backend> {
 /// What a handle over backend `B` gives out for a lock: [`LockGuard`] on one server or a
 /// Cluster, [`RedlockGuard`](crate::RedlockGuard) on N masters. Each is its own type so
 /// that the compiler's messages name what the user wrote.
+///
+/// Name it to write code once for every topology, over the generic forms
+/// ([`ElectionOf`](crate::ElectionOf), [`LeadershipOf`](crate::LeadershipOf),
+/// [`ObserverOf`](crate::ObserverOf)); only lockscript's backends implement it.
+///
+/// ```no_run
+/// # #[cfg(feature = "redlock")]
+/// # async fn demo(locks: lockscript::Locks, redlock: lockscript::Redlock) -> Result<(), lockscript::LockError> {
+/// async fn lead_once<B: lockscript::Face>(
+///     election: lockscript::ElectionOf<B>,
+/// ) -> Result<u64, lockscript::LockError> {
+///     let leadership = election.campaign("10.0.0.7:8080").await?;
+///     let term = leadership.term();
+///     leadership.resign().await?;
+///     Ok(term)
+/// }
+/// lead_once(locks.election("billing")).await?;
+/// lead_once(redlock.election("billing")).await?;
+/// # Ok(())
+/// # }
+/// ```
 pub trait Face: Backend {
     /// The guard of one lock.
     type Guard;

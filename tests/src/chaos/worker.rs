@@ -11,8 +11,9 @@
 //! downgraded) and a semaphore (`sem*`). A long-lease actor (`long*`, 2 s leases) has its
 //! renewals and suspicions recorded, and (but on the cluster) a pooled actor runs three
 //! tasks on a handle over a pool of connections ([`RoundRobin`]). Except on Redlock, a
-//! multi-lock actor ([`multi`]) takes two or three of the single locks' names at once, and
-//! two candidates campaign in an election while an observer follows it ([`election`]).
+//! multi-lock actor ([`multi`]) takes two or three of the single locks' names at once; on
+//! every topology two candidates campaign in an election while an observer follows it
+//! ([`election`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -868,6 +869,24 @@ pub const PERMITS: u32 = 2;
 /// The primitives on the waiter queue (one server or a cluster, not Redlock), each on
 /// names of its own: a fair lock (`fair*`), read/write locks (`rw*`) and a semaphore of
 /// [`PERMITS`] permits (`sem*`), every actor with a handle of its own.
+/// The actors of every kind but the single lock's on a handle over one server or a
+/// cluster: the waiter queue's, the multi-lock's, the election's.
+async fn one_server_kinds<C, M, MF>(ctx: &Arc<Ctx>, make: M) -> Vec<tokio::task::JoinHandle<()>>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+    M: Fn() -> MF,
+    MF: Future<Output = Locks<C>>,
+{
+    let mut tasks = queued_actors(ctx, &make).await;
+    tasks.extend(multi::actors(ctx, &make).await);
+    let elect = |name| {
+        let handle = make();
+        async move { handle.await.election(name) }
+    };
+    tasks.extend(election::actors(ctx, elect).await);
+    tasks
+}
+
 async fn queued_actors<C, M, MF>(ctx: &Arc<Ctx>, make: M) -> Vec<tokio::task::JoinHandle<()>>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
@@ -1304,9 +1323,7 @@ async fn start_actors(
                 }
             };
             let mut tasks = spawn_actors(&ctx, || make(ttl)).await;
-            tasks.extend(queued_actors(&ctx, || make(ttl)).await);
-            tasks.extend(multi::actors(&ctx, || make(ttl)).await);
-            tasks.extend(election::actors(&ctx, || make(ttl)).await);
+            tasks.extend(one_server_kinds(&ctx, || make(ttl)).await);
             let long = make(LONG_TTL).await;
             tasks.push(tokio::spawn(long_actor(Arc::clone(&ctx), long, long_seed)));
             let pool_client =
@@ -1335,9 +1352,7 @@ async fn start_actors(
                 }
             };
             let mut tasks = spawn_actors(&ctx, || make(ttl)).await;
-            tasks.extend(queued_actors(&ctx, || make(ttl)).await);
-            tasks.extend(multi::actors(&ctx, || make(ttl)).await);
-            tasks.extend(election::actors(&ctx, || make(ttl)).await);
+            tasks.extend(one_server_kinds(&ctx, || make(ttl)).await);
             let long = make(LONG_TTL).await;
             tasks.push(tokio::spawn(long_actor(Arc::clone(&ctx), long, long_seed)));
             tasks
@@ -1359,6 +1374,8 @@ async fn start_actors(
                 }
             };
             let mut tasks = spawn_actors(&ctx, || make(ttl)).await;
+            let elect = |name| async move { make(ttl).await.election(name) };
+            tasks.extend(election::actors(&ctx, elect).await);
             let long = make(LONG_TTL).await;
             tasks.push(tokio::spawn(long_actor(Arc::clone(&ctx), long, long_seed)));
             let mut pools = Vec::new();

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use lockscript::{Election, LockError, Locks};
+use lockscript::{ElectionOf, Face, LeadershipOf, LockError};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -23,17 +23,17 @@ use crate::chaos::history::Event;
 /// The election's name (its lock's, `lock:{leader}`): no other actor locks it.
 const ELECTION: &str = "leader";
 
-/// Spawns the two candidates and the observer, each on a handle of its own made by
-/// `make`.
-pub(super) async fn actors<C, M, MF>(ctx: &Arc<Ctx>, make: M) -> Vec<tokio::task::JoinHandle<()>>
+/// Spawns the two candidates and the observer, each on an election of a handle of its
+/// own made by `make` (on one server or a cluster, or on Redlock's masters).
+pub(super) async fn actors<B, M, MF>(ctx: &Arc<Ctx>, make: M) -> Vec<tokio::task::JoinHandle<()>>
 where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-    M: Fn() -> MF,
-    MF: Future<Output = Locks<C>>,
+    B: Face,
+    M: Fn(&'static str) -> MF,
+    MF: Future<Output = ElectionOf<B>>,
 {
     let mut tasks = Vec::new();
     for candidate in 0..2 {
-        let election = make().await.election(ELECTION);
+        let election = make(ELECTION).await;
         let seed = ctx.cfg.seed ^ (0xc1 + u64::from(candidate));
         tasks.push(tokio::spawn(campaigns(
             Arc::clone(ctx),
@@ -42,17 +42,14 @@ where
             candidate,
         )));
     }
-    let election = make().await.election(ELECTION);
+    let election = make(ELECTION).await;
     tasks.push(tokio::spawn(observe(Arc::clone(ctx), election)));
     tasks
 }
 
 /// One candidate: campaigns (sometimes only tries), leads, steps down; until the worker
 /// stops.
-async fn campaigns<C>(ctx: Arc<Ctx>, election: Election<C>, seed: u64, candidate: u32)
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
+async fn campaigns<B: Face>(ctx: Arc<Ctx>, election: ElectionOf<B>, seed: u64, candidate: u32) {
     let mut rng = StdRng::seed_from_u64(seed);
     let value = format!("w{}c{candidate}", ctx.cfg.worker);
     ctx.ready().await;
@@ -103,10 +100,7 @@ where
 /// One leadership, recorded as a grant of the election's lock with its term as the
 /// fence: a few fenced writes with the term, each after finding the leadership not
 /// lost, a proclamation now and then; then it resigns, or drops the leadership.
-async fn lead<C>(ctx: &Arc<Ctx>, leadership: lockscript::Leadership<C>, value: &str, seed: u64)
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
+async fn lead<B: Face>(ctx: &Arc<Ctx>, leadership: LeadershipOf<B>, value: &str, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let lease = leadership.guard().lease();
     let term = leadership.term();
@@ -156,10 +150,7 @@ where
 
 /// The observer: records each leader it is told of (the current one first), until the
 /// worker stops.
-async fn observe<C>(ctx: Arc<Ctx>, election: Election<C>)
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
-{
+async fn observe<B: Face>(ctx: Arc<Ctx>, election: ElectionOf<B>) {
     let mut observer = election.observe();
     ctx.ready().await;
     loop {
