@@ -512,7 +512,10 @@ fn later_grant(
 }
 
 /// A grant `a` (granted `a_how` if given) before `fault` began and a grant `b` of the
-/// same lock by another worker during it (or within 300 ms after), both unshared.
+/// same lock by another worker during it (or within a second after: a fault that holds
+/// writes back, as `client_pause`, lets no grant through while it lasts, and on a busy
+/// machine the next one may come some hundred milliseconds after it ends; CI once found
+/// none within 300 ms), both unshared.
 fn pair_across<'a>(
     events: &'a [Event],
     fault: &Event,
@@ -544,7 +547,7 @@ fn pair_across<'a>(
             .find(|b| {
                 matches!(b, Event::Grant { lock: l, worker: w, t: tb, .. }
                     if l == lock && w != worker && *t_start <= *tb
-                        && *tb <= t_end + 300_000_000)
+                        && *tb <= t_end + 1_000_000_000)
             })
             .map(|b| (*a, *b))
     })
@@ -808,11 +811,24 @@ fn planted_breaks_of_the_promises_beyond_overlaps_are_each_reported() {
     }
 }
 
+/// Whether `worker` ran from `from` to `to` (and a second either side): no
+/// `worker_stall` or `freeze_worker` of it, which would excuse its own losses (the
+/// machine or the nemesis kept it off the CPU, not the lock).
+fn ran(recorded: &[Event], worker: u32, from: u64, to: u64) -> bool {
+    let target = format!("worker:{worker}");
+    recorded.iter().all(|e| {
+        !matches!(e, Event::Fault { kind, target: t, t_start, t_end, .. }
+            if (kind == "worker_stall" || kind == "freeze_worker") && *t == target
+                && *t_start <= to + 1_000_000_000 && *t_end + 1_000_000_000 >= from)
+    })
+}
+
 /// On a cluster with one primary stalled (`freeze_server`: SIGSTOP of one master, below
 /// the node timeout, while the others serve), a lease whose key lives on another primary
 /// must stay held: a loss of one planted during a freeze is reported, while a loss on
 /// the frozen primary is not.
 #[test]
+#[allow(clippy::too_many_lines)]
 fn a_loss_on_a_healthy_primary_while_another_is_stalled_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_string_lossy().into_owned();
@@ -861,20 +877,29 @@ fn a_loss_on_a_healthy_primary_while_another_is_stalled_is_reported() {
             Event::Grant {
                 lock,
                 t,
+                t_sent,
                 valid_until,
+                worker,
                 ..
-            } if frozen_primary => on(slots, lock) && *t < *t_end && *valid_until > *t_start,
+            } if frozen_primary => {
+                on(slots, lock)
+                    && *t < *t_end
+                    && *valid_until > *t_start
+                    && ran(&recorded, *worker, *t_sent, *valid_until)
+            }
             Event::Grant {
                 lock,
                 t,
                 t_sent,
                 valid_until,
+                worker,
                 ..
             } => {
                 *t_start <= *t
                     && *t <= *t_end
                     && !on(slots, lock)
                     && untouched(lock, *t_sent, *valid_until)
+                    && ran(&recorded, *worker, *t_sent, *valid_until)
             }
             _ => false,
         })
