@@ -14,32 +14,15 @@ use std::time::{Duration, Instant};
 
 use lockscript::Locks;
 use lockscript_test::cluster::RedisCluster;
-use lockscript_test::history::percentile;
+use lockscript_test::history::{print_latencies, quantile_ms as ms};
 use lockscript_test::proxy::Proxy;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const ROUNDS: usize = 2_000;
 
-/// The `p` quantile (0..=1) of `d`, in milliseconds.
-fn ms(d: &[Duration], p: f64) -> f64 {
-    let mut us: Vec<u64> = d
-        .iter()
-        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-        .collect();
-    us.sort_unstable();
-    let micros = u32::try_from(percentile(&us, p).unwrap_or(0)).unwrap_or(u32::MAX);
-    f64::from(micros) / 1000.0
-}
-
 fn line(what: &str, d: &[Duration]) {
-    println!(
-        "{what:<52} p50 {:>7.3} ms  p99 {:>7.3} ms  max {:>7.3} ms  (n={})",
-        ms(d, 0.5),
-        ms(d, 0.99),
-        ms(d, 1.0),
-        d.len()
-    );
+    print_latencies(what, 52, d);
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -47,12 +30,7 @@ async fn main() -> Result<(), BoxError> {
     let cluster = RedisCluster::start_with(3, 0, |_, node| {
         node.arg("--cluster-require-full-coverage").arg("no")
     });
-    let proxies: Vec<Proxy> = (0..3)
-        .map(|i| Proxy::start(cluster.node(i).port()))
-        .collect();
-    for (i, proxy) in proxies.iter().enumerate() {
-        cluster.announce_port(i, proxy.port());
-    }
+    let proxies = cluster.behind_proxies();
     let urls: Vec<String> = proxies.iter().map(Proxy::url).collect();
     let theirs = redis::cluster::ClusterClient::builder(urls.clone())
         .retries(0)

@@ -14,32 +14,15 @@
 use std::time::{Duration, Instant};
 
 use lockscript::{Locks, RetryPolicy};
-use lockscript_test::history::percentile;
+use lockscript_test::history::{print_latencies, quantile_ms as ms};
 use lockscript_test::server::RedisServer;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const ROUNDS: usize = 300;
 
-/// The `p` quantile (0..=1) of `d`, in milliseconds.
-fn ms(d: &[Duration], p: f64) -> f64 {
-    let mut us: Vec<u64> = d
-        .iter()
-        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-        .collect();
-    us.sort_unstable();
-    let micros = u32::try_from(percentile(&us, p).unwrap_or(0)).unwrap_or(u32::MAX);
-    f64::from(micros) / 1000.0
-}
-
 fn line(what: &str, d: &[Duration]) {
-    println!(
-        "{what:<44} p50 {:>7.3} ms  p99 {:>7.3} ms  max {:>7.3} ms  (n={})",
-        ms(d, 0.5),
-        ms(d, 0.99),
-        ms(d, 1.0),
-        d.len()
-    );
+    print_latencies(what, 44, d);
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -357,6 +357,26 @@ impl RedisCluster {
         }
     }
 
+    /// Puts a fault proxy ([`crate::proxy::Proxy`]) in front of every node, each node
+    /// announcing its proxy's port (see [`announce_port`](Self::announce_port)): cluster
+    /// clients then reach every node through its proxy. The proxies, by node index.
+    ///
+    /// ```no_run
+    /// let cluster = lockscript_test::cluster::RedisCluster::start(3, 0);
+    /// let proxies = cluster.behind_proxies();
+    /// let urls: Vec<String> = proxies.iter().map(|p| p.url()).collect();
+    /// ```
+    #[must_use]
+    pub fn behind_proxies(&self) -> Vec<crate::proxy::Proxy> {
+        let proxies: Vec<crate::proxy::Proxy> = (self.nodes.iter())
+            .map(|node| crate::proxy::Proxy::start(node.port()))
+            .collect();
+        for (i, proxy) in proxies.iter().enumerate() {
+            self.announce_port(i, proxy.port());
+        }
+        proxies
+    }
+
     /// The hash slot ranges (inclusive) node `i` serves as master, as it sees itself in
     /// `CLUSTER NODES`: empty for a replica, or for a node that does not answer (stopped,
     /// frozen).

@@ -45,6 +45,40 @@ pub fn assert_exclusive<T: Ord + Copy + Debug>(history: &mut [(u64, T, T)]) {
     }
 }
 
+/// The `p` quantile (0..=1) of `durations`, in milliseconds (to the microsecond).
+///
+/// ```
+/// use std::time::Duration;
+/// let d = [Duration::from_micros(1_500), Duration::from_micros(500)];
+/// assert_eq!(lockscript_test::history::quantile_ms(&d, 1.0), 1.5);
+/// ```
+#[must_use]
+pub fn quantile_ms(durations: &[std::time::Duration], p: f64) -> f64 {
+    let mut us: Vec<u64> = durations
+        .iter()
+        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+        .collect();
+    us.sort_unstable();
+    let micros = u32::try_from(percentile(&us, p).unwrap_or(0)).unwrap_or(u32::MAX);
+    f64::from(micros) / 1000.0
+}
+
+/// Prints one line of a benchmark program: `what` (padded to `width`), then the p50,
+/// p99 and max of `durations` in milliseconds, and their count.
+///
+/// ```
+/// lockscript_test::history::print_latencies("a call", 20, &[std::time::Duration::from_millis(1)]);
+/// ```
+pub fn print_latencies(what: &str, width: usize, durations: &[std::time::Duration]) {
+    println!(
+        "{what:<width$} p50 {:>7.3} ms  p99 {:>7.3} ms  max {:>7.3} ms  (n={})",
+        quantile_ms(durations, 0.5),
+        quantile_ms(durations, 0.99),
+        quantile_ms(durations, 1.0),
+        durations.len()
+    );
+}
+
 /// The `p`-quantile (0..=1, nearest rank) of an ascending slice; `None` when empty.
 ///
 /// ```

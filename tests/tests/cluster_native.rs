@@ -570,12 +570,7 @@ struct Through {
 /// while leases are held on all three and calls go on to the other two.
 fn cut_off(cut: Cut) -> Through {
     let cluster = partial_cluster();
-    let proxies: Vec<Proxy> = (0..3)
-        .map(|i| Proxy::start(cluster.node(i).port()))
-        .collect();
-    for (i, proxy) in proxies.iter().enumerate() {
-        cluster.announce_port(i, proxy.port());
-    }
+    let proxies = cluster.behind_proxies();
     let urls: Vec<String> = proxies.iter().map(Proxy::url).collect();
     let cut_node = cluster.masters()[2];
     let names = names_on_every_master(&cluster);

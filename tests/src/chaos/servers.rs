@@ -565,14 +565,7 @@ impl Servers {
                 for node in cluster.nodes() {
                     grant_native(node);
                 }
-                let proxies: Vec<Proxy> = cluster
-                    .nodes()
-                    .iter()
-                    .map(|node| Proxy::start(node.port()))
-                    .collect();
-                for (i, proxy) in proxies.iter().enumerate() {
-                    cluster.announce_port(i, proxy.port());
-                }
+                let proxies = cluster.behind_proxies();
                 let resetting = proxies.iter().map(|_| Vec::new()).collect();
                 Servers::Cluster(cluster, proxies, resetting, clocks)
             }
